@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * CPU sampler: a perf_event program on the cpu-clock event of every CPU. It only collects
+ * (ids, timestamp, raw addresses); the daemon owns symbols and aggregation.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "abi.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Set before load: true restricts sampling to the tgids in target_pids. */
+const volatile bool filter_pids = false;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u8);
+} target_pids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20); /* resized by the daemon before load */
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PROFD_CNT__MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+/* Scratch space to build a full-size sample; only the used part goes to the ring buffer. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct profd_sample_rec);
+} scratch SEC(".maps");
+
+static __always_inline void count(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
+
+	if (v)
+		*v += 1;
+}
+
+static __always_inline bool wanted(__u32 tgid)
+{
+	if (!filter_pids)
+		return true;
+	return bpf_map_lookup_elem(&target_pids, &tgid) != NULL;
+}
+
+SEC("perf_event")
+int profd_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct profd_sample_rec *rec;
+	__u32 zero = 0;
+	long kn, un;
+	__u64 size;
+
+	/* The idle task (pid 0) is not work anyone asked about. */
+	if (tid == 0 || !wanted(tgid))
+		return 0;
+	count(PROFD_CNT_SAMPLES);
+
+	rec = bpf_map_lookup_elem(&scratch, &zero);
+	if (!rec)
+		return 0;
+	rec->hdr.type = PROFD_REC_SAMPLE;
+	rec->ts_ns = bpf_ktime_get_ns();
+	rec->pid = tgid;
+	rec->tid = tid;
+	rec->uid = (__u32)bpf_get_current_uid_gid();
+	rec->cpu = bpf_get_smp_processor_id();
+	rec->flags = 0;
+	bpf_get_current_comm(rec->comm, sizeof(rec->comm));
+
+	kn = bpf_get_stack(ctx, rec->ips, PROFD_MAX_STACK * 8, 0);
+	if (kn < 0) {
+		count(PROFD_CNT_KSTACK_ERR);
+		rec->flags |= PROFD_SAMPLE_KSTACK_ERR;
+		kn = 0;
+	}
+	kn /= 8;
+	if (kn >= PROFD_MAX_STACK) {
+		kn = PROFD_MAX_STACK;
+		rec->flags |= PROFD_SAMPLE_KSTACK_TRUNC;
+	}
+
+	un = 0;
+	if (bpf_get_current_task_btf()->mm) {
+		/* kn is bounded above, so the verifier can check the destination. */
+		un = bpf_get_stack(ctx, &rec->ips[kn & 127],
+				   PROFD_MAX_STACK * 8, BPF_F_USER_STACK);
+		if (un < 0) {
+			count(PROFD_CNT_USTACK_ERR);
+			rec->flags |= PROFD_SAMPLE_USTACK_ERR;
+			un = 0;
+		}
+		un /= 8;
+		if (un >= PROFD_MAX_STACK) {
+			un = PROFD_MAX_STACK;
+			rec->flags |= PROFD_SAMPLE_USTACK_TRUNC;
+		}
+	} else {
+		rec->flags |= PROFD_SAMPLE_KERNEL_THREAD;
+	}
+	rec->nr_kernel = kn;
+	rec->nr_user = un;
+
+	size = PROFD_SAMPLE_HDR_SIZE + 8 * (kn + un);
+	if (size > sizeof(*rec))
+		size = sizeof(*rec);
+	rec->hdr.size = size;
+	if (bpf_ringbuf_output(&events, rec, size, 0))
+		count(PROFD_CNT_RINGBUF_FULL);
+	return 0;
+}
+
+static __always_inline void task_event(__u32 type)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct profd_task_rec *rec;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (!wanted(tgid))
+		return;
+	rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
+	if (!rec) {
+		count(PROFD_CNT_TASK_DROPPED);
+		return;
+	}
+	rec->hdr.type = type;
+	rec->hdr.size = sizeof(*rec);
+	rec->ts_ns = bpf_ktime_get_ns();
+	rec->pid = tgid;
+	rec->uid = (__u32)bpf_get_current_uid_gid();
+	bpf_probe_read_kernel_str(rec->comm, sizeof(rec->comm), task->group_leader->comm);
+	bpf_ringbuf_submit(rec, 0);
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(profd_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	task_event(PROFD_REC_EXEC);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(profd_exit, struct task_struct *p)
+{
+	/* Only the last thread of the group: signal->live reached zero before this tracepoint. */
+	if (BPF_CORE_READ(p, signal, live.counter) != 0)
+		return 0;
+	task_event(PROFD_REC_EXIT);
+	return 0;
+}

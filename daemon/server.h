@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The protocol server: a libuv pipe server on a Unix socket. It frames and decodes requests,
+ * answers Hello itself (protocol version check), identifies each peer with SO_PEERCRED and hands
+ * every other request to the handler. Bad input (garbage, oversized or truncated frames, unknown
+ * requests), clients that vanish mid-reply and slow readers cost one connection, never the
+ * daemon.
+ */
+#ifndef PROFD_SERVER_H
+#define PROFD_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "profd.pb-c.h"
+
+struct server_peer {
+	uint32_t uid;
+	uint32_t gid;
+	int32_t pid;
+};
+
+/*
+ * Answer one request (never a Hello). On success set *frame to a malloc'd, already framed reply
+ * (see wire_pack_response) and return 0; the server frees it. A negative return closes the
+ * connection.
+ */
+typedef int (*server_handle_fn)(void *ctx, const struct server_peer *peer,
+				const Profd__Request *req, uint8_t **frame, size_t *frame_len);
+
+struct server_opts {
+	const char *path;	   /* socket path; its directory is created with mode 0755 */
+	mode_t socket_mode;	   /* 0 means 0660 */
+	server_handle_fn handle;
+	void *ctx;
+	unsigned int max_clients;  /* 0 means 64 */
+	uint64_t idle_timeout_ms;  /* a connection with no complete request for this long is
+				    * closed; 0 means 30000 */
+	size_t max_pending_write;  /* bytes queued to one client before it is treated as stuck and
+				    * reading from it pauses; 0 means 4 MiB */
+	uint64_t write_timeout_ms; /* a reply not drained in this time closes the connection;
+				    * 0 means 60000 */
+};
+
+struct server;
+
+/*
+ * Bind and listen. Refuses to take over a path where a live daemon answers (-EADDRINUSE); a
+ * stale socket file is replaced. Returns the server or NULL with errno set.
+ */
+struct server *server__new(uv_loop_t *loop, const struct server_opts *opts);
+/*
+ * Stop listening, close every connection and unlink the socket. Handles close asynchronously:
+ * the memory is released once the loop has run the close callbacks (uv_run after this call).
+ * Accepts NULL.
+ */
+void server__close(struct server *s);
+/* Connected clients right now. */
+unsigned int server__clients(const struct server *s);
+
+#endif

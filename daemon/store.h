@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The aggregation store: interned frames and stacks, and per-(process, thread, stack) values in
+ * time buckets, with memory bounded by a cap (oldest buckets evicted first, evictions counted).
+ * Every value (CPU samples now, GPU time later) is a column of the same table.
+ *
+ * Not thread-safe: the daemon's loop thread owns it.
+ */
+#ifndef PROFD_STORE_H
+#define PROFD_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum frame_kind {
+	FRAME_KIND_UNKNOWN = 0,
+	FRAME_KIND_KERNEL = 1,
+	FRAME_KIND_NATIVE = 2,
+	FRAME_KIND_PYTHON = 3,
+	FRAME_KIND_GPU = 4,
+};
+
+/* Value columns. New kinds of value append here. */
+enum store_value {
+	STORE_VALUE_CPU_SAMPLES = 0,
+	STORE_VALUE__COUNT,
+};
+
+/*
+ * What identifies a frame. Strings are copied on intern. Two frames are the same when every
+ * field is equal; native frames are per address (module + rel address), so pprof can keep one
+ * location per address while folded output merges by name.
+ */
+struct frame_key {
+	enum frame_kind kind;
+	const char *name;     /* never NULL: "[unknown]" when no symbol */
+	const char *module;   /* mapping path or kernel module; NULL if none */
+	uint64_t address;     /* module-relative (native) or absolute (kernel) address */
+	const char *file;     /* source file; NULL if unknown */
+	uint32_t line;
+	const char *build_id; /* hex; NULL if unknown */
+};
+
+/* A stored frame as the store hands it back; strings owned by the store. */
+struct store_frame {
+	enum frame_kind kind;
+	const char *name;
+	const char *module;
+	uint64_t address;
+	const char *file;
+	uint32_t line;
+	const char *build_id;
+};
+
+struct store_opts {
+	size_t mem_cap;	   /* bytes; 0 for the default (256 MiB) */
+	uint64_t bucket_ns; /* time bucket width; 0 for the default (1 s) */
+};
+
+struct store_stats {
+	uint64_t samples;	  /* value-0 total added since start */
+	uint64_t evicted_samples; /* value-0 total dropped by eviction */
+	uint64_t evicted_buckets;
+	uint64_t bytes;		  /* memory accounted right now */
+	uint64_t cap;
+	uint64_t frames;
+	uint64_t stacks;
+	uint64_t processes;
+	uint64_t buckets;
+	uint64_t oldest_ns; /* start of the oldest bucket holding data, 0 if empty */
+	uint64_t newest_ns; /* newest sample timestamp, 0 if empty */
+	uint64_t generation; /* bumps when frame or stack ids are renumbered (compaction) */
+};
+
+struct store;
+
+/* Returns a new store or NULL with errno set. */
+struct store *store__new(const struct store_opts *opts);
+void store__free(struct store *s);
+
+/*
+ * Intern a frame / a stack (frame ids, leaf first). Return an id > 0, or 0 on allocation
+ * failure. Ids stay valid until store__stats().generation changes; callers that cache ids must
+ * drop their caches then.
+ */
+uint32_t store__intern_frame(struct store *s, const struct frame_key *key);
+uint32_t store__intern_stack(struct store *s, const uint32_t *frames, size_t n);
+
+/*
+ * Add value to column `col` of (pid, tid, stack) in the bucket of ts_ns. May evict old buckets
+ * to stay under the cap. Returns 0, -EINVAL for a bad stack id or column, -ENOMEM.
+ */
+int store__add(struct store *s, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack,
+	       enum store_value col, uint64_t value);
+
+/* Process and thread metadata; kept until the last bucket naming them is evicted. */
+int store__set_process(struct store *s, uint32_t pid, uint32_t uid, const char *comm);
+int store__set_thread(struct store *s, uint32_t pid, uint32_t tid, const char *comm);
+void store__process_exited(struct store *s, uint32_t pid);
+
+/* Lookups; NULL / false when unknown. Returned memory is owned by the store. */
+const struct store_frame *store__frame(const struct store *s, uint32_t frame_id);
+/* Sets *frames (leaf first) and *n. */
+bool store__stack(const struct store *s, uint32_t stack_id, const uint32_t **frames, size_t *n);
+struct store_process_info {
+	uint32_t pid;
+	uint32_t uid;
+	const char *comm;
+	bool exited;
+};
+bool store__process(const struct store *s, uint32_t pid, struct store_process_info *out);
+const char *store__thread_name(const struct store *s, uint32_t pid, uint32_t tid);
+
+/* A query over a time range. */
+struct store_query {
+	uint64_t start_ns; /* inclusive */
+	uint64_t end_ns;   /* exclusive; UINT64_MAX for open */
+	const uint32_t *pids; /* NULL / 0: any */
+	size_t npids;
+	uint32_t tid;	   /* 0: any */
+	bool filter_uid;   /* only processes whose uid is `uid` */
+	uint32_t uid;
+};
+
+/* Called once per distinct (pid, tid, stack) with values summed over the range. */
+typedef int (*store_query_cb)(uint32_t pid, uint32_t tid, uint32_t stack,
+			      const uint64_t values[STORE_VALUE__COUNT], void *ctx);
+
+/*
+ * Aggregate the buckets overlapping [start, end) (whole buckets; a bucket belongs to the range
+ * if its start lies in it) and call cb per key. Returns 0, a negative errno, or cb's first
+ * negative value.
+ */
+int store__query(struct store *s, const struct store_query *q, store_query_cb cb, void *ctx);
+
+void store__stats(const struct store *s, struct store_stats *out);
+
+/* Bucket width in ns. */
+uint64_t store__bucket_ns(const struct store *s);
+
+#endif

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Symbolization in the daemon: kernel addresses from /proc/kallsyms; user addresses from
+ * /proc/PID/maps plus ELF .symtab/.dynsym (PIE and shared libraries with their load bias), separate
+ * debug files (.gnu_debuglink, build-id under /usr/lib/debug), and perf map files for JIT code.
+ * ELF data is cached per file (build-id, else device+inode), not per pid. C++ names demangled.
+ *
+ * Not thread-safe: one owner thread.
+ */
+#ifndef PROFD_SYMBOLIZE_H
+#define PROFD_SYMBOLIZE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/*
+ * One resolved address. Strings are owned by the symbolizer and valid until the next call into
+ * it; callers copy what they keep.
+ */
+struct sym_result {
+	const char *name;     /* function name (demangled), NULL when no symbol covers the address */
+	const char *module;   /* mapping path ("/usr/lib/x86_64-linux-gnu/libc.so.6"), kernel
+			       * module name ("ext4"), "[kernel.kallsyms]", "[vdso]", or "[unknown]"
+			       * when no mapping covers the address */
+	uint64_t address;     /* user: ELF virtual address within module; kernel: the address */
+	const char *build_id; /* hex, NULL if none */
+};
+
+struct symbolizer_opts {
+	/* Root for /proc (tests point it elsewhere); NULL means "/proc". */
+	const char *proc_root;
+	/* Root of separate debug files; NULL means "/usr/lib/debug". */
+	const char *debug_root;
+	/* Files kept open in the ELF cache; 0 means a default (256). */
+	unsigned int max_elf_files;
+	/* Skip /proc/kallsyms (tests, or a kernel that hides addresses). */
+	bool no_kernel;
+};
+
+struct symbolizer;
+
+/* Returns a new symbolizer or NULL with errno set. */
+struct symbolizer *symbolizer__new(const struct symbolizer_opts *opts);
+void symbolizer__free(struct symbolizer *s);
+
+/* Returns 0 (out filled; out->name NULL if unknown), or a negative errno. */
+int symbolizer__kernel(struct symbolizer *s, uint64_t addr, struct sym_result *out);
+/*
+ * Returns 0 (out filled; name NULL when no symbol, module "[unknown]" when no mapping), or a
+ * negative errno (e.g. -ESRCH: the process is gone and nothing is cached for it).
+ */
+int symbolizer__user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct sym_result *out);
+
+/* The process replaced its image (exec) or exited: drop what is cached for the pid. */
+void symbolizer__forget_pid(struct symbolizer *s, uint32_t pid);
+
+/* Whether kernel symbols are available (kallsyms readable with real addresses). */
+bool symbolizer__has_kernel(const struct symbolizer *s);
+
+#endif

@@ -1,0 +1,1 @@
+# client unit tests (being written)

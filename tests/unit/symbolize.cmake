@@ -1,0 +1,1 @@
+# symbolizer unit tests and ELF fixtures (being written)
