@@ -1,1 +1,153 @@
-/* placeholder: being written */
+// SPDX-License-Identifier: BSD-2-Clause
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "parse.h"
+#include "timeutil.h"
+#include "wire.h"
+
+/* The kernel caps perf sampling (kernel.perf_event_max_sample_rate, 100 kHz by default). */
+#define MAX_FREQUENCY 10000
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: profd [OPTIONS]\n"
+		"Sampling profiler daemon: samples CPU stacks with eBPF and serves profiles on a Unix\n"
+		"socket to profctl.\n"
+		"\n"
+		"  -p, --pid N             profile process N (all its threads); repeatable.\n"
+		"                          Without --pid every process on the machine is sampled.\n"
+		"  -F, --frequency HZ      samples per second per CPU (default 99, max %d)\n"
+		"  -s, --socket PATH       socket to serve on (default %s, or $%s)\n"
+		"      --memory-cap SIZE   memory for profile data, oldest evicted first\n"
+		"                          (default 256M; K, M, G suffixes)\n"
+		"      --ringbuf-size SIZE kernel-to-daemon ring buffer (default 8M; a power of two)\n"
+		"      --bucket DURATION   time resolution of stored data (default 1s)\n"
+		"      --log stderr|journal  where log lines go (default stderr)\n"
+		"  -v, --verbose           debug log output\n"
+		"  -q, --quiet             only errors\n"
+		"  -h, --help              this text\n"
+		"  -V, --version           print the version\n"
+		"\n"
+		"Needs root, or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE (and CAP_SYSLOG for kernel\n"
+		"symbols).\n"
+		"\n"
+		"Examples:\n"
+		"  sudo profd --pid 1234 --frequency 99\n"
+		"  sudo profd --socket /tmp/profd.sock --memory-cap 64M\n",
+		MAX_FREQUENCY, PROFD_DEFAULT_SOCKET, PROFD_SOCKET_ENV);
+}
+
+static int bad(const char *opt, const char *val, const char *why)
+{
+	fprintf(stderr, "profd: %s '%s': %s (see profd --help)\n", opt, val, why);
+	return -EINVAL;
+}
+
+int config_parse(int argc, char **argv, struct config *cfg)
+{
+	enum { OPT_MEMCAP = 256, OPT_RINGBUF, OPT_BUCKET, OPT_LOG };
+	static const struct option longopts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "frequency", required_argument, NULL, 'F' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "memory-cap", required_argument, NULL, OPT_MEMCAP },
+		{ "ringbuf-size", required_argument, NULL, OPT_RINGBUF },
+		{ "bucket", required_argument, NULL, OPT_BUCKET },
+		{ "log", required_argument, NULL, OPT_LOG },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 },
+	};
+	int c, verbose = 0;
+	bool quiet = false;
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->frequency_hz = 99;
+	cfg->mem_cap = 256ull << 20;
+	cfg->ringbuf_size = 8ull << 20;
+	cfg->bucket_ns = NSEC_PER_SEC;
+	cfg->socket_path = wire_socket_path(NULL);
+
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":p:F:s:vqhV", longopts, NULL)) != -1) {
+		uint64_t v;
+		uint32_t pid;
+
+		switch (c) {
+		case 'p':
+			if (parse_u32(optarg, 1, 0x3fffffff, &pid))
+				return bad("--pid", optarg, "not a process id");
+			if (cfg->npids == CONFIG_MAX_PIDS)
+				return bad("--pid", optarg, "too many --pid options (max 1024)");
+			cfg->pids[cfg->npids++] = pid;
+			break;
+		case 'F':
+			if (parse_u32(optarg, 1, MAX_FREQUENCY, &cfg->frequency_hz))
+				return bad("--frequency", optarg, "expected a whole number of Hz from 1 to 10000");
+			break;
+		case 's':
+			if (!*optarg || strlen(optarg) >= 108)
+				return bad("--socket", optarg, "a socket path must be 1 to 107 bytes");
+			cfg->socket_path = optarg;
+			break;
+		case OPT_MEMCAP:
+			if (parse_size(optarg, 4ull << 20, 1ull << 40, &cfg->mem_cap))
+				return bad("--memory-cap", optarg, "expected a size from 4M to 1024G");
+			break;
+		case OPT_RINGBUF:
+			if (parse_size(optarg, 64ull << 10, 1ull << 30, &v) || (v & (v - 1)))
+				return bad("--ringbuf-size", optarg,
+					   "expected a power of two from 64K to 1G");
+			cfg->ringbuf_size = v;
+			break;
+		case OPT_BUCKET:
+			if (parse_duration_ns(optarg, NSEC_PER_MSEC * 10, 3600 * NSEC_PER_SEC,
+					      &cfg->bucket_ns))
+				return bad("--bucket", optarg, "expected a duration from 10ms to 1h");
+			break;
+		case OPT_LOG:
+			if (!strcmp(optarg, "stderr"))
+				cfg->log_journal = false;
+			else if (!strcmp(optarg, "journal"))
+				cfg->log_journal = true;
+			else
+				return bad("--log", optarg, "expected stderr or journal");
+			break;
+		case 'v':
+			verbose++;
+			break;
+		case 'q':
+			quiet = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return CONFIG_EXIT;
+		case 'V':
+			printf("profd %s\n", PROFD_VERSION);
+			return CONFIG_EXIT;
+		case ':':
+			fprintf(stderr, "profd: option '%s' needs a value (see profd --help)\n",
+				argv[optind - 1]);
+			return -EINVAL;
+		default:
+			fprintf(stderr, "profd: unknown option '%s' (see profd --help)\n",
+				argv[optind - 1]);
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "profd: unexpected argument '%s' (see profd --help)\n", argv[optind]);
+		return -EINVAL;
+	}
+	cfg->log_level = quiet ? LOG_LVL_ERROR : verbose ? LOG_LVL_DEBUG : LOG_LVL_INFO;
+	return CONFIG_RUN;
+}

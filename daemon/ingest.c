@@ -1,1 +1,413 @@
-/* placeholder: being written */
+// SPDX-License-Identifier: BSD-2-Clause
+#include "ingest.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "abi.h"
+#include "log.h"
+#include "timeutil.h"
+
+/*
+ * Address cache: (pid, exec epoch, address) -> frame id, so the hot path of a repeated address is
+ * one probe. Open addressing, wiped whole when full or when the store renumbers frames; an exec
+ * bumps the pid's epoch so stale entries of the old image are never hit.
+ */
+#define ADDR_CACHE_BITS 16
+#define ADDR_CACHE_SIZE (1u << ADDR_CACHE_BITS)
+#define ADDR_CACHE_MAX_FILL (ADDR_CACHE_SIZE / 4 * 3)
+
+struct addr_entry {
+	uint64_t addr;
+	uint64_t owner; /* pid << 32 | epoch; 0 marks an empty slot (pid 0 is never a user pid) */
+	uint32_t frame;
+};
+
+/* Known processes: pid -> exec epoch. */
+#define PID_TABLE_MIN 1024
+
+struct pid_entry {
+	uint32_t pid; /* 0: empty */
+	uint32_t epoch;
+	bool tombstone;
+};
+
+struct ingest {
+	struct store *store;
+	struct symbolizer *sym;
+	char proc_root[256];
+	struct addr_entry *addrs;
+	size_t addr_fill;
+	uint64_t store_gen;
+	struct pid_entry *pids;
+	size_t pid_cap; /* power of two */
+	size_t pid_fill;
+	uint32_t next_epoch;
+	struct ingest_stats stats;
+	uint32_t frame_buf[2 * PROFD_MAX_STACK + 2];
+};
+
+/* Frame ids the store never hands out for these synthetic frames are interned lazily. */
+static const struct frame_key key_no_stack = { .kind = FRAME_KIND_UNKNOWN, .name = "[no stack]" };
+static const struct frame_key key_truncated = { .kind = FRAME_KIND_UNKNOWN,
+						.name = "[truncated]" };
+
+static inline uint64_t hash64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	return x;
+}
+
+struct ingest *ingest__new(const struct ingest_opts *opts)
+{
+	struct ingest *in = calloc(1, sizeof(*in));
+
+	if (!in)
+		return NULL;
+	in->store = opts->store;
+	in->sym = opts->sym;
+	snprintf(in->proc_root, sizeof(in->proc_root), "%s",
+		 opts->proc_root ? opts->proc_root : "/proc");
+	in->addrs = calloc(ADDR_CACHE_SIZE, sizeof(*in->addrs));
+	in->pid_cap = PID_TABLE_MIN;
+	in->pids = calloc(in->pid_cap, sizeof(*in->pids));
+	if (!in->addrs || !in->pids) {
+		ingest__free(in);
+		errno = ENOMEM;
+		return NULL;
+	}
+	in->next_epoch = 1;
+	return in;
+}
+
+void ingest__free(struct ingest *in)
+{
+	if (!in)
+		return;
+	free(in->addrs);
+	free(in->pids);
+	free(in);
+}
+
+void ingest__stats(const struct ingest *in, struct ingest_stats *out)
+{
+	*out = in->stats;
+}
+
+static void addr_cache_wipe(struct ingest *in)
+{
+	memset(in->addrs, 0, ADDR_CACHE_SIZE * sizeof(*in->addrs));
+	in->addr_fill = 0;
+}
+
+static struct pid_entry *pid_find(struct ingest *in, uint32_t pid)
+{
+	size_t mask = in->pid_cap - 1;
+
+	for (size_t i = hash64(pid) & mask;; i = (i + 1) & mask) {
+		struct pid_entry *e = &in->pids[i];
+
+		if (e->pid == pid && !e->tombstone)
+			return e;
+		if (e->pid == 0)
+			return NULL;
+	}
+}
+
+static int pid_table_grow(struct ingest *in)
+{
+	size_t live = 0, cap, mask;
+	struct pid_entry *t;
+
+	/* Rebuilding clears tombstones; grow only when live entries need the room. */
+	for (size_t k = 0; k < in->pid_cap; k++)
+		live += in->pids[k].pid && !in->pids[k].tombstone;
+	cap = live * 2 >= in->pid_cap ? in->pid_cap * 2 : in->pid_cap;
+	mask = cap - 1;
+	t = calloc(cap, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	for (size_t k = 0; k < in->pid_cap; k++) {
+		struct pid_entry *e = &in->pids[k];
+		size_t i;
+
+		if (!e->pid || e->tombstone)
+			continue;
+		for (i = hash64(e->pid) & mask; t[i].pid; i = (i + 1) & mask)
+			;
+		t[i] = *e;
+	}
+	free(in->pids);
+	in->pids = t;
+	in->pid_cap = cap;
+	in->pid_fill = 0;
+	for (size_t k = 0; k < cap; k++)
+		in->pid_fill += t[k].pid != 0;
+	return 0;
+}
+
+static struct pid_entry *pid_insert(struct ingest *in, uint32_t pid)
+{
+	size_t mask;
+
+	if ((in->pid_fill + 1) * 4 > in->pid_cap * 3 && pid_table_grow(in))
+		return NULL;
+	mask = in->pid_cap - 1;
+	for (size_t i = hash64(pid) & mask;; i = (i + 1) & mask) {
+		struct pid_entry *e = &in->pids[i];
+
+		if (e->pid == 0) {
+			e->pid = pid;
+			e->tombstone = false;
+			e->epoch = in->next_epoch++;
+			in->pid_fill++;
+			return e;
+		}
+	}
+}
+
+/* Read the process name from /proc/PID/comm (the thread group leader's name). */
+static void read_comm(const struct ingest *in, uint32_t pid, char *buf, size_t len,
+		      const char *fallback)
+{
+	char path[320];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%u/comm", in->proc_root, pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	n = fd >= 0 ? read(fd, buf, len - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0) {
+		snprintf(buf, len, "%s", fallback);
+		return;
+	}
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+}
+
+/* Copy a fixed-size comm that may lack its NUL, replacing bytes that are not printable. */
+static void comm_copy(char *dst, const char *src)
+{
+	size_t i;
+
+	for (i = 0; i < PROFD_COMM_LEN - 1 && src[i]; i++)
+		dst[i] = (src[i] < 0x20 || src[i] == 0x7f) ? '?' : src[i];
+	dst[i] = '\0';
+}
+
+static struct pid_entry *see_process(struct ingest *in, uint32_t pid, uint32_t uid,
+				     const char *thread_comm)
+{
+	struct pid_entry *e = pid_find(in, pid);
+	char comm[64];
+
+	if (e)
+		return e;
+	e = pid_insert(in, pid);
+	if (!e)
+		return NULL;
+	read_comm(in, pid, comm, sizeof(comm), thread_comm);
+	store__set_process(in->store, pid, uid, comm);
+	return e;
+}
+
+static void forget_process(struct ingest *in, uint32_t pid)
+{
+	struct pid_entry *e = pid_find(in, pid);
+
+	if (e)
+		e->tombstone = true;
+	symbolizer__forget_pid(in->sym, pid);
+}
+
+static uint32_t intern_sym(struct ingest *in, enum frame_kind kind, const struct sym_result *r,
+			   uint64_t addr)
+{
+	struct frame_key key = {
+		.kind = kind,
+		.name = r->name ? r->name : "[unknown]",
+		.module = r->module,
+		.address = r->address,
+		.build_id = r->build_id,
+	};
+
+	(void)addr;
+	return store__intern_frame(in->store, &key);
+}
+
+/* Frame id for an address; kernel addresses use owner 1 (pid 0, epoch 1). */
+static uint32_t frame_for(struct ingest *in, uint64_t owner, uint32_t pid, uint64_t addr,
+			  bool kernel)
+{
+	size_t mask = ADDR_CACHE_SIZE - 1;
+	struct sym_result r;
+	uint32_t frame;
+	size_t i;
+	int err;
+
+	for (i = hash64(addr ^ (owner * 0x9e3779b97f4a7c15ull)) & mask; in->addrs[i].owner;
+	     i = (i + 1) & mask) {
+		if (in->addrs[i].owner == owner && in->addrs[i].addr == addr) {
+			in->stats.addr_cache_hits++;
+			return in->addrs[i].frame;
+		}
+	}
+	in->stats.addr_cache_misses++;
+	if (kernel)
+		err = symbolizer__kernel(in->sym, addr, &r);
+	else
+		err = symbolizer__user(in->sym, pid, addr, &r);
+	if (err) {
+		/* The process vanished before we could read its maps: keep the raw address. */
+		r.name = NULL;
+		r.module = "[unknown]";
+		r.address = addr;
+		r.build_id = NULL;
+	}
+	frame = intern_sym(in, kernel ? FRAME_KIND_KERNEL : FRAME_KIND_NATIVE, &r, addr);
+	if (!frame)
+		return 0;
+	if (in->addr_fill >= ADDR_CACHE_MAX_FILL) {
+		addr_cache_wipe(in);
+		for (i = hash64(addr ^ (owner * 0x9e3779b97f4a7c15ull)) & mask; in->addrs[i].owner;
+		     i = (i + 1) & mask)
+			;
+	}
+	in->addrs[i].owner = owner;
+	in->addrs[i].addr = addr;
+	in->addrs[i].frame = frame;
+	in->addr_fill++;
+	return frame;
+}
+
+static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, size_t size)
+{
+	uint32_t nk = rec->nr_kernel, nu = rec->nr_user, n = 0, stack;
+	char comm[PROFD_COMM_LEN];
+	struct store_stats st;
+	struct pid_entry *pe;
+	uint64_t owner;
+	int err;
+
+	if (nk > PROFD_MAX_STACK || nu > PROFD_MAX_STACK ||
+	    size < PROFD_SAMPLE_HDR_SIZE + 8ull * (nk + nu) || rec->pid == 0) {
+		in->stats.malformed++;
+		return 0;
+	}
+	store__stats(in->store, &st);
+	if (st.generation != in->store_gen) {
+		addr_cache_wipe(in);
+		in->store_gen = st.generation;
+	}
+
+	comm_copy(comm, rec->comm);
+	pe = see_process(in, rec->pid, rec->uid, comm);
+	if (!pe)
+		return -ENOMEM;
+	owner = (uint64_t)rec->pid << 32 | pe->epoch;
+
+	/* Return addresses point after the call: look up addr - 1 for every frame but the leaf. */
+	for (uint32_t i = 0; i < nk; i++) {
+		uint64_t a = rec->ips[i] - (i > 0);
+		uint32_t f = frame_for(in, 1, 0, a, true);
+
+		if (f)
+			in->frame_buf[n++] = f;
+	}
+	for (uint32_t i = 0; i < nu; i++) {
+		uint64_t a = rec->ips[nk + i] - (i > 0);
+		uint32_t f = frame_for(in, owner, rec->pid, a, false);
+
+		if (f)
+			in->frame_buf[n++] = f;
+	}
+	if (rec->flags & (PROFD_SAMPLE_USTACK_TRUNC | PROFD_SAMPLE_KSTACK_TRUNC)) {
+		uint32_t f = store__intern_frame(in->store, &key_truncated);
+
+		if (f)
+			in->frame_buf[n++] = f;
+	}
+	if (n == 0) {
+		/* Keep the sample: a kernel thread whose stack read failed still used the CPU. */
+		uint32_t f = store__intern_frame(in->store, &key_no_stack);
+
+		if (f)
+			in->frame_buf[n++] = f;
+	}
+	stack = store__intern_stack(in->store, in->frame_buf, n);
+	if (!stack) {
+		in->stats.store_errors++;
+		return 0;
+	}
+	store__set_thread(in->store, rec->pid, rec->tid, comm);
+	err = store__add(in->store, rec->ts_ns, rec->pid, rec->tid, stack, STORE_VALUE_CPU_SAMPLES,
+			 1);
+	if (err)
+		in->stats.store_errors++;
+	in->stats.samples++;
+	return 0;
+}
+
+static int handle_task(struct ingest *in, const struct profd_task_rec *rec, size_t size)
+{
+	char comm[PROFD_COMM_LEN];
+	struct pid_entry *e;
+
+	if (size < sizeof(*rec) || rec->pid == 0) {
+		in->stats.malformed++;
+		return 0;
+	}
+	comm_copy(comm, rec->comm);
+	if (rec->hdr.type == PROFD_REC_EXEC) {
+		in->stats.execs++;
+		/* A new image: new symbols, new name. A new epoch makes old cache entries dead. */
+		forget_process(in, rec->pid);
+		e = pid_insert(in, rec->pid);
+		if (!e)
+			return -ENOMEM;
+		store__set_process(in->store, rec->pid, rec->uid, comm);
+	} else {
+		in->stats.exits++;
+		forget_process(in, rec->pid);
+		store__process_exited(in->store, rec->pid);
+	}
+	return 0;
+}
+
+int ingest__record(struct ingest *in, const void *data, size_t size)
+{
+	const struct profd_rec_hdr *hdr = data;
+	uint64_t t0 = mono_ns();
+	int err = 0;
+
+	in->stats.records++;
+	if (size < sizeof(*hdr) || hdr->size > size) {
+		in->stats.malformed++;
+		return 0;
+	}
+	switch (hdr->type) {
+	case PROFD_REC_SAMPLE:
+		err = handle_sample(in, data, hdr->size);
+		break;
+	case PROFD_REC_EXEC:
+	case PROFD_REC_EXIT:
+		err = handle_task(in, data, hdr->size);
+		break;
+	default:
+		in->stats.malformed++;
+		break;
+	}
+	in->stats.busy_ns += mono_ns() - t0;
+	return err;
+}

@@ -1,1 +1,246 @@
-/* placeholder: being written */
+// SPDX-License-Identifier: BSD-2-Clause
+/* profd: wires the sampler, ingest, store, symbolizer and server onto one libuv loop. */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#include "config.h"
+#include "daemon.h"
+#include "log.h"
+#include "notify.h"
+#include "timeutil.h"
+#include "wire.h"
+
+/* Capability bits (linux/capability.h), checked from /proc/self/status before anything else. */
+#define CAP_SYS_PTRACE_BIT 19
+#define CAP_SYS_ADMIN_BIT 21
+#define CAP_SYSLOG_BIT 34
+#define CAP_PERFMON_BIT 38
+#define CAP_BPF_BIT 39
+
+struct app {
+	struct daemon d;
+	uv_loop_t *loop;
+	uv_poll_t rb_poll;
+	uv_signal_t sigint, sigterm;
+	bool polling;
+	int exit_code;
+};
+
+static int effective_caps(uint64_t *caps)
+{
+	char line[256];
+	FILE *f = fopen("/proc/self/status", "re");
+	int err = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "CapEff:", 7)) {
+			err = sscanf(line + 7, "%" SCNx64, caps) == 1 ? 0 : -EINVAL;
+			break;
+		}
+	}
+	fclose(f);
+	return err;
+}
+
+/* Say which privileges are missing, all at once, before trying anything. */
+static int check_privileges(void)
+{
+	uint64_t caps;
+	bool admin;
+	char missing[128] = "";
+
+	if (effective_caps(&caps))
+		return 0; /* cannot tell: let the BPF calls report */
+	admin = caps & (1ull << CAP_SYS_ADMIN_BIT);
+	if (!admin && !(caps & (1ull << CAP_BPF_BIT)))
+		strcat(missing, " CAP_BPF");
+	if (!admin && !(caps & (1ull << CAP_PERFMON_BIT)))
+		strcat(missing, " CAP_PERFMON");
+	if (!(caps & (1ull << CAP_SYS_PTRACE_BIT)))
+		strcat(missing, " CAP_SYS_PTRACE");
+	if (missing[0]) {
+		pr_err("profd needs root or these capabilities:%s (run it with sudo, or as the "
+		       "systemd service)",
+		       missing);
+		return -EPERM;
+	}
+	if (!(caps & (1ull << CAP_SYSLOG_BIT)) && !admin)
+		pr_warn("no CAP_SYSLOG: kernel frames will show as [unknown]");
+	return 0;
+}
+
+static int on_record(void *ctx, const void *data, size_t size)
+{
+	struct app *app = ctx;
+
+	return ingest__record(app->d.ingest, data, size);
+}
+
+static void on_ringbuf_readable(uv_poll_t *h, int status, int events)
+{
+	struct app *app = h->data;
+	int n;
+
+	if (status < 0) {
+		pr_err("ring buffer poll: %s", uv_strerror(status));
+		return;
+	}
+	n = sampler__drain(app->d.sampler);
+	if (n < 0 && n != -EINTR)
+		pr_warn("ring buffer: %s", strerror(-n));
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+	struct app *app = h->data;
+
+	pr_info("%s: shutting down", strsignal(signum));
+	notify_stopping();
+	uv_stop(app->loop);
+}
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+	if (!uv_is_closing(h))
+		uv_close(h, NULL);
+}
+
+static int check_targets(const struct config *cfg)
+{
+	for (size_t i = 0; i < cfg->npids; i++) {
+		if (kill((pid_t)cfg->pids[i], 0) && errno == ESRCH) {
+			pr_err("no process with pid %u", cfg->pids[i]);
+			return -ESRCH;
+		}
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct app app = { .exit_code = 1 };
+	struct store_opts sopts = { 0 };
+	struct config cfg;
+	struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
+	char status[128];
+	int err;
+
+	err = config_parse(argc, argv, &cfg);
+	if (err == CONFIG_EXIT)
+		return 0;
+	if (err < 0)
+		return 2;
+	log_set_ident("profd");
+	log_set_level(cfg.log_level);
+	if (cfg.log_journal) {
+		if (!notify_have_journal()) {
+			fprintf(stderr, "profd: --log journal: built without libsystemd\n");
+			return 2;
+		}
+		log_set_sink(notify_journal_sink, NULL);
+	}
+	if (check_privileges() || check_targets(&cfg))
+		return 1;
+
+	/* Replies to clients that hung up must fail with EPIPE, not kill the daemon. */
+	signal(SIGPIPE, SIG_IGN);
+	/* Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK. */
+	setrlimit(RLIMIT_MEMLOCK, &rl);
+
+	app.d.cfg = &cfg;
+	app.d.start_ns = mono_ns();
+	app.loop = uv_default_loop();
+
+	sopts.mem_cap = cfg.mem_cap;
+	sopts.bucket_ns = cfg.bucket_ns;
+	app.d.store = store__new(&sopts);
+	if (!app.d.store) {
+		pr_err("store: %s", strerror(errno));
+		goto out;
+	}
+	app.d.sym = symbolizer__new(&(struct symbolizer_opts){ 0 });
+	if (!app.d.sym) {
+		pr_err("symbolize: %s", strerror(errno));
+		goto out;
+	}
+	if (!symbolizer__has_kernel(app.d.sym))
+		pr_warn("symbolize: /proc/kallsyms shows no addresses: kernel frames will be "
+			"[unknown]");
+	app.d.ingest = ingest__new(&(struct ingest_opts){ .store = app.d.store, .sym = app.d.sym });
+	if (!app.d.ingest) {
+		pr_err("ingest: %s", strerror(errno));
+		goto out;
+	}
+
+	app.d.server = server__new(app.loop, &(struct server_opts){
+						     .path = cfg.socket_path,
+						     .handle = handlers__handle,
+						     .ctx = &app.d,
+					     });
+	if (!app.d.server) {
+		err = -errno;
+		if (err == -EADDRINUSE)
+			pr_err("server: %s: another profd is already serving there",
+			       cfg.socket_path);
+		else
+			pr_err("server: %s: %s", cfg.socket_path, strerror(-err));
+		goto out;
+	}
+
+	app.d.sampler = sampler__new(&(struct sampler_opts){
+		.pids = cfg.pids,
+		.npids = cfg.npids,
+		.frequency_hz = cfg.frequency_hz,
+		.ringbuf_size = cfg.ringbuf_size,
+		.on_record = on_record,
+		.ctx = &app,
+	});
+	if (!app.d.sampler)
+		goto out;
+
+	uv_poll_init(app.loop, &app.rb_poll, sampler__fd(app.d.sampler));
+	app.rb_poll.data = &app;
+	app.polling = true;
+	uv_poll_start(&app.rb_poll, UV_READABLE, on_ringbuf_readable);
+	uv_signal_init(app.loop, &app.sigint);
+	uv_signal_init(app.loop, &app.sigterm);
+	app.sigint.data = app.sigterm.data = &app;
+	uv_signal_start(&app.sigint, on_signal, SIGINT);
+	uv_signal_start(&app.sigterm, on_signal, SIGTERM);
+
+	snprintf(status, sizeof(status), "sampling %s at %u Hz, serving %s",
+		 cfg.npids ? "target processes" : "all processes", cfg.frequency_hz,
+		 cfg.socket_path);
+	pr_info("%s", status);
+	notify_ready(status);
+
+	uv_run(app.loop, UV_RUN_DEFAULT);
+	app.exit_code = 0;
+
+out:
+	/*
+	 * Close every handle (the ring buffer poll before its fd goes away), remove the socket,
+	 * let libuv run the close callbacks, then detach from the kernel.
+	 */
+	if (app.polling)
+		uv_poll_stop(&app.rb_poll);
+	server__close(app.d.server);
+	uv_walk(app.loop, close_walk, NULL);
+	uv_run(app.loop, UV_RUN_DEFAULT);
+	uv_loop_close(app.loop);
+	sampler__free(app.d.sampler);
+	ingest__free(app.d.ingest);
+	symbolizer__free(app.d.sym);
+	store__free(app.d.store);
+	return app.exit_code;
+}

@@ -1,1 +1,317 @@
-/* placeholder: being written */
+// SPDX-License-Identifier: BSD-2-Clause
+#include "sampler.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <linux/perf_event.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "log.h"
+#include "sample.skel.h"
+
+struct sampler {
+	struct sample_bpf *skel;
+	struct ring_buffer *rb;
+	struct bpf_link **links; /* one per CPU in cpus[] */
+	int *perf_fds;
+	unsigned int ncpus;
+	struct bpf_link *exec_link;
+	struct bpf_link *exit_link;
+};
+
+struct drain_ctx {
+	sampler_record_fn fn;
+	void *ctx;
+};
+
+static int perf_event_open(struct perf_event_attr *attr, pid_t pid, int cpu, int group,
+			   unsigned long flags)
+{
+	return (int)syscall(__NR_perf_event_open, attr, pid, cpu, group, flags);
+}
+
+/*
+ * Parse a CPU list ("0-3,6\n") into online[0 .. n). Returns 0 or -EINVAL for a malformed list.
+ * The file is the kernel's, but it is still input: every number is bounded.
+ */
+static int parse_cpu_list(const char *s, bool *online, int n)
+{
+	while (*s && *s != '\n') {
+		char *end;
+		long a, b;
+
+		if (*s < '0' || *s > '9')
+			return -EINVAL;
+		a = strtol(s, &end, 10);
+		b = a;
+		if (*end == '-') {
+			s = end + 1;
+			if (*s < '0' || *s > '9')
+				return -EINVAL;
+			b = strtol(s, &end, 10);
+		}
+		if (a < 0 || b < a || b >= n)
+			return -EINVAL;
+		for (long i = a; i <= b; i++)
+			online[i] = true;
+		s = end;
+		if (*s == ',')
+			s++;
+		else if (*s && *s != '\n')
+			return -EINVAL;
+	}
+	return 0;
+}
+
+static int read_online_cpus(bool *online, int n)
+{
+	char buf[4096];
+	ssize_t len;
+	int fd, err;
+
+	fd = open("/sys/devices/system/cpu/online", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	len = read(fd, buf, sizeof(buf) - 1);
+	err = len < 0 ? -errno : 0;
+	close(fd);
+	if (err)
+		return err;
+	buf[len] = '\0';
+	return parse_cpu_list(buf, online, n);
+}
+
+static int on_ringbuf(void *ctx, void *data, size_t size)
+{
+	struct drain_ctx *d = ctx;
+
+	return d->fn(d->ctx, data, size);
+}
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	enum log_level lvl = level == LIBBPF_WARN ? LOG_LVL_WARN
+			     : level == LIBBPF_INFO ? LOG_LVL_DEBUG
+						    : LOG_LVL_DEBUG;
+	char buf[1024];
+
+	if (!log_enabled(lvl))
+		return 0;
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	log_msg(lvl, "libbpf: %s", buf);
+	return 0;
+}
+
+static void explain_bpf_error(const char *what, int err)
+{
+	if (err == -EPERM || err == -EACCES)
+		pr_err("sampler: %s: %s: profd needs root, or CAP_BPF and CAP_PERFMON "
+		       "(CAP_SYS_ADMIN on kernels before 5.8)",
+		       what, strerror(-err));
+	else
+		pr_err("sampler: %s: %s", what, strerror(-err));
+}
+
+struct sampler *sampler__new(const struct sampler_opts *opts)
+{
+	struct sampler *s;
+	bool *online = NULL;
+	int err, n, i;
+	struct drain_ctx *dctx;
+
+	libbpf_set_print(libbpf_print);
+
+	s = calloc(1, sizeof(*s) + sizeof(*dctx));
+	if (!s)
+		return NULL;
+	dctx = (struct drain_ctx *)(s + 1);
+	dctx->fn = opts->on_record;
+	dctx->ctx = opts->ctx;
+
+	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
+		pr_err("sampler: the kernel has no BTF (/sys/kernel/btf/vmlinux): profd needs a "
+		       "kernel built with CONFIG_DEBUG_INFO_BTF");
+		err = -ENOTSUP;
+		goto fail;
+	}
+	if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) <= 0) {
+		pr_err("sampler: the kernel lacks BPF ring buffers (Linux 5.8+ needed), or BPF is "
+		       "not permitted here");
+		err = -ENOTSUP;
+		goto fail;
+	}
+
+	s->skel = sample_bpf__open();
+	if (!s->skel) {
+		err = -errno;
+		explain_bpf_error("opening the BPF object", err);
+		goto fail;
+	}
+	s->skel->rodata->filter_pids = opts->npids > 0;
+	err = bpf_map__set_max_entries(s->skel->maps.events, (__u32)opts->ringbuf_size);
+	if (err)
+		goto fail;
+	err = sample_bpf__load(s->skel);
+	if (err) {
+		explain_bpf_error("loading the BPF programs", err);
+		goto fail;
+	}
+
+	for (size_t k = 0; k < opts->npids; k++) {
+		__u8 one = 1;
+
+		err = bpf_map__update_elem(s->skel->maps.target_pids, &opts->pids[k],
+					   sizeof(opts->pids[k]), &one, sizeof(one), BPF_ANY);
+		if (err) {
+			pr_err("sampler: adding pid %u to the filter: %s", opts->pids[k],
+			       strerror(-err));
+			goto fail;
+		}
+	}
+
+	s->rb = ring_buffer__new(bpf_map__fd(s->skel->maps.events), on_ringbuf, dctx, NULL);
+	if (!s->rb) {
+		err = -errno;
+		pr_err("sampler: ring buffer: %s", strerror(-err));
+		goto fail;
+	}
+
+	s->exec_link = bpf_program__attach(s->skel->progs.profd_exec);
+	if (!s->exec_link) {
+		err = -errno;
+		explain_bpf_error("attaching to sched_process_exec", err);
+		goto fail;
+	}
+	s->exit_link = bpf_program__attach(s->skel->progs.profd_exit);
+	if (!s->exit_link) {
+		err = -errno;
+		explain_bpf_error("attaching to sched_process_exit", err);
+		goto fail;
+	}
+
+	n = libbpf_num_possible_cpus();
+	if (n <= 0) {
+		err = n < 0 ? n : -EINVAL;
+		pr_err("sampler: cannot count CPUs: %s", strerror(-err));
+		goto fail;
+	}
+	online = calloc(n, sizeof(*online));
+	s->links = calloc(n, sizeof(*s->links));
+	s->perf_fds = calloc(n, sizeof(*s->perf_fds));
+	if (!online || !s->links || !s->perf_fds) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	err = read_online_cpus(online, n);
+	if (err) {
+		pr_err("sampler: /sys/devices/system/cpu/online: %s", strerror(-err));
+		goto fail;
+	}
+	for (i = 0; i < n; i++) {
+		struct perf_event_attr attr = {
+			.type = PERF_TYPE_SOFTWARE,
+			.config = PERF_COUNT_SW_CPU_CLOCK,
+			.size = sizeof(attr),
+			.freq = 1,
+			.sample_freq = opts->frequency_hz,
+		};
+		int fd;
+
+		if (!online[i])
+			continue;
+		fd = perf_event_open(&attr, -1, i, -1, PERF_FLAG_FD_CLOEXEC);
+		if (fd < 0) {
+			err = -errno;
+			if (err == -EACCES || err == -EPERM)
+				pr_err("sampler: perf_event_open on CPU %d: %s: profd needs root or "
+				       "CAP_PERFMON (see kernel.perf_event_paranoid)",
+				       i, strerror(-err));
+			else
+				pr_err("sampler: perf_event_open on CPU %d: %s", i, strerror(-err));
+			goto fail;
+		}
+		s->perf_fds[s->ncpus] = fd;
+		s->links[s->ncpus] = bpf_program__attach_perf_event(s->skel->progs.profd_sample, fd);
+		if (!s->links[s->ncpus]) {
+			err = -errno;
+			close(fd);
+			explain_bpf_error("attaching to the perf event", err);
+			goto fail;
+		}
+		s->ncpus++;
+	}
+	free(online);
+	pr_info("sampler: sampling %u CPUs at %u Hz, %s", s->ncpus, opts->frequency_hz,
+		opts->npids ? "target processes only" : "system-wide");
+	return s;
+
+fail:
+	free(online);
+	sampler__free(s);
+	errno = err < 0 ? -err : EINVAL;
+	return NULL;
+}
+
+void sampler__free(struct sampler *s)
+{
+	if (!s)
+		return;
+	for (unsigned int i = 0; i < s->ncpus; i++) {
+		bpf_link__destroy(s->links[i]);
+		close(s->perf_fds[i]);
+	}
+	free(s->links);
+	free(s->perf_fds);
+	bpf_link__destroy(s->exec_link);
+	bpf_link__destroy(s->exit_link);
+	ring_buffer__free(s->rb);
+	sample_bpf__destroy(s->skel);
+	free(s);
+}
+
+int sampler__fd(const struct sampler *s)
+{
+	return ring_buffer__epoll_fd(s->rb);
+}
+
+int sampler__drain(struct sampler *s)
+{
+	return ring_buffer__consume(s->rb);
+}
+
+int sampler__counters(const struct sampler *s, uint64_t out[PROFD_CNT__MAX])
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t *vals;
+	int err = 0;
+
+	if (ncpu <= 0)
+		return -EINVAL;
+	vals = calloc(ncpu, sizeof(*vals));
+	if (!vals)
+		return -ENOMEM;
+	for (__u32 k = 0; k < PROFD_CNT__MAX; k++) {
+		out[k] = 0;
+		err = bpf_map__lookup_elem(s->skel->maps.counters, &k, sizeof(k), vals,
+					   sizeof(*vals) * ncpu, 0);
+		if (err)
+			break;
+		for (int c = 0; c < ncpu; c++)
+			out[k] += vals[c];
+	}
+	free(vals);
+	return err;
+}
+
+unsigned int sampler__ncpus(const struct sampler *s)
+{
+	return s->ncpus;
+}

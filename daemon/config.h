@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* profd's command line. */
+#ifndef PROFD_CONFIG_H
+#define PROFD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+
+#define CONFIG_MAX_PIDS 1024
+
+struct config {
+	uint32_t pids[CONFIG_MAX_PIDS]; /* empty: system-wide */
+	size_t npids;
+	uint32_t frequency_hz;
+	const char *socket_path;
+	uint64_t mem_cap;
+	uint64_t ringbuf_size;
+	uint64_t bucket_ns;
+	enum log_level log_level;
+	bool log_journal;
+};
+
+enum config_result {
+	CONFIG_RUN = 0,	 /* start the daemon */
+	CONFIG_EXIT = 1, /* --help or --version was printed */
+};
+
+/*
+ * Parse argv into *cfg (defaults first). Returns CONFIG_RUN, CONFIG_EXIT, or -EINVAL after
+ * printing one line that says what is wrong.
+ */
+int config_parse(int argc, char **argv, struct config *cfg);
+
+#endif

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The kernel side's lifecycle: open the sample.bpf.c skeleton, set the read-only globals and map
+ * sizes, load, fill the target pid filter, open a cpu-clock perf event on every online CPU and
+ * attach the program to each, attach the exec/exit tracepoints, and expose the ring buffer.
+ */
+#ifndef PROFD_SAMPLER_H
+#define PROFD_SAMPLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "abi.h"
+
+/* Called for each ring buffer record; a negative return stops the current drain. */
+typedef int (*sampler_record_fn)(void *ctx, const void *data, size_t size);
+
+struct sampler_opts {
+	const uint32_t *pids; /* NULL / 0: every process */
+	size_t npids;
+	uint32_t frequency_hz;
+	uint64_t ringbuf_size; /* power of two */
+	sampler_record_fn on_record;
+	void *ctx;
+};
+
+struct sampler;
+
+/*
+ * Returns a running sampler or NULL with errno set; what failed has been logged with the
+ * privilege or kernel feature that is missing.
+ */
+struct sampler *sampler__new(const struct sampler_opts *opts);
+/* Detaches every program and closes the perf events. Accepts NULL. */
+void sampler__free(struct sampler *s);
+/* The ring buffer's epoll fd: readable when records are waiting. */
+int sampler__fd(const struct sampler *s);
+/* Drain the ring buffer. Returns the number of records or a negative errno. */
+int sampler__drain(struct sampler *s);
+/* Sum of the per-CPU counters, indexed by enum profd_counter. */
+int sampler__counters(const struct sampler *s, uint64_t out[PROFD_CNT__MAX]);
+/* CPUs with an attached perf event. */
+unsigned int sampler__ncpus(const struct sampler *s);
+
+#endif
