@@ -24,6 +24,7 @@ static void usage(FILE *f)
 		"                          Without --pid every process on the machine is sampled.\n"
 		"  -F, --frequency HZ      samples per second per CPU (default 99, max %d)\n"
 		"  -s, --socket PATH       socket to serve on (default %s, or $%s)\n"
+		"      --socket-group GROUP  let members of GROUP connect (socket mode 0660)\n"
 		"      --memory-cap SIZE   memory for profile data, oldest evicted first\n"
 		"                          (default 256M; K, M, G suffixes)\n"
 		"      --ringbuf-size SIZE kernel-to-daemon ring buffer (default 8M; a power of two)\n"
@@ -51,7 +52,7 @@ static int bad(const char *opt, const char *val, const char *why)
 
 int config_parse(int argc, char **argv, struct config *cfg)
 {
-	enum { OPT_MEMCAP = 256, OPT_RINGBUF, OPT_BUCKET, OPT_LOG };
+	enum { OPT_MEMCAP = 256, OPT_RINGBUF, OPT_BUCKET, OPT_LOG, OPT_GROUP };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "frequency", required_argument, NULL, 'F' },
@@ -60,6 +61,7 @@ int config_parse(int argc, char **argv, struct config *cfg)
 		{ "ringbuf-size", required_argument, NULL, OPT_RINGBUF },
 		{ "bucket", required_argument, NULL, OPT_BUCKET },
 		{ "log", required_argument, NULL, OPT_LOG },
+		{ "socket-group", required_argument, NULL, OPT_GROUP },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -113,6 +115,11 @@ int config_parse(int argc, char **argv, struct config *cfg)
 			if (parse_duration_ns(optarg, NSEC_PER_MSEC * 10, 3600 * NSEC_PER_SEC,
 					      &cfg->bucket_ns))
 				return bad("--bucket", optarg, "expected a duration from 10ms to 1h");
+			break;
+		case OPT_GROUP:
+			if (!*optarg)
+				return bad("--socket-group", optarg, "expected a group name");
+			cfg->socket_group = optarg;
 			break;
 		case OPT_LOG:
 			if (!strcmp(optarg, "stderr"))

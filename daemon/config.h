@@ -16,6 +16,7 @@ struct config {
 	size_t npids;
 	uint32_t frequency_hz;
 	const char *socket_path;
+	const char *socket_group; /* NULL: the socket keeps root's group */
 	uint64_t mem_cap;
 	uint64_t ringbuf_size;
 	uint64_t bucket_ns;

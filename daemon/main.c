@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /* profd: wires the sampler, ingest, store, symbolizer and server onto one libuv loop. */
 #include <errno.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -126,6 +127,24 @@ static int check_targets(const struct config *cfg)
 	return 0;
 }
 
+/* Members of the group may connect; the daemon still filters what each uid sees. */
+static int set_socket_group(const char *path, const char *group)
+{
+	struct group *gr;
+
+	errno = 0;
+	gr = getgrnam(group);
+	if (!gr) {
+		pr_err("--socket-group %s: %s", group, errno ? strerror(errno) : "no such group");
+		return -ENOENT;
+	}
+	if (chown(path, (uid_t)-1, gr->gr_gid)) {
+		pr_err("server: %s: chown to group %s: %s", path, group, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct app app = { .exit_code = 1 };
@@ -196,6 +215,9 @@ int main(int argc, char **argv)
 			pr_err("server: %s: %s", cfg.socket_path, strerror(-err));
 		goto out;
 	}
+
+	if (cfg.socket_group && set_socket_group(cfg.socket_path, cfg.socket_group))
+		goto out;
 
 	app.d.sampler = sampler__new(&(struct sampler_opts){
 		.pids = cfg.pids,

@@ -1,0 +1,265 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""Helpers for profd's end-to-end tests: real daemon, real kernel, real socket.
+
+A test that cannot run here (not root, BPF refused) exits 77 so ctest reports a skip; with
+CI=true such a skip is a failure, because CI runs as root on a machine where BPF works.
+"""
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+BUILD = os.environ.get("PROFD_BUILD") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "build")
+PROFD = os.path.join(BUILD, "bin", "profd")
+PROFCTL = os.path.join(BUILD, "bin", "profctl")
+FIXTURES = os.path.join(BUILD, "tests", "fixtures")
+SKIP = 77
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def skip(why):
+    if os.environ.get("CI") == "true":
+        log(f"FAIL: would skip in CI: {why}")
+        sys.exit(1)
+    log(f"SKIP: {why}")
+    sys.exit(SKIP)
+
+
+def fail(why):
+    log(f"FAIL: {why}")
+    sys.exit(1)
+
+
+def check(cond, what):
+    if not cond:
+        fail(what)
+    log(f"ok: {what}")
+
+
+def require_root():
+    if os.geteuid() != 0:
+        skip("needs root for BPF and perf events")
+
+
+def fixture(name):
+    path = os.path.join(FIXTURES, name)
+    if not os.path.exists(path):
+        fail(f"fixture {path} not built")
+    return path
+
+
+class Daemon:
+    """profd on a private socket; stopped with SIGTERM on exit."""
+
+    def __init__(self, *args, socket_path=None, env=None):
+        self.tmp = tempfile.mkdtemp(prefix="profd-e2e-")
+        os.chmod(self.tmp, 0o755)
+        self.sock = socket_path or os.path.join(self.tmp, "run", "profd.sock")
+        self.logpath = os.path.join(self.tmp, "profd.log")
+        self.args = list(args)
+        self.env = env
+        self.proc = None
+
+    def __enter__(self):
+        require_root()
+        self.logf = open(self.logpath, "w")
+        self.proc = subprocess.Popen([PROFD, "--socket", self.sock, "-v", *self.args],
+                                     stdout=self.logf, stderr=subprocess.STDOUT, env=self.env)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                text = self.log_text()
+                if "needs root" in text or "Operation not permitted" in text:
+                    skip(f"profd cannot use BPF here: {text.strip()[-300:]}")
+                fail(f"profd exited with {self.proc.returncode}: {text[-2000:]}")
+            if os.path.exists(self.sock) and self.ping():
+                return self
+            time.sleep(0.05)
+        fail(f"profd did not start serving in 20 s: {self.log_text()[-2000:]}")
+
+    def ping(self):
+        try:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(self.sock)
+            s.close()
+            return True
+        except OSError:
+            return False
+
+    def log_text(self):
+        self.logf.flush()
+        with open(self.logpath) as f:
+            return f.read()
+
+    def ctl(self, *args, user=None, timeout=60):
+        cmd = [PROFCTL, "--socket", self.sock, *args]
+        if user:
+            cmd = ["setpriv", f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups",
+                   *cmd]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+    def folded(self, *args):
+        r = self.ctl("dump", "flamegraph", "--format", "folded", *args)
+        if r.returncode != 0:
+            fail(f"profctl dump failed ({r.returncode}): {r.stderr}")
+        return parse_folded(r.stdout)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                fail("profd did not exit within 20 s of SIGTERM")
+        return self.proc.returncode
+
+    def __exit__(self, *exc):
+        self.stop()
+        if exc[0] is not None or os.environ.get("PROFD_E2E_LOG"):
+            log("---- profd log ----\n" + self.log_text()[-4000:])
+        self.logf.close()
+
+
+def parse_folded(text):
+    out = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            fail(f"malformed folded line: {line!r}")
+        out[stack] = out.get(stack, 0) + int(count)
+    return out
+
+
+def total(folded, pred=lambda frames: True):
+    return sum(c for s, c in folded.items() if pred(s.split(";")))
+
+
+def has_chain(frames, chain):
+    """True if `chain` appears as consecutive frames (root first) in `frames`."""
+    n = len(chain)
+    return any(frames[i:i + n] == chain for i in range(len(frames) - n + 1))
+
+
+def start_fixture(name, *args):
+    p = subprocess.Popen([fixture(name), *map(str, args)])
+    return p
+
+
+# ---- raw protocol, for the bad-input tests ---------------------------------------------------
+
+PROTOCOL_VERSION = 1
+
+
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def field_varint(num, value):
+    return varint(num << 3) + varint(value)
+
+
+def field_bytes(num, data):
+    return varint(num << 3 | 2) + varint(len(data)) + data
+
+
+def frame(body):
+    return struct.pack(">I", len(body)) + body
+
+
+def req_hello(version=PROTOCOL_VERSION):
+    return frame(field_bytes(1, field_varint(1, version)))
+
+
+def req_status():
+    return frame(field_bytes(2, b""))
+
+
+def req_dump(pid=None):
+    body = field_varint(1, pid) if pid else b""
+    return frame(field_bytes(3, body))
+
+
+def read_exact(s, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return buf
+
+
+def read_frame(s):
+    hdr = read_exact(s, 4)
+    if hdr is None:
+        return None
+    (n,) = struct.unpack(">I", hdr)
+    return read_exact(s, n)
+
+
+def top_fields(body):
+    """Top-level fields of a message: {field number: raw value} (last one wins)."""
+    out, i = {}, 0
+    while i < len(body):
+        key, i = _read_varint(body, i)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, i = _read_varint(body, i)
+        elif wt == 2:
+            ln, i = _read_varint(body, i)
+            v, i = body[i:i + ln], i + ln
+        elif wt == 1:
+            v, i = body[i:i + 8], i + 8
+        elif wt == 5:
+            v, i = body[i:i + 4], i + 4
+        else:
+            raise ValueError(f"wire type {wt}")
+        out[num] = v
+    return out
+
+
+def _read_varint(b, i):
+    shift = v = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7F) << shift
+        shift += 7
+        if not c & 0x80:
+            return v, i
+
+
+def error_of(body):
+    """(code, message) if the Response is an Error, else None."""
+    f = top_fields(body)
+    if 4 not in f:
+        return None
+    e = top_fields(f[4])
+    return e.get(1, 0), e.get(2, b"").decode()
+
+
+def connect(path, timeout=10):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect(path)
+    return s

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+# profctl's one-line errors and exit codes, and SO_PEERCRED access control against the real
+# daemon: a non-root user sees only processes running under its own uid.
+import os
+import pwd
+import grp
+import subprocess
+import time
+from profd_e2e import *
+
+EXIT_USAGE, EXIT_UNREACHABLE, EXIT_DENIED, EXIT_NO_SAMPLES = 2, 3, 4, 5
+
+require_root()
+
+# No daemon at the path.
+r = subprocess.run([PROFCTL, "--socket", "/nonexistent/profd.sock", "status"],
+                   capture_output=True, text=True)
+check(r.returncode == EXIT_UNREACHABLE, f"no daemon: exit {r.returncode}")
+check(len(r.stderr.strip().splitlines()) == 1 and "/nonexistent/profd.sock" in r.stderr,
+      f"no daemon: one line naming the path: {r.stderr!r}")
+
+# Bad arguments.
+for args in (["dump", "flamegraph", "--pid", "abc"], ["dump", "flamegraph", "--since", "5x"],
+             ["dump", "flamegraph", "--format", "png"], ["frobnicate"]):
+    r = subprocess.run([PROFCTL, "--socket", "/nonexistent", *args], capture_output=True,
+                       text=True)
+    check(r.returncode == EXIT_USAGE and len(r.stderr.strip().splitlines()) == 1,
+          f"{' '.join(args)}: usage error, one line: {r.returncode} {r.stderr!r}")
+r = subprocess.run([PROFD, "--frequency", "0"], capture_output=True, text=True)
+check(r.returncode == 2 and "--frequency" in r.stderr, f"profd --frequency 0: {r.stderr!r}")
+
+nobody = pwd.getpwnam("nobody")
+nogroup = grp.getgrgid(nobody.pw_gid)
+user = (nobody.pw_uid, nobody.pw_gid)
+
+root_burn = start_fixture("burn", 20)
+user_burn = subprocess.Popen(["setpriv", f"--reuid={user[0]}", f"--regid={user[1]}",
+                              "--clear-groups", fixture("burn"), "20"])
+try:
+    with Daemon("--frequency", "199", "--socket-group", nogroup.gr_name) as d:
+        st = os.stat(d.sock)
+        check(st.st_mode & 0o777 == 0o660, f"socket mode {oct(st.st_mode & 0o777)} is 0660")
+        check(os.stat(os.path.dirname(d.sock)).st_mode & 0o777 == 0o755,
+              "socket directory mode 0755")
+        check(st.st_gid == nogroup.gr_gid, "socket group set by --socket-group")
+        time.sleep(3)
+
+        r = d.ctl("dump", "flamegraph", "--format", "folded", "--pid", "999999")
+        check(r.returncode == EXIT_NO_SAMPLES and "999999" in r.stderr,
+              f"no samples for an unknown pid: {r.returncode} {r.stderr!r}")
+
+        r = d.ctl("status", user=user)
+        check(r.returncode == 0, f"a group member can ask for status: {r.stderr!r}")
+
+        r = d.ctl("dump", "flamegraph", "--format", "folded", "--pid", str(root_burn.pid),
+                  user=user)
+        check(r.returncode == EXIT_DENIED and "permission denied" in r.stderr.lower()
+              and str(root_burn.pid) in r.stderr,
+              f"nobody may not see root's process: {r.returncode} {r.stderr!r}")
+
+        r = d.ctl("dump", "flamegraph", "--format", "folded", "--pid", str(user_burn.pid),
+                  user=user)
+        check(r.returncode == 0 and "work_a" in r.stdout,
+              f"nobody sees its own process: {r.returncode} {r.stderr!r}")
+
+        r = d.ctl("dump", "flamegraph", "--format", "folded", user=user)
+        roots = {l.split(";")[0] for l in r.stdout.splitlines() if l}
+        check(r.returncode == 0 and roots == {"burn"},
+              f"nobody's system-wide dump holds only its own processes: {roots}")
+        pids_seen = parse_folded(d.ctl("dump", "flamegraph", "--format", "folded").stdout)
+        check(len({s.split(';')[0] for s in pids_seen}) > 1, "root sees other processes too")
+finally:
+    for p in (root_burn, user_burn):
+        p.kill()
+        p.wait()
+log("PASS")
