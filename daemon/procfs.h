@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Readers for /proc files the daemon needs: whole-file reads with a bound, /proc/PID/maps lines
+ * and the NSpid of /proc/PID/status. Everything read is treated as untrusted and validated.
+ */
+#ifndef PROFD_PROCFS_H
+#define PROFD_PROCFS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The longest maps line we accept: a path of PATH_MAX plus the fixed columns. */
+#define PROCFS_MAPS_LINE_MAX 4352
+
+struct proc_map {
+	uint64_t start;	 /* first address */
+	uint64_t end;	 /* one past the last address */
+	uint64_t offset; /* file offset of start */
+	uint64_t inode;
+	uint32_t dev_major;
+	uint32_t dev_minor;
+	bool readable, writable, executable, shared;
+	bool deleted; /* the path ended in " (deleted)"; path has that suffix removed */
+	char *path;   /* "" for anonymous mappings; owned by the caller of procfs_read_maps() */
+};
+
+/*
+ * Read a whole file (proc files report size 0, so read until EOF) of at most max bytes into a
+ * NUL-terminated buffer. Returns 0 with *buf (caller frees) and *len, -EFBIG when the file is
+ * longer than max, or a negative errno from open/read.
+ */
+int procfs_read_file(const char *path, size_t max, char **buf, size_t *len);
+
+/*
+ * Parse one maps line (without its newline; the line is modified in place) into *out; out->path
+ * points into the line. Returns 0, or -EINVAL for a malformed line.
+ */
+int procfs_parse_maps_line(char *line, struct proc_map *out);
+
+/*
+ * Read PROC_ROOT/PID/maps and return its mappings (all of them, or only the executable ones
+ * when exec_only), sorted by start, in *maps (caller frees with procfs_free_maps()). Malformed
+ * lines and overlapping mappings are skipped. Returns 0, -ESRCH when the process is gone, or a
+ * negative errno.
+ */
+int procfs_read_maps(const char *proc_root, uint32_t pid, bool exec_only, struct proc_map **maps,
+		     size_t *n);
+void procfs_free_maps(struct proc_map *maps, size_t n);
+
+/*
+ * The pid of PID in its innermost pid namespace (last column of "NSpid:" in PROC_ROOT/PID/status;
+ * PID itself on kernels without that line). Returns 0, -ESRCH when gone, or a negative errno.
+ */
+int procfs_read_nspid(const char *proc_root, uint32_t pid, uint32_t *nspid);
+
+#endif

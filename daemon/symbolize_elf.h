@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Private to the symbolizer: sorted symbol tables, ELF images (program headers, build-id and the
+ * chosen symbol table, with separate debug files), and the kernel's kallsyms table.
+ */
+#ifndef PROFD_SYMBOLIZE_ELF_H
+#define PROFD_SYMBOLIZE_ELF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A NT_GNU_BUILD_ID longer than this is not one we accept (real ones are 16 or 20 bytes). */
+#define BUILD_ID_MAX 64
+
+/* 32 bytes: tables of the big libraries hold hundreds of thousands of these. */
+struct sym_entry {
+	uint64_t addr;
+	uint32_t size;	 /* 0: unknown size, covers up to the next symbol; clamped to 4 GiB */
+	uint32_t name;	 /* offset into the table's pool */
+	uint32_t seq;	 /* order of addition, to break ties while sorting */
+	uint8_t rank;	 /* preference among aliases at one address; higher wins */
+	uint8_t dm;	 /* demangle state: SYM_DM_* */
+	char *demangled; /* owned; set once SYM_DM_DONE */
+};
+
+enum { SYM_DM_TODO = 0, SYM_DM_NONE = 1, SYM_DM_DONE = 2 };
+
+/* Symbols sorted by address with their names in one pool; entries are appended then finished. */
+struct sym_table {
+	struct sym_entry *syms;
+	size_t n, cap;
+	char *pool;
+	size_t pool_len, pool_cap;
+};
+
+/* Append a symbol (name copied). Returns 0 or -ENOMEM, -E2BIG when the pool is full. */
+int sym_table__add(struct sym_table *t, uint64_t addr, uint64_t size, const char *name,
+		   uint8_t rank);
+/* Sort by address; of the entries at one address keep the best ranked, then the later added. */
+void sym_table__finish(struct sym_table *t);
+/*
+ * The symbol covering addr: the nearest one at or below addr, if addr is inside its size (or its
+ * size is 0). Returns NULL otherwise.
+ */
+struct sym_entry *sym_table__find(const struct sym_table *t, uint64_t addr);
+/* The name to show: demangled once, lazily, for C++ names. Owned by the table. */
+const char *sym_table__name(const struct sym_table *t, struct sym_entry *e);
+void sym_table__fini(struct sym_table *t);
+
+struct elf_load {
+	uint64_t offset, filesz, memsz, vaddr;
+};
+
+enum elf_sym_source {
+	ELF_SYMS_NONE = 0,
+	ELF_SYMS_SYMTAB,       /* the file's own .symtab */
+	ELF_SYMS_DEBUG_SYMTAB, /* .symtab of a separate debug file */
+	ELF_SYMS_DYNSYM,       /* the file's .dynsym only */
+};
+
+struct elf_image {
+	struct sym_table syms;
+	struct elf_load *loads; /* PT_LOAD headers of the main file */
+	size_t n_loads;
+	char build_id[2 * BUILD_ID_MAX + 1]; /* hex, "" if none */
+	enum elf_sym_source source;
+};
+
+/* Where to look for separate debug files of one binary. */
+struct elf_debug_ctx {
+	const char *debug_root; /* "/usr/lib/debug" or a test directory */
+	const char *fs_root;	/* the process's root ("/proc/PID/root"), prefixed to its paths */
+	const char *path; /* the binary's path as the process sees it ("/usr/lib/libc.so.6") */
+};
+
+/*
+ * Read the hex build-id of the ELF file open on fd into hex (at least 2 * BUILD_ID_MAX + 1
+ * bytes). Returns 0, -ENOENT when it has none, -EINVAL when it is not ELF.
+ */
+int elf_read_build_id_fd(int fd, char *hex);
+
+/*
+ * Load the image of the ELF file open on fd (fd stays the caller's): its PT_LOAD headers and
+ * symbols from .symtab, else a debug file's .symtab, else .dynsym. Logs once which it used.
+ * Returns 0 or a negative errno (-EINVAL: not a usable ELF file); on error img is empty.
+ */
+int elf_image__load(struct elf_image *img, int fd, const struct elf_debug_ctx *dbg);
+/*
+ * Load from an in-memory ELF image (the vdso). Returns 0 or a negative errno.
+ */
+int elf_image__load_mem(struct elf_image *img, const void *mem, size_t size, const char *name);
+/* Translate a file offset to the ELF virtual address. Returns 0, or -ENOENT when no PT_LOAD
+ * covers it. */
+int elf_image__vaddr(const struct elf_image *img, uint64_t file_off, uint64_t *vaddr);
+void elf_image__fini(struct elf_image *img);
+
+/* Kernel symbols from a kallsyms file. */
+struct ksyms;
+
+/* Returns the table (NULL with errno set: ENOENT, EPERM when every address reads as zero). */
+struct ksyms *ksyms__load(const char *path);
+/*
+ * The kernel text symbol at or below addr, its name and module ("[kernel.kallsyms]" or the
+ * module name). Returns 0, or -ENOENT. Strings are owned by the table.
+ */
+int ksyms__find(const struct ksyms *k, uint64_t addr, const char **name, const char **module);
+size_t ksyms__count(const struct ksyms *k);
+void ksyms__free(struct ksyms *k);
+
+#endif
