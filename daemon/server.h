@@ -5,6 +5,11 @@
  * every other request to the handler. Bad input (garbage, oversized or truncated frames, unknown
  * requests), clients that vanish mid-reply and slow readers cost one connection, never the
  * daemon.
+ *
+ * Everything runs on the loop's thread; none of these functions may be called from another.
+ * The process must ignore SIGPIPE (signal(SIGPIPE, SIG_IGN)): libuv writes replies with write(),
+ * and a client that disconnects mid-reply would otherwise kill the daemon instead of costing
+ * one EPIPE.
  */
 #ifndef PROFD_SERVER_H
 #define PROFD_SERVER_H
@@ -48,7 +53,10 @@ struct server;
 
 /*
  * Bind and listen. Refuses to take over a path where a live daemon answers (-EADDRINUSE); a
- * stale socket file is replaced. Returns the server or NULL with errno set.
+ * stale socket file is replaced; anything else at the path is refused (-EEXIST). Only the last
+ * component of the socket's directory is created. Returns the server (free with server__close)
+ * or NULL with errno set; after a libuv failure, a little memory is released only once the loop
+ * runs its close callbacks.
  */
 struct server *server__new(uv_loop_t *loop, const struct server_opts *opts);
 /*

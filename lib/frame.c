@@ -91,6 +91,9 @@ int frame_reader__feed(struct frame_reader *r, const void *buf, size_t len, fram
 			len -= n;
 			continue;
 		}
+		/* Only the header came: no body bytes to store (and body may still be NULL). */
+		if (!len)
+			break;
 		if (r->body_cap < r->body_len) {
 			/* Grow only as far as bytes actually arrive, not to the announced length. */
 			size_t want = r->body_have + len;

@@ -3,7 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,8 +45,12 @@ int parse_hex_u64(const char *s, uint64_t *out)
 		return -EINVAL;
 	if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
 		s += 2;
-	if (!isxdigit((unsigned char)s[0]))
+	/* Digits only: strtoull would take a second "0x" prefix, a sign or leading spaces. */
+	if (!*s)
 		return -EINVAL;
+	for (const char *p = s; *p; p++)
+		if (!isxdigit((unsigned char)*p))
+			return -EINVAL;
 	errno = 0;
 	v = strtoull(s, &end, 16);
 	if (errno == ERANGE)
@@ -57,81 +61,117 @@ int parse_hex_u64(const char *s, uint64_t *out)
 	return 0;
 }
 
-/* A non-negative decimal with an optional fraction, then a suffix returned in *rest. */
-static int parse_decimal(const char *s, double *out, const char **rest)
-{
-	char *end;
-	double v;
+/*
+ * A non-negative decimal with an optional fraction ("12", "1.5", ".5"), kept exact: integer
+ * part, up to 19 fraction digits (later ones only refine below the unit's 1e-19 and are
+ * dropped) and their scale. The suffix is returned in *rest. Floating point would turn "2.3s"
+ * into 2299999999 ns and let values near 2^64 through the range check.
+ */
+struct decimal {
+	uint64_t ip;
+	uint64_t frac;
+	uint64_t frac_scale; /* 10^digits kept */
+	bool overflow;	     /* the integer part does not fit 64 bits */
+};
 
-	if (!s || !(isdigit((unsigned char)s[0]) || s[0] == '.'))
+static int parse_decimal(const char *s, struct decimal *d, const char **rest)
+{
+	bool digits = false;
+
+	if (!s)
 		return -EINVAL;
-	errno = 0;
-	v = strtod(s, &end);
-	if (end == s || errno == ERANGE || !isfinite(v) || v < 0)
+	memset(d, 0, sizeof(*d));
+	d->frac_scale = 1;
+	for (; isdigit((unsigned char)*s); s++) {
+		digits = true;
+		if (__builtin_mul_overflow(d->ip, 10, &d->ip) ||
+		    __builtin_add_overflow(d->ip, (uint64_t)(*s - '0'), &d->ip))
+			d->overflow = true;
+	}
+	if (*s == '.') {
+		s++;
+		for (int n = 0; isdigit((unsigned char)*s); s++, n++) {
+			digits = true;
+			if (n < 19) {
+				d->frac = d->frac * 10 + (uint64_t)(*s - '0');
+				d->frac_scale *= 10;
+			}
+		}
+	}
+	if (!digits)
 		return -EINVAL;
-	/* strtod takes hex floats and exponents; users did not mean those. */
-	for (const char *p = s; p < end; p++)
-		if (!isdigit((unsigned char)*p) && *p != '.')
-			return -EINVAL;
-	*out = v;
-	*rest = end;
+	*rest = s;
 	return 0;
+}
+
+/* d * mul, the fraction's share rounded down; -ERANGE past 64 bits. */
+static int decimal_scale(const struct decimal *d, uint64_t mul, uint64_t *out)
+{
+	uint64_t v, f;
+
+	if (d->overflow || __builtin_mul_overflow(d->ip, mul, &v))
+		return -ERANGE;
+	f = (uint64_t)((unsigned __int128)d->frac * mul / d->frac_scale);
+	if (__builtin_add_overflow(v, f, &v))
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+struct unit {
+	const char *name;
+	uint64_t mul;
+};
+
+static int parse_with_units(const char *s, const struct unit *units, size_t nunits, uint64_t min,
+			    uint64_t max, uint64_t *out)
+{
+	struct decimal d;
+	const char *rest;
+	uint64_t v;
+	int err;
+
+	err = parse_decimal(s, &d, &rest);
+	if (err)
+		return err;
+	for (size_t i = 0; i < nunits; i++) {
+		if (strcmp(rest, units[i].name) != 0)
+			continue;
+		err = decimal_scale(&d, units[i].mul, &v);
+		if (err)
+			return err;
+		if (v < min || v > max)
+			return -ERANGE;
+		*out = v;
+		return 0;
+	}
+	return -EINVAL;
 }
 
 int parse_duration_ns(const char *s, uint64_t min_ns, uint64_t max_ns, uint64_t *out)
 {
-	static const struct {
-		const char *unit;
-		double ns;
-	} units[] = {
-		{ "ns", 1 },	 { "us", 1e3 },	    { "ms", 1e6 },	 { "s", 1e9 },
-		{ "", 1e9 },	 { "m", 60e9 },	    { "min", 60e9 }, { "h", 3600e9 },
-		{ "d", 86400e9 },
+	static const struct unit units[] = {
+		{ "ns", 1ull },
+		{ "us", 1000ull },
+		{ "ms", 1000000ull },
+		{ "s", 1000000000ull },
+		{ "", 1000000000ull },
+		{ "m", 60000000000ull },
+		{ "min", 60000000000ull },
+		{ "h", 3600000000000ull },
+		{ "d", 86400000000000ull },
 	};
-	const char *rest;
-	double v;
-	int err;
 
-	err = parse_decimal(s, &v, &rest);
-	if (err)
-		return err;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(rest, units[i].unit) != 0)
-			continue;
-		v *= units[i].ns;
-		if (v > (double)max_ns || v < (double)min_ns)
-			return -ERANGE;
-		*out = (uint64_t)v;
-		return 0;
-	}
-	return -EINVAL;
+	return parse_with_units(s, units, sizeof(units) / sizeof(units[0]), min_ns, max_ns, out);
 }
 
 int parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
-	static const struct {
-		const char *unit;
-		double mul;
-	} units[] = {
-		{ "", 1 },	     { "B", 1 },	      { "K", 1024.0 },
-		{ "KiB", 1024.0 },   { "M", 1048576.0 },      { "MiB", 1048576.0 },
-		{ "G", 1073741824.0 }, { "GiB", 1073741824.0 },
+	static const struct unit units[] = {
+		{ "", 1ull },	       { "B", 1ull },	      { "K", 1ull << 10 },
+		{ "KiB", 1ull << 10 }, { "M", 1ull << 20 },   { "MiB", 1ull << 20 },
+		{ "G", 1ull << 30 },   { "GiB", 1ull << 30 },
 	};
-	const char *rest;
-	double v;
-	int err;
 
-	err = parse_decimal(s, &v, &rest);
-	if (err)
-		return err;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(rest, units[i].unit) != 0)
-			continue;
-		v *= units[i].mul;
-		if (v > (double)max || v < (double)min)
-			return -ERANGE;
-		*out = (uint64_t)v;
-		return 0;
-	}
-	return -EINVAL;
+	return parse_with_units(s, units, sizeof(units) / sizeof(units[0]), min, max, out);
 }

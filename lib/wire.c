@@ -10,7 +10,8 @@ static int pack(const ProtobufCMessage *msg, size_t max_len, uint8_t **out, size
 	size_t len = protobuf_c_message_get_packed_size(msg);
 	uint8_t *buf;
 
-	if (len > max_len)
+	/* The header holds 32 bits whatever the caller allows. */
+	if (len > max_len || len > UINT32_MAX)
 		return -EMSGSIZE;
 	buf = malloc(FRAME_HDR_SIZE + len);
 	if (!buf)
