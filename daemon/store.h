@@ -71,6 +71,10 @@ struct store_stats {
 	uint64_t oldest_ns; /* start of the oldest bucket holding data, 0 if empty */
 	uint64_t newest_ns; /* newest sample timestamp, 0 if empty */
 	uint64_t generation; /* bumps when frame or stack ids are renumbered (compaction) */
+	/* Appended after the first version; zero-initialised by store__stats like the rest. */
+	uint64_t threads;
+	uint64_t compactions;
+	uint64_t interned_bytes; /* part of bytes held by frames, stacks and strings */
 };
 
 struct store;
@@ -89,17 +93,29 @@ uint32_t store__intern_stack(struct store *s, const uint32_t *frames, size_t n);
 
 /*
  * Add value to column `col` of (pid, tid, stack) in the bucket of ts_ns. May evict old buckets
- * to stay under the cap. Returns 0, -EINVAL for a bad stack id or column, -ENOMEM.
+ * to stay under the cap, and may compact interned data (check generation after each add, not in
+ * the middle of interning one stack: interning never evicts nor renumbers). A sample older than
+ * an evicted bucket is counted as evicted at once. Returns 0, -EINVAL for a bad stack id or
+ * column, -ENOMEM.
  */
 int store__add(struct store *s, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack,
 	       enum store_value col, uint64_t value);
 
-/* Process and thread metadata; kept until the last bucket naming them is evicted. */
+/*
+ * Process and thread metadata. An exited process is kept until the last bucket naming it is
+ * evicted; a live one until it exits. A thread name is kept while a bucket names the thread (or
+ * since it was set, until the newest bucket of that moment is evicted): callers set it again
+ * when store__thread_name() returns NULL. Comms are copied (at most 255 bytes kept). Return 0 or
+ * -ENOMEM.
+ */
 int store__set_process(struct store *s, uint32_t pid, uint32_t uid, const char *comm);
 int store__set_thread(struct store *s, uint32_t pid, uint32_t tid, const char *comm);
 void store__process_exited(struct store *s, uint32_t pid);
 
-/* Lookups; NULL / false when unknown. Returned memory is owned by the store. */
+/*
+ * Lookups; NULL / false when unknown. Returned memory is owned by the store and stays valid
+ * until the next call that interns, adds, sets or compacts.
+ */
 const struct store_frame *store__frame(const struct store *s, uint32_t frame_id);
 /* Sets *frames (leaf first) and *n. */
 bool store__stack(const struct store *s, uint32_t stack_id, const uint32_t **frames, size_t *n);
@@ -135,6 +151,14 @@ typedef int (*store_query_cb)(uint32_t pid, uint32_t tid, uint32_t stack,
 int store__query(struct store *s, const struct store_query *q, store_query_cb cb, void *ctx);
 
 void store__stats(const struct store *s, struct store_stats *out);
+
+/*
+ * Drop interned frames, stacks and strings no bucket refers to and renumber the rest densely
+ * (order kept). store__add runs it by itself when unreferenced data is a large share of the
+ * cap; exposed for tests and for an explicit trim. Bumps generation when anything was dropped.
+ * Returns 0 or -ENOMEM (the store is unchanged then).
+ */
+int store__compact(struct store *s);
 
 /* Bucket width in ns. */
 uint64_t store__bucket_ns(const struct store *s);

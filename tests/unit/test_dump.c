@@ -1,2 +1,282 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/* Store query -> Profile: exact dense tables, a pack/unpack round trip, -ENODATA. */
 #include "check.h"
-int main(void) { return 77; }
+#include "dump.h"
+#include "store.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#define SEC 1000000000ull
+
+struct fixture {
+	struct store *s;
+	uint32_t s1, s2;
+};
+
+static void fixture_init(struct fixture *fx)
+{
+	struct frame_key a = {.kind = FRAME_KIND_NATIVE,
+			      .name = "main",
+			      .module = "/bin/app",
+			      .address = 0x10,
+			      .file = "app.c",
+			      .line = 3,
+			      .build_id = "beef"};
+	struct frame_key b = {.kind = FRAME_KIND_KERNEL,
+			      .name = "schedule",
+			      .module = "[kernel.kallsyms]",
+			      .address = 0xffffffff81000000ull};
+	struct frame_key c = {.kind = FRAME_KIND_PYTHON,
+			      .name = "run",
+			      .module = "script.py",
+			      .file = "script.py",
+			      .line = 7};
+	uint32_t fa, fb, fc, st1[2], st2[2], unused;
+
+	fx->s = store__new(&(struct store_opts){.bucket_ns = SEC});
+	fa = store__intern_frame(fx->s, &a);
+	fb = store__intern_frame(fx->s, &b);
+	fc = store__intern_frame(fx->s, &c);
+	st1[0] = fb;
+	st1[1] = fa;
+	st2[0] = fc;
+	st2[1] = fa;
+	/* An unused stack and frame must not show up. */
+	unused = store__intern_frame(fx->s, &(struct frame_key){.name = "unused", .address = 1});
+	CHECK(store__intern_stack(fx->s, &unused, 1) != 0);
+	fx->s1 = store__intern_stack(fx->s, st1, 2);
+	fx->s2 = store__intern_stack(fx->s, st2, 2);
+	CHECK_EQ_I(store__set_process(fx->s, 100, 1000, "app"), 0);
+	CHECK_EQ_I(store__set_thread(fx->s, 100, 101, "app-worker"), 0);
+	CHECK_EQ_I(store__add(fx->s, 1, 100, 101, fx->s1, STORE_VALUE_CPU_SAMPLES, 3), 0);
+	CHECK_EQ_I(store__add(fx->s, 2, 100, 100, fx->s2, STORE_VALUE_CPU_SAMPLES, 2), 0);
+	CHECK_EQ_I(store__add(fx->s, 3, 200, 201, fx->s1, STORE_VALUE_CPU_SAMPLES, 1), 0);
+	CHECK_EQ_I(store__add(fx->s, 4, 100, 101, fx->s1, STORE_VALUE_CPU_SAMPLES, 10), 0);
+	/* Outside the dumped range. */
+	CHECK_EQ_I(store__add(fx->s, 5 * SEC, 100, 101, fx->s2, STORE_VALUE_CPU_SAMPLES, 7), 0);
+	store__process_exited(fx->s, 100);
+}
+
+static const char *str(const Profd__Profile *p, uint32_t i)
+{
+	return i < p->n_strings ? p->strings[i] : "(out of range)";
+}
+
+/* The whole expected profile of the fixture for [0, 1 s). */
+static void check_full(const Profd__Profile *p)
+{
+	static const char *const strings[] = {
+	    "",		 "samples",  "count",	  "schedule", "[kernel.kallsyms]",
+	    "main",	 "/bin/app", "app.c",	  "beef",     "run",
+	    "script.py", "app",	     "app-worker"};
+	const Profd__Frame *f;
+
+	CHECK_EQ_U(p->n_strings, 13);
+	for (size_t k = 0; k < 13 && k < p->n_strings; k++)
+		CHECK_STREQ(p->strings[k], strings[k]);
+
+	CHECK_EQ_U(p->n_value_types, 1);
+	if (p->n_value_types == 1) {
+		CHECK_STREQ(str(p, p->value_types[0]->type), "samples");
+		CHECK_STREQ(str(p, p->value_types[0]->unit), "count");
+	}
+
+	/* Frames in first-seen order over stacks in first-seen order, leaf first. */
+	CHECK_EQ_U(p->n_frames, 3);
+	if (p->n_frames != 3)
+		return;
+	f = p->frames[0];
+	CHECK_EQ_U(f->kind, PROFD__FRAME_KIND__FRAME_KERNEL);
+	CHECK_EQ_U(f->name, 3);
+	CHECK(f->has_module);
+	CHECK_EQ_U(f->module, 4);
+	CHECK(f->has_address);
+	CHECK_EQ_U(f->address, 0xffffffff81000000ull);
+	CHECK(!f->has_file);
+	CHECK(!f->has_line);
+	CHECK(!f->has_build_id);
+	f = p->frames[1];
+	CHECK_EQ_U(f->kind, PROFD__FRAME_KIND__FRAME_NATIVE);
+	CHECK_EQ_U(f->name, 5);
+	CHECK_EQ_U(f->module, 6);
+	CHECK_EQ_U(f->address, 0x10);
+	CHECK(f->has_file);
+	CHECK_EQ_U(f->file, 7);
+	CHECK(f->has_line);
+	CHECK_EQ_U(f->line, 3);
+	CHECK(f->has_build_id);
+	CHECK_EQ_U(f->build_id, 8);
+	f = p->frames[2];
+	CHECK_EQ_U(f->kind, PROFD__FRAME_KIND__FRAME_PYTHON);
+	CHECK_EQ_U(f->name, 9);
+	CHECK_EQ_U(f->module, 10);
+	CHECK_EQ_U(f->file, 10);
+	CHECK_EQ_U(f->line, 7);
+	CHECK(!f->has_build_id);
+
+	CHECK_EQ_U(p->n_stacks, 2);
+	if (p->n_stacks == 2) {
+		CHECK_EQ_U(p->stacks[0]->n_frames, 2);
+		CHECK_EQ_U(p->stacks[0]->frames[0], 0);
+		CHECK_EQ_U(p->stacks[0]->frames[1], 1);
+		CHECK_EQ_U(p->stacks[1]->n_frames, 2);
+		CHECK_EQ_U(p->stacks[1]->frames[0], 2);
+		CHECK_EQ_U(p->stacks[1]->frames[1], 1);
+	}
+
+	CHECK_EQ_U(p->n_samples, 3);
+	if (p->n_samples == 3) {
+		static const uint32_t want[3][4] = {
+		    {0, 100, 101, 13}, {1, 100, 100, 2}, {0, 200, 201, 1}};
+
+		for (size_t k = 0; k < 3; k++) {
+			CHECK_EQ_U(p->samples[k]->stack, want[k][0]);
+			CHECK_EQ_U(p->samples[k]->pid, want[k][1]);
+			CHECK_EQ_U(p->samples[k]->tid, want[k][2]);
+			CHECK_EQ_U(p->samples[k]->n_values, 1);
+			if (p->samples[k]->n_values == 1)
+				CHECK_EQ_U(p->samples[k]->values[0], want[k][3]);
+		}
+	}
+
+	CHECK_EQ_U(p->n_processes, 2);
+	if (p->n_processes == 2) {
+		CHECK_EQ_U(p->processes[0]->pid, 100);
+		CHECK_STREQ(str(p, p->processes[0]->name), "app");
+		CHECK(p->processes[0]->has_uid);
+		CHECK_EQ_U(p->processes[0]->uid, 1000);
+		CHECK(p->processes[0]->has_exited);
+		CHECK(p->processes[0]->exited);
+		CHECK_EQ_U(p->processes[1]->pid, 200);
+		CHECK_EQ_U(p->processes[1]->name, 0);
+		CHECK(!p->processes[1]->has_uid);
+	}
+
+	CHECK_EQ_U(p->n_threads, 3);
+	if (p->n_threads == 3) {
+		CHECK_EQ_U(p->threads[0]->pid, 100);
+		CHECK_EQ_U(p->threads[0]->tid, 101);
+		CHECK_STREQ(str(p, p->threads[0]->name), "app-worker");
+		CHECK_EQ_U(p->threads[1]->pid, 100);
+		CHECK_EQ_U(p->threads[1]->tid, 100);
+		CHECK_EQ_U(p->threads[1]->name, 0);
+		CHECK_EQ_U(p->threads[2]->pid, 200);
+		CHECK_EQ_U(p->threads[2]->tid, 201);
+		CHECK_EQ_U(p->threads[2]->name, 0);
+	}
+
+	CHECK(p->has_start_ns);
+	CHECK_EQ_U(p->start_ns, 0);
+	CHECK(p->has_end_ns);
+	CHECK_EQ_U(p->end_ns, SEC);
+	CHECK(p->has_frequency_hz);
+	CHECK_EQ_U(p->frequency_hz, 99);
+	CHECK(p->has_period_ns);
+	CHECK_EQ_U(p->period_ns, 10101010);
+	CHECK(p->has_realtime_offset_ns);
+	CHECK_EQ_I(p->realtime_offset_ns, -5);
+}
+
+static void test_full(void)
+{
+	struct fixture fx;
+	struct store_query q = {.start_ns = 0, .end_ns = SEC};
+	struct dump_meta meta = {
+	    .start_ns = 0, .end_ns = SEC, .frequency_hz = 99, .realtime_offset_ns = -5};
+	Profd__Profile *p = NULL, *u;
+	uint8_t *buf;
+	size_t len;
+
+	fixture_init(&fx);
+	CHECK_EQ_I(dump__build(fx.s, &q, &meta, &p), 0);
+	/* The profile owns copies: it outlives the store. */
+	store__free(fx.s);
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	check_full(p);
+
+	len = profd__profile__get_packed_size(p);
+	buf = malloc(len);
+	CHECK_EQ_U(profd__profile__pack(p, buf), len);
+	u = profd__profile__unpack(NULL, len, buf);
+	CHECK(u != NULL);
+	if (u) {
+		check_full(u);
+		profd__profile__free_unpacked(u, NULL);
+	}
+	free(buf);
+	dump__free(p);
+	dump__free(NULL);
+}
+
+static void test_filtered(void)
+{
+	struct fixture fx;
+	uint32_t pid = 200;
+	struct store_query q = {.start_ns = 0, .end_ns = UINT64_MAX, .pids = &pid, .npids = 1};
+	Profd__Profile *p = NULL;
+
+	fixture_init(&fx);
+	CHECK_EQ_I(dump__build(fx.s, &q, NULL, &p), 0);
+	CHECK(p != NULL);
+	if (p) {
+		CHECK_EQ_U(p->n_samples, 1);
+		CHECK_EQ_U(p->n_stacks, 1);
+		CHECK_EQ_U(p->n_frames, 2);
+		CHECK_EQ_U(p->n_processes, 1);
+		CHECK_EQ_U(p->n_threads, 1);
+		/* "", samples, count, schedule, [kernel.kallsyms], main, /bin/app, app.c, beef */
+		CHECK_EQ_U(p->n_strings, 9);
+		CHECK_STREQ(str(p, p->frames[p->stacks[0]->frames[0]]->name), "schedule");
+		CHECK_STREQ(str(p, p->frames[p->stacks[0]->frames[1]]->name), "main");
+		CHECK(!p->has_frequency_hz);
+		CHECK(!p->has_period_ns);
+	}
+	dump__free(p);
+
+	/* The whole range: the later bucket adds 7 to (100, 101, stack 2). */
+	q.npids = 0;
+	q.pids = NULL;
+	CHECK_EQ_I(dump__build(fx.s, &q, NULL, &p), 0);
+	if (p) {
+		uint64_t total = 0;
+
+		for (size_t k = 0; k < p->n_samples; k++)
+			total += p->samples[k]->values[0];
+		CHECK_EQ_U(p->n_samples, 4);
+		CHECK_EQ_U(total, 23);
+	}
+	dump__free(p);
+	store__free(fx.s);
+}
+
+static void test_nodata(void)
+{
+	struct fixture fx;
+	struct store *empty = store__new(NULL);
+	uint32_t pid = 999;
+	struct store_query q = {.start_ns = 0, .end_ns = UINT64_MAX, .pids = &pid, .npids = 1};
+	Profd__Profile *p = (Profd__Profile *)&q;
+
+	CHECK_EQ_I(dump__build(empty, &q, NULL, &p), -ENODATA);
+	CHECK(p == NULL);
+	fixture_init(&fx);
+	CHECK_EQ_I(dump__build(fx.s, &q, NULL, &p), -ENODATA);
+	q.npids = 0;
+	q.start_ns = 10 * SEC;
+	CHECK_EQ_I(dump__build(fx.s, &q, NULL, &p), -ENODATA);
+	CHECK_EQ_I(dump__build(fx.s, NULL, NULL, &p), -EINVAL);
+	store__free(fx.s);
+	store__free(empty);
+}
+
+int main(void)
+{
+	test_full();
+	test_filtered();
+	test_nodata();
+	return CHECK_DONE();
+}

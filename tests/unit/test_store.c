@@ -1,2 +1,695 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/* The aggregation store: interning, time buckets, filters, eviction, compaction, metadata. */
 #include "check.h"
-int main(void) { return 77; }
+#include "store.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <string.h>
+
+#define SEC 1000000000ull
+
+struct qrow {
+	uint32_t pid, tid, stack;
+	uint64_t v;
+};
+
+struct qres {
+	struct qrow rows[4096];
+	size_t n;
+	uint64_t total;
+	int stop_after; /* > 0: return -ECANCELED once that many rows were seen */
+};
+
+static int collect(uint32_t pid, uint32_t tid, uint32_t stack,
+		   const uint64_t values[STORE_VALUE__COUNT], void *ctx)
+{
+	struct qres *r = ctx;
+
+	if (r->n < sizeof(r->rows) / sizeof(r->rows[0]))
+		r->rows[r->n] = (struct qrow){pid, tid, stack, values[STORE_VALUE_CPU_SAMPLES]};
+	r->n++;
+	r->total += values[STORE_VALUE_CPU_SAMPLES];
+	if (r->stop_after && (int)r->n >= r->stop_after)
+		return -ECANCELED;
+	return 0;
+}
+
+static int run_query(struct store *s, const struct store_query *q, struct qres *r)
+{
+	memset(r, 0, sizeof(*r));
+	return store__query(s, q, collect, r);
+}
+
+/* Value of a key in a result, or UINT64_MAX when the key is absent. */
+static uint64_t value_of(const struct qres *r, uint32_t pid, uint32_t tid, uint32_t stack)
+{
+	for (size_t k = 0; k < r->n; k++)
+		if (r->rows[k].pid == pid && r->rows[k].tid == tid && r->rows[k].stack == stack)
+			return r->rows[k].v;
+	return UINT64_MAX;
+}
+
+static struct store_query range(uint64_t start, uint64_t end)
+{
+	return (struct store_query){.start_ns = start, .end_ns = end};
+}
+
+static uint32_t frame(struct store *s, const char *name, uint64_t addr)
+{
+	struct frame_key k = {
+	    .kind = FRAME_KIND_NATIVE, .name = name, .module = "/bin/app", .address = addr};
+
+	return store__intern_frame(s, &k);
+}
+
+/* A one-frame stack named name. */
+static uint32_t stack1(struct store *s, const char *name, uint64_t addr)
+{
+	uint32_t f = frame(s, name, addr);
+
+	return f ? store__intern_stack(s, &f, 1) : 0;
+}
+
+static void test_intern(void)
+{
+	struct store *s = store__new(NULL);
+	char name_copy[16], mod_copy[16];
+	struct frame_key a = {.kind = FRAME_KIND_NATIVE,
+			      .name = "main",
+			      .module = "/bin/app",
+			      .address = 0x1000,
+			      .file = "app.c",
+			      .line = 12,
+			      .build_id = "abcd"};
+	struct frame_key b = a, c = a, d = a;
+	const struct store_frame *f;
+	uint32_t fa, fb, fc, fd, fe, st1, st2, st3, st4, bad[2];
+	const uint32_t *frames;
+	size_t n;
+
+	CHECK(s != NULL);
+	/* Same contents through other pointers: the same frame. */
+	strcpy(name_copy, "main");
+	strcpy(mod_copy, "/bin/app");
+	b.name = name_copy;
+	b.module = mod_copy;
+	c.address = 0x1004;
+	d.module = NULL;
+	fa = store__intern_frame(s, &a);
+	fb = store__intern_frame(s, &b);
+	fc = store__intern_frame(s, &c);
+	fd = store__intern_frame(s, &d);
+	CHECK_EQ_U(fa, 1);
+	CHECK_EQ_U(fb, 1);
+	CHECK_EQ_U(fc, 2);
+	CHECK_EQ_U(fd, 3);
+	d.kind = FRAME_KIND_KERNEL;
+	fe = store__intern_frame(s, &d);
+	CHECK_EQ_U(fe, 4);
+	CHECK_EQ_U(store__intern_frame(s, &a), 1);
+
+	f = store__frame(s, fc);
+	CHECK(f != NULL);
+	CHECK_EQ_U(f->kind, FRAME_KIND_NATIVE);
+	CHECK_STREQ(f->name, "main");
+	CHECK_STREQ(f->module, "/bin/app");
+	CHECK_EQ_U(f->address, 0x1004);
+	CHECK_STREQ(f->file, "app.c");
+	CHECK_EQ_U(f->line, 12);
+	CHECK_STREQ(f->build_id, "abcd");
+	/* Interned strings are shared. */
+	CHECK(store__frame(s, fa)->name == store__frame(s, fc)->name);
+	CHECK(store__frame(s, fd)->module == NULL);
+	CHECK(store__frame(s, 0) == NULL);
+	CHECK(store__frame(s, 5) == NULL);
+
+	a.name = NULL;
+	CHECK_EQ_U(store__intern_frame(s, &a), 0);
+
+	{
+		uint32_t s1[] = {fa, fc}, s2[] = {fc, fa}, s3[] = {fa, fc, fd};
+
+		st1 = store__intern_stack(s, s1, 2);
+		st2 = store__intern_stack(s, s2, 2);
+		st3 = store__intern_stack(s, s3, 3);
+		st4 = store__intern_stack(s, s1, 2);
+	}
+	CHECK_EQ_U(st1, 1);
+	CHECK_EQ_U(st2, 2);
+	CHECK_EQ_U(st3, 3);
+	CHECK_EQ_U(st4, 1);
+	CHECK(store__stack(s, st3, &frames, &n));
+	CHECK_EQ_U(n, 3);
+	CHECK_EQ_U(frames[0], fa);
+	CHECK_EQ_U(frames[1], fc);
+	CHECK_EQ_U(frames[2], fd);
+	CHECK(!store__stack(s, 4, &frames, &n));
+	bad[0] = fa;
+	bad[1] = 99;
+	CHECK_EQ_U(store__intern_stack(s, bad, 2), 0);
+
+	{
+		struct store_stats st;
+
+		store__stats(s, &st);
+		CHECK_EQ_U(st.frames, 4);
+		CHECK_EQ_U(st.stacks, 3);
+		CHECK_EQ_U(st.generation, 0);
+		CHECK(st.bytes > 0);
+		CHECK(st.interned_bytes > 0 && st.interned_bytes < st.bytes);
+	}
+	/* Bad arguments to add. */
+	CHECK_EQ_I(store__add(s, 1, 1, 1, 0, STORE_VALUE_CPU_SAMPLES, 1), -EINVAL);
+	CHECK_EQ_I(store__add(s, 1, 1, 1, 4, STORE_VALUE_CPU_SAMPLES, 1), -EINVAL);
+	CHECK_EQ_I(store__add(s, 1, 1, 1, 1, STORE_VALUE__COUNT, 1), -EINVAL);
+	store__free(s);
+	store__free(NULL);
+}
+
+static void test_ranges(void)
+{
+	struct store *s = store__new(&(struct store_opts){.bucket_ns = SEC});
+	struct store_query q;
+	struct store_stats st;
+	struct qres *r = calloc(1, sizeof(*r));
+	uint32_t sa = stack1(s, "a", 1), sb = stack1(s, "b", 2);
+
+	CHECK_EQ_U(store__bucket_ns(s), SEC);
+	/* Bucket 0, bucket 1 at both edges, bucket 2 at its start, bucket 10. */
+	CHECK_EQ_I(store__add(s, SEC / 2, 10, 11, sa, STORE_VALUE_CPU_SAMPLES, 1), 0);
+	CHECK_EQ_I(store__add(s, SEC / 2 + 1, 10, 11, sa, STORE_VALUE_CPU_SAMPLES, 2), 0);
+	CHECK_EQ_I(store__add(s, SEC, 10, 11, sa, STORE_VALUE_CPU_SAMPLES, 4), 0);
+	CHECK_EQ_I(store__add(s, 2 * SEC - 1, 10, 11, sb, STORE_VALUE_CPU_SAMPLES, 8), 0);
+	CHECK_EQ_I(store__add(s, 2 * SEC, 10, 12, sa, STORE_VALUE_CPU_SAMPLES, 16), 0);
+	CHECK_EQ_I(store__add(s, 10 * SEC + 5, 20, 21, sb, STORE_VALUE_CPU_SAMPLES, 32), 0);
+
+	store__stats(s, &st);
+	CHECK_EQ_U(st.buckets, 4);
+	CHECK_EQ_U(st.samples, 63);
+	CHECK_EQ_U(st.oldest_ns, 0);
+	CHECK_EQ_U(st.newest_ns, 10 * SEC + 5);
+
+	q = range(0, UINT64_MAX);
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->n, 4);
+	CHECK_EQ_U(r->total, 63);
+	CHECK_EQ_U(value_of(r, 10, 11, sa), 7);
+	CHECK_EQ_U(value_of(r, 10, 11, sb), 8);
+	CHECK_EQ_U(value_of(r, 10, 12, sa), 16);
+	CHECK_EQ_U(value_of(r, 20, 21, sb), 32);
+
+	q = range(0, SEC);
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->n, 1);
+	CHECK_EQ_U(value_of(r, 10, 11, sa), 3);
+
+	q = range(SEC, 2 * SEC);
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->n, 2);
+	CHECK_EQ_U(value_of(r, 10, 11, sa), 4);
+	CHECK_EQ_U(value_of(r, 10, 11, sb), 8);
+
+	/* Whole buckets: bucket 0 starts before 1 ns, bucket 2 starts at the exclusive end. */
+	q = range(1, 2 * SEC);
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->total, 12);
+	q = range(1, 2 * SEC + 1);
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->total, 28);
+	q = range(3 * SEC, 10 * SEC);
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->n, 0);
+	q = range(5 * SEC, 5 * SEC);
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->n, 0);
+	q = range(10 * SEC, UINT64_MAX);
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->total, 32);
+
+	/* A callback's error stops the walk and comes back. */
+	q = range(0, UINT64_MAX);
+	memset(r, 0, sizeof(*r));
+	r->stop_after = 2;
+	CHECK_EQ_I(store__query(s, &q, collect, r), -ECANCELED);
+	CHECK_EQ_U(r->n, 2);
+	store__free(s);
+	free(r);
+}
+
+static void test_filters(void)
+{
+	struct store *s = store__new(NULL);
+	struct qres *r = calloc(1, sizeof(*r));
+	uint32_t sa = stack1(s, "a", 1), sb = stack1(s, "b", 2);
+	uint32_t pids[] = {300, 100};
+	struct store_query q = range(0, UINT64_MAX);
+
+	CHECK_EQ_I(store__set_process(s, 100, 1000, "alice"), 0);
+	CHECK_EQ_I(store__set_process(s, 200, 0, "root"), 0);
+	/* pid 300 has no metadata: unknown uid. */
+	CHECK_EQ_I(store__add(s, 1, 100, 100, sa, STORE_VALUE_CPU_SAMPLES, 1), 0);
+	CHECK_EQ_I(store__add(s, 2, 100, 101, sb, STORE_VALUE_CPU_SAMPLES, 2), 0);
+	CHECK_EQ_I(store__add(s, 3, 200, 200, sa, STORE_VALUE_CPU_SAMPLES, 4), 0);
+	CHECK_EQ_I(store__add(s, 4, 300, 300, sa, STORE_VALUE_CPU_SAMPLES, 8), 0);
+	CHECK_EQ_I(store__add(s, 5, 300, 301, sb, STORE_VALUE_CPU_SAMPLES, 16), 0);
+
+	q.pids = pids;
+	q.npids = 2;
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->n, 4);
+	CHECK_EQ_U(r->total, 27);
+	CHECK_EQ_U(value_of(r, 200, 200, sa), UINT64_MAX);
+
+	q.tid = 301;
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->n, 1);
+	CHECK_EQ_U(value_of(r, 300, 301, sb), 16);
+
+	q = range(0, UINT64_MAX);
+	q.tid = 101;
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->total, 2);
+
+	q = range(0, UINT64_MAX);
+	q.filter_uid = true;
+	q.uid = 1000;
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->n, 2);
+	CHECK_EQ_U(r->total, 3);
+	q.uid = 0;
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->n, 1);
+	CHECK_EQ_U(value_of(r, 200, 200, sa), 4);
+	q.uid = 4242;
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->n, 0);
+	/* uid and pid together. */
+	q.uid = 1000;
+	q.pids = pids;
+	q.npids = 2;
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->total, 3);
+	store__free(s);
+	free(r);
+}
+
+static void test_out_of_order(void)
+{
+	struct store *s = store__new(&(struct store_opts){.bucket_ns = SEC});
+	struct qres *r = calloc(1, sizeof(*r));
+	uint32_t sa = stack1(s, "a", 1);
+	struct store_query q;
+	struct store_stats st;
+
+	CHECK_EQ_I(store__add(s, 5 * SEC, 1, 1, sa, STORE_VALUE_CPU_SAMPLES, 1), 0);
+	CHECK_EQ_I(store__add(s, 3 * SEC + 7, 1, 1, sa, STORE_VALUE_CPU_SAMPLES, 2), 0);
+	CHECK_EQ_I(store__add(s, 9 * SEC, 1, 1, sa, STORE_VALUE_CPU_SAMPLES, 4), 0);
+	CHECK_EQ_I(store__add(s, 4 * SEC + 1, 1, 1, sa, STORE_VALUE_CPU_SAMPLES, 8), 0);
+	CHECK_EQ_I(store__add(s, 5 * SEC + 9, 1, 1, sa, STORE_VALUE_CPU_SAMPLES, 16), 0);
+	/* Far behind the newest: bucket 1 is sealed territory, and bucket 3 gets more. */
+	CHECK_EQ_I(store__add(s, 1 * SEC, 1, 1, sa, STORE_VALUE_CPU_SAMPLES, 32), 0);
+	CHECK_EQ_I(store__add(s, 3 * SEC, 1, 2, sa, STORE_VALUE_CPU_SAMPLES, 64), 0);
+	CHECK_EQ_I(store__add(s, 10 * SEC, 1, 1, sa, STORE_VALUE_CPU_SAMPLES, 128), 0);
+	CHECK_EQ_I(store__add(s, 3 * SEC + 1, 1, 2, sa, STORE_VALUE_CPU_SAMPLES, 256), 0);
+
+	store__stats(s, &st);
+	CHECK_EQ_U(st.buckets, 6);
+	CHECK_EQ_U(st.oldest_ns, 1 * SEC);
+	CHECK_EQ_U(st.newest_ns, 10 * SEC);
+	static const struct {
+		uint64_t sec;
+		uint64_t total;
+	} want[] = {{0, 0}, {1, 32}, {2, 0}, {3, 322}, {4, 8}, {5, 17}, {9, 4}, {10, 128}};
+	for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
+		q = range(want[k].sec * SEC, (want[k].sec + 1) * SEC);
+		CHECK_EQ_I(run_query(s, &q, r), 0);
+		CHECK_EQ_U(r->total, want[k].total);
+	}
+	q = range(3 * SEC, 4 * SEC);
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->n, 2);
+	CHECK_EQ_U(value_of(r, 1, 1, sa), 2);
+	CHECK_EQ_U(value_of(r, 1, 2, sa), 320);
+	store__free(s);
+	free(r);
+}
+
+/* Adds `per` samples to bucket `sec`, spread over a few keys. */
+static int fill_bucket(struct store *s, uint64_t sec, uint32_t st, unsigned int per)
+{
+	for (unsigned int k = 0; k < per; k++) {
+		int err = store__add(s, sec * SEC + k, 1 + k % 3, 1 + k % 5, st,
+				     STORE_VALUE_CPU_SAMPLES, 1);
+
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static void test_eviction(void)
+{
+	const size_t cap = 48 * 1024;
+	struct store *s = store__new(&(struct store_opts){.mem_cap = cap, .bucket_ns = SEC});
+	struct qres *r = calloc(1, sizeof(*r));
+	struct store_stats st;
+	struct store_query q;
+	uint32_t sts[40];
+	const unsigned int per = 60, nbuckets = 200;
+	uint64_t over_cap = 0;
+
+	for (unsigned int k = 0; k < 40; k++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "fn%u", k);
+		sts[k] = stack1(s, name, k);
+	}
+	for (unsigned int sec = 0; sec < nbuckets; sec++) {
+		/* Each bucket uses 8 stacks x 15 (pid, tid) = 60 distinct entries. */
+		for (unsigned int k = 0; k < per; k++) {
+			CHECK_EQ_I(store__add(s, sec * SEC + k, 1 + k % 3, 1 + k % 5,
+					      sts[(sec + k / 15) % 40], STORE_VALUE_CPU_SAMPLES,
+					      1 + k % 2),
+				   0);
+			store__stats(s, &st);
+			if (st.bytes > cap)
+				over_cap++;
+		}
+	}
+	CHECK_EQ_U(over_cap, 0);
+	store__stats(s, &st);
+	CHECK(st.evicted_buckets > 0);
+	CHECK(st.buckets > 2);
+	/* Oldest first: what is left is the newest, contiguous run of buckets. */
+	CHECK_EQ_U(st.evicted_buckets + st.buckets, nbuckets);
+	CHECK_EQ_U(st.oldest_ns, (nbuckets - st.buckets) * SEC);
+	/* Each bucket holds 30 x 1 + 30 x 2 = 90 samples. */
+	CHECK_EQ_U(st.samples, (uint64_t)nbuckets * 90);
+	CHECK_EQ_U(st.evicted_samples, st.evicted_buckets * 90);
+	q = range(0, UINT64_MAX);
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->total, st.samples - st.evicted_samples);
+	/* The newest bucket is whole. */
+	q = range((nbuckets - 1) * SEC, nbuckets * SEC);
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->total, 90);
+	CHECK_EQ_U(r->n, 60);
+
+	/* A late sample for an evicted bucket counts as evicted at once. */
+	CHECK_EQ_I(store__add(s, 0, 1, 1, sts[0], STORE_VALUE_CPU_SAMPLES, 5), 0);
+	{
+		struct store_stats st2;
+
+		store__stats(s, &st2);
+		CHECK_EQ_U(st2.samples, st.samples + 5);
+		CHECK_EQ_U(st2.evicted_samples, st.evicted_samples + 5);
+		CHECK_EQ_U(st2.buckets, st.buckets);
+	}
+	store__free(s);
+	free(r);
+}
+
+static bool names_are(struct store *s, uint32_t stack, const char *leaf, const char *root)
+{
+	const uint32_t *fr;
+	size_t n;
+
+	if (!store__stack(s, stack, &fr, &n) || n != 2)
+		return false;
+	return !strcmp(store__frame(s, fr[0])->name, leaf) &&
+	       !strcmp(store__frame(s, fr[1])->name, root);
+}
+
+static void test_compact_explicit(void)
+{
+	struct store *s = store__new(NULL);
+	struct qres *r = calloc(1, sizeof(*r));
+	struct store_query q = range(0, UINT64_MAX);
+	struct store_stats st;
+	uint32_t fa = frame(s, "a", 1), fb = frame(s, "b", 2), fc = frame(s, "c", 3);
+	uint32_t s1[] = {fa, fb}, s2[] = {fb, fc}, s3[] = {fc, fb};
+	uint32_t st1 = store__intern_stack(s, s1, 2), st2 = store__intern_stack(s, s2, 2);
+	uint32_t st3 = store__intern_stack(s, s3, 2);
+
+	CHECK_EQ_U(st3, 3);
+	/* Only stacks 2 and 3 are used: stack 1 and frame "a" are garbage. */
+	CHECK_EQ_I(store__add(s, 10, 7, 7, st2, STORE_VALUE_CPU_SAMPLES, 3), 0);
+	CHECK_EQ_I(store__add(s, 11, 7, 7, st3, STORE_VALUE_CPU_SAMPLES, 4), 0);
+	CHECK_EQ_I(store__compact(s), 0);
+	store__stats(s, &st);
+	CHECK_EQ_U(st.generation, 1);
+	CHECK_EQ_U(st.compactions, 1);
+	CHECK_EQ_U(st.frames, 2);
+	CHECK_EQ_U(st.stacks, 2);
+	CHECK(store__frame(s, 3) == NULL);
+	CHECK_STREQ(store__frame(s, 1)->name, "b");
+	CHECK_STREQ(store__frame(s, 2)->name, "c");
+	CHECK(names_are(s, 1, "b", "c"));
+	CHECK(names_are(s, 2, "c", "b"));
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->n, 2);
+	CHECK_EQ_U(value_of(r, 7, 7, 1), 3);
+	CHECK_EQ_U(value_of(r, 7, 7, 2), 4);
+	/* Tables were rebuilt: interning finds the survivors and adds after them. */
+	CHECK_EQ_U(frame(s, "b", 2), 1);
+	CHECK_EQ_U(store__intern_stack(s, (uint32_t[]){1, 2}, 2), 1);
+	CHECK_EQ_U(store__intern_stack(s, (uint32_t[]){2, 1}, 2), 2);
+	CHECK_EQ_U(frame(s, "a", 1), 3);
+	CHECK_EQ_U(store__intern_stack(s, (uint32_t[]){3, 1}, 2), 3);
+	/* The open bucket's table was rebuilt too: same key, same entry. */
+	CHECK_EQ_I(store__add(s, 12, 7, 7, 1, STORE_VALUE_CPU_SAMPLES, 10), 0);
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->n, 2);
+	CHECK_EQ_U(value_of(r, 7, 7, 1), 13);
+	/* Nothing to drop but new stack 3 and frame 3: compaction with only live data is a no-op
+	 * once they are used. */
+	CHECK_EQ_I(store__add(s, 13, 7, 7, 3, STORE_VALUE_CPU_SAMPLES, 1), 0);
+	CHECK_EQ_I(store__compact(s), 0);
+	store__stats(s, &st);
+	CHECK_EQ_U(st.generation, 1);
+	(void)st1;
+	store__free(s);
+	free(r);
+}
+
+/* Old stacks with long names die by eviction; the store compacts on its own. */
+static void test_compact_auto(void)
+{
+	const size_t cap = 256 * 1024;
+	struct store *s = store__new(&(struct store_opts){.mem_cap = cap, .bucket_ns = SEC});
+	struct qres *r = calloc(1, sizeof(*r));
+	struct store_query q = range(0, UINT64_MAX);
+	struct store_stats st;
+	char name[600];
+	uint64_t gen = 0, sec = 0, frames_before;
+	bool moved = false;
+
+	/* 100 old stacks of 2 frames with 500-byte names: ~100 KiB of strings. */
+	for (unsigned int k = 0; k < 100; k++) {
+		uint32_t f[2];
+
+		memset(name, 'x', 500);
+		snprintf(name + 500, 100, "old%u", k);
+		f[0] = frame(s, name, k);
+		snprintf(name + 500, 100, "oldroot%u", k);
+		f[1] = frame(s, name, 1000 + k);
+		CHECK_EQ_I(store__add(s, sec * SEC, 1, 1, store__intern_stack(s, f, 2),
+				      STORE_VALUE_CPU_SAMPLES, 1),
+			   0);
+		sec++;
+	}
+	store__stats(s, &st);
+	frames_before = st.frames;
+	CHECK_EQ_U(frames_before, 200);
+	CHECK_EQ_U(st.generation, 0);
+	/* New data: short names, re-interned whenever the generation changes. */
+	for (unsigned int round = 0; round < 3000 && !moved; round++, sec++) {
+		for (unsigned int k = 0; k < 20; k++) {
+			char leaf[32];
+			uint32_t f[2], stk;
+
+			snprintf(leaf, sizeof(leaf), "new%u", k);
+			f[0] = frame(s, leaf, 5000 + k);
+			f[1] = frame(s, "newroot", 9000);
+			stk = store__intern_stack(s, f, 2);
+			CHECK_EQ_I(
+			    store__add(s, sec * SEC + k, 2, 2, stk, STORE_VALUE_CPU_SAMPLES, 1), 0);
+			store__stats(s, &st);
+			CHECK(st.bytes <= cap);
+			if (st.generation != gen) {
+				gen = st.generation;
+				moved = true;
+				break;
+			}
+		}
+	}
+	CHECK(moved);
+	store__stats(s, &st);
+	CHECK(st.generation >= 1);
+	CHECK(st.compactions >= 1);
+	CHECK(st.frames < frames_before);
+	CHECK(st.evicted_buckets >= 1);
+	/* Queries name the right frames after renumbering. */
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK(r->n > 0);
+	CHECK_EQ_U(r->total, st.samples - st.evicted_samples);
+	{
+		size_t bad = 0;
+
+		for (size_t k = 0; k < r->n && k < 4096; k++) {
+			const uint32_t *fr;
+			size_t n;
+
+			if (!store__stack(s, r->rows[k].stack, &fr, &n) || n != 2)
+				bad++;
+			else if (r->rows[k].pid == 2 &&
+				 (strncmp(store__frame(s, fr[0])->name, "new", 3) ||
+				  strcmp(store__frame(s, fr[1])->name, "newroot")))
+				bad++;
+			else if (r->rows[k].pid == 1 &&
+				 strncmp(store__frame(s, fr[0])->name, "xxxxxxxx", 8))
+				bad++;
+		}
+		CHECK_EQ_U(bad, 0);
+	}
+	/* Re-interning a live frame gives its new id. */
+	{
+		uint32_t f0 = frame(s, "new0", 5000), froot = frame(s, "newroot", 9000);
+
+		CHECK(f0 != 0 && f0 <= st.frames);
+		CHECK(froot != 0 && froot <= st.frames);
+		CHECK_STREQ(store__frame(s, f0)->name, "new0");
+	}
+	store__free(s);
+	free(r);
+}
+
+/* A long stream of ever new stacks and processes never lets memory pass the cap. */
+static void test_bounded(void)
+{
+	const size_t cap = 1 << 20;
+	struct store *s = store__new(&(struct store_opts){.mem_cap = cap, .bucket_ns = SEC / 10});
+	struct store_stats st;
+	uint64_t over = 0, max_bytes = 0, gen = 0;
+	uint32_t rng = 12345, stk = 0;
+	struct qres *r = calloc(1, sizeof(*r));
+	struct store_query q = range(0, UINT64_MAX);
+
+	for (uint64_t k = 0; k < 200000; k++) {
+		uint32_t pid = 1000 + (uint32_t)(k / 500);
+		char name[48];
+		uint32_t f[3];
+		int err;
+
+		rng = rng * 1103515245u + 12345u;
+		if (k % 4 == 0 || !stk) {
+			snprintf(name, sizeof(name), "func_%" PRIu64, k);
+			f[0] = frame(s, name, k);
+			f[1] = frame(s, "common", 1);
+			f[2] = frame(s, "main", 2);
+			stk = store__intern_stack(s, f, 3);
+			CHECK(stk != 0);
+		}
+		if (k % 500 == 0) {
+			snprintf(name, sizeof(name), "proc%u", pid);
+			store__set_process(s, pid, 1000, name);
+			store__set_thread(s, pid, pid, name);
+			if (pid > 1000)
+				store__process_exited(s, pid - 1);
+		}
+		err = store__add(s, k * 1000000, pid, pid, stk, STORE_VALUE_CPU_SAMPLES, 1);
+		CHECK_EQ_I(err, 0);
+		store__stats(s, &st);
+		if (st.bytes > cap)
+			over++;
+		if (st.bytes > max_bytes)
+			max_bytes = st.bytes;
+		if (st.generation != gen) {
+			gen = st.generation;
+			stk = 0;
+		}
+	}
+	CHECK_EQ_U(over, 0);
+	store__stats(s, &st);
+	CHECK(st.evicted_buckets > 0);
+	CHECK(st.compactions > 0);
+	/* Metadata of exited processes went with their buckets. */
+	CHECK(st.processes < 400);
+	CHECK(st.threads < 400);
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->total, st.samples - st.evicted_samples);
+	fprintf(stderr,
+		"bounded: cap %zu max %" PRIu64 " buckets %" PRIu64 " compactions %" PRIu64
+		" processes %" PRIu64 "\n",
+		cap, max_bytes, st.buckets, st.compactions, st.processes);
+	store__free(s);
+	free(r);
+}
+
+static void test_processes(void)
+{
+	const size_t cap = 64 * 1024;
+	struct store *s = store__new(&(struct store_opts){.mem_cap = cap, .bucket_ns = SEC});
+	struct qres *r = calloc(1, sizeof(*r));
+	struct store_query q = range(0, UINT64_MAX);
+	struct store_process_info pi;
+	struct store_stats st;
+	uint32_t sa = stack1(s, "a", 1);
+
+	CHECK(!store__process(s, 42, &pi));
+	CHECK(store__thread_name(s, 42, 43) == NULL);
+	CHECK_EQ_I(store__set_process(s, 42, 1000, "worker"), 0);
+	CHECK_EQ_I(store__set_thread(s, 42, 43, "worker-io"), 0);
+	CHECK_EQ_I(store__set_process(s, 50, 1000, "live"), 0);
+	CHECK_EQ_I(store__add(s, 0, 42, 43, sa, STORE_VALUE_CPU_SAMPLES, 5), 0);
+	CHECK_EQ_I(store__add(s, SEC, 50, 50, sa, STORE_VALUE_CPU_SAMPLES, 1), 0);
+	store__process_exited(s, 42);
+	store__process_exited(s, 7); /* unknown: ignored */
+
+	CHECK(store__process(s, 42, &pi));
+	CHECK_EQ_U(pi.pid, 42);
+	CHECK_EQ_U(pi.uid, 1000);
+	CHECK_STREQ(pi.comm, "worker");
+	CHECK(pi.exited);
+	CHECK_STREQ(store__thread_name(s, 42, 43), "worker-io");
+	q.filter_uid = true;
+	q.uid = 1000;
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(value_of(r, 42, 43, sa), 5);
+
+	/* Renaming: the comm changes in place. */
+	CHECK_EQ_I(store__set_thread(s, 42, 43, "worker-io2"), 0);
+	CHECK_STREQ(store__thread_name(s, 42, 43), "worker-io2");
+
+	/* Push bucket 0 out: the exited process and its thread go, the live one stays. */
+	for (uint64_t sec = 2; sec < 400; sec++) {
+		CHECK_EQ_I(fill_bucket(s, sec, sa, 10), 0);
+		store__stats(s, &st);
+		if (st.oldest_ns > 0)
+			break;
+	}
+	store__stats(s, &st);
+	CHECK(st.oldest_ns > 0);
+	CHECK(!store__process(s, 42, &pi));
+	CHECK(store__thread_name(s, 42, 43) == NULL);
+	CHECK(store__process(s, 50, &pi));
+	CHECK(!pi.exited);
+	store__free(s);
+	free(r);
+}
+
+int main(void)
+{
+	test_intern();
+	test_ranges();
+	test_filters();
+	test_out_of_order();
+	test_eviction();
+	test_compact_explicit();
+	test_compact_auto();
+	test_bounded();
+	test_processes();
+	return CHECK_DONE();
+}
