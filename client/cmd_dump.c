@@ -1,1 +1,364 @@
-/* placeholder: being written */
+// SPDX-License-Identifier: BSD-2-Clause
+/* profctl dump flamegraph: ask the daemon for a profile and render it as folded stacks or SVG. */
+#define _GNU_SOURCE /* asprintf */
+#include "cli.h"
+#include "conn.h"
+#include "format.h"
+#include "profile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "parse.h"
+#include "wire.h"
+
+#define MAX_SINCE_NS (365ull * 86400 * 1000000000ull)
+
+void cmd_dump_usage(FILE *f)
+{
+	fputs("Usage: profctl [--socket PATH] dump flamegraph [--pid N]... [--tid N]\n"
+	      "               [--since DURATION] [--format svg|folded] [-o FILE]\n"
+	      "               [--timeout DURATION]\n"
+	      "\n"
+	      "Fetch the samples the daemon holds and render them as a flame graph.\n"
+	      "\n"
+	      "Options:\n"
+	      "  --pid N              only process N (repeat for more); without it every process\n"
+	      "                       you may see, each under its own root frame (its name)\n"
+	      "  --tid N              only thread N\n"
+	      "  --since DURATION     only the last DURATION (30s, 5m, 1h, 500ms; bare number: s)\n"
+	      "  --format svg|folded  interactive SVG, or folded stacks for flamegraph.pl and\n"
+	      "                       inferno (default: svg when FILE ends in .svg, else folded)\n"
+	      "  -o, --output FILE    write FILE (atomically: a temporary file, then rename)\n"
+	      "                       instead of standard output\n"
+	      "  --timeout DURATION   how long to wait for the daemon (default 60s)\n"
+	      "  -h, --help           show this help\n"
+	      "\n"
+	      "Frame names: kernel frames end in _[k], GPU frames in _[g], Python frames read\n"
+	      "NAME (FILE:LINE), frames without a symbol read [unknown] (MODULE+0xADDR).\n"
+	      "\n"
+	      "Examples:\n"
+	      "  profctl dump flamegraph --pid 1234 --since 30s -o cpu.svg\n"
+	      "  profctl dump flamegraph --since 5m > all.folded\n"
+	      "  profctl dump flamegraph --pid 1234 --format folded | flamegraph.pl > cpu.svg\n",
+	      f);
+}
+
+static int bad_value(struct cli_error *e, const char *opt, const char *val, const char *what)
+{
+	cli_error_set(e, PROFCTL_EXIT_USAGE, "dump: %s '%s' %s; see 'profctl dump --help'", opt,
+		      val, what);
+	return -EINVAL;
+}
+
+static int parse_id(const char *opt, const char *val, uint32_t *out, struct cli_error *e)
+{
+	int err = parse_u32(val, 1, INT32_MAX, out);
+
+	if (err == -ERANGE)
+		return bad_value(e, opt, val, "is out of range (1 to 2147483647)");
+	if (err)
+		return bad_value(e, opt, val, "is not a positive integer");
+	return 0;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+int dump_parse_args(int argc, char **argv, struct dump_args *a, struct cli_error *e)
+{
+	static const struct option longopts[] = {
+	    {"pid", required_argument, NULL, 'p'},    {"tid", required_argument, NULL, 'T'},
+	    {"since", required_argument, NULL, 's'},  {"format", required_argument, NULL, 'f'},
+	    {"output", required_argument, NULL, 'o'}, {"timeout", required_argument, NULL, 't'},
+	    {"help", no_argument, NULL, 'h'},	      {0},
+	};
+	uint32_t id;
+	int opt, err;
+
+	*a = (struct dump_args){0};
+	if (argc < 2) {
+		cli_error_set(e, PROFCTL_EXIT_USAGE,
+			      "dump: say what to dump (flamegraph); see 'profctl dump --help'");
+		return -EINVAL;
+	}
+	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+		a->help = true;
+		return 0;
+	}
+	if (strcmp(argv[1], "flamegraph") != 0) {
+		cli_error_set(e, PROFCTL_EXIT_USAGE,
+			      "dump: unknown kind '%s' (only 'flamegraph' for now); see 'profctl "
+			      "dump --help'",
+			      argv[1]);
+		return -EINVAL;
+	}
+	argc--;
+	argv++;
+	optind = 0;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "+:o:h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'p':
+			err = parse_id("--pid", optarg, &id, e);
+			if (err)
+				return err;
+			for (size_t i = 0; i < a->n_pids; i++)
+				if (a->pids[i] == id)
+					goto next;
+			if (a->n_pids == DUMP_MAX_PIDS) {
+				cli_error_set(e, PROFCTL_EXIT_USAGE,
+					      "dump: more than %d --pid options; see 'profctl dump "
+					      "--help'",
+					      DUMP_MAX_PIDS);
+				return -EINVAL;
+			}
+			a->pids[a->n_pids++] = id;
+			break;
+		case 'T':
+			if (a->has_tid)
+				return bad_value(e, "--tid", optarg, "comes after another --tid");
+			err = parse_id("--tid", optarg, &a->tid, e);
+			if (err)
+				return err;
+			a->has_tid = true;
+			break;
+		case 's':
+			err = parse_duration_ns(optarg, 1, MAX_SINCE_NS, &a->since_ns);
+			if (err == -ERANGE)
+				return bad_value(e, "--since", optarg,
+						 "is out of range (more than 0, at most 365d)");
+			if (err)
+				return bad_value(e, "--since", optarg,
+						 "is not a duration (like 30s, 5m, 1h)");
+			a->has_since = true;
+			break;
+		case 'f':
+			if (strcmp(optarg, "svg") == 0)
+				a->format = DUMP_FORMAT_SVG;
+			else if (strcmp(optarg, "folded") == 0)
+				a->format = DUMP_FORMAT_FOLDED;
+			else
+				return bad_value(e, "--format", optarg, "is not svg or folded");
+			break;
+		case 'o':
+			if (!*optarg)
+				return bad_value(e, "--output", optarg, "is an empty file name");
+			a->output = optarg;
+			break;
+		case 't':
+			err = parse_duration_ns(optarg, 1000000ull, PROFCTL_MAX_TIMEOUT_NS,
+						&a->timeout_ns);
+			if (err)
+				return bad_value(
+				    e, "--timeout", optarg,
+				    "is not a duration from 1ms to 24h (like 30s, 5m)");
+			break;
+		case 'h':
+			a->help = true;
+			return 0;
+		default:
+			return cli_bad_option(opt, argv, longopts, "dump", e);
+		}
+	next:;
+	}
+	if (optind < argc) {
+		cli_error_set(e, PROFCTL_EXIT_USAGE,
+			      "dump: unexpected argument '%s'; see 'profctl dump --help'",
+			      argv[optind]);
+		return -EINVAL;
+	}
+	if (a->format == DUMP_FORMAT_DEFAULT)
+		a->format = a->output && ends_with(a->output, ".svg") ? DUMP_FORMAT_SVG
+								      : DUMP_FORMAT_FOLDED;
+	return 0;
+}
+
+static int render(const Profd__Profile *p, const struct dump_args *a, FILE *out)
+{
+	struct render_opts ro = {.process_root = a->n_pids == 0};
+	char title[160];
+	size_t pos;
+
+	if (a->n_pids == 0) {
+		pos = (size_t)snprintf(title, sizeof(title), "CPU flame graph: all processes");
+	} else {
+		pos = (size_t)snprintf(title, sizeof(title), "CPU flame graph: pid");
+		for (size_t i = 0; i < a->n_pids && pos < sizeof(title); i++) {
+			const char *name = profile_process_name(p, a->pids[i]);
+
+			pos +=
+			    (size_t)snprintf(title + pos, sizeof(title) - pos,
+					     "%s %" PRIu32 "%s%.32s%s", i ? "," : "", a->pids[i],
+					     name ? " (" : "", name ? name : "", name ? ")" : "");
+		}
+	}
+	if (a->has_tid && pos < sizeof(title))
+		snprintf(title + pos, sizeof(title) - pos, ", tid %" PRIu32, a->tid);
+	ro.title = title;
+	if (a->format == DUMP_FORMAT_SVG)
+		return format_svg(p, &ro, out);
+	return format_folded(p, &ro, out);
+}
+
+/* Render into a temporary file beside path, then rename it over path. */
+static int write_file(const Profd__Profile *p, const struct dump_args *a, struct cli_error *e)
+{
+	const char *slash = strrchr(a->output, '/');
+	char *tmp = NULL;
+	FILE *out = NULL;
+	mode_t mask;
+	int fd = -1, err = 0;
+
+	if (asprintf(&tmp, "%.*s.%s.XXXXXX", slash ? (int)(slash - a->output + 1) : 0, a->output,
+		     slash ? slash + 1 : a->output) < 0) {
+		tmp = NULL;
+		err = -ENOMEM;
+		cli_error_set(e, PROFCTL_EXIT_ERROR, "out of memory");
+		goto out;
+	}
+	fd = mkstemp(tmp);
+	if (fd < 0) {
+		err = -errno;
+		free(tmp);
+		tmp = NULL;
+		cli_error_set(e, PROFCTL_EXIT_ERROR, "cannot create %s: %s", a->output,
+			      strerror(-err));
+		goto out;
+	}
+	/* mkstemp makes 0600; give the file the mode a plain open() would. */
+	mask = umask(0);
+	umask(mask);
+	if (fchmod(fd, 0666 & ~mask) < 0) {
+		err = -errno;
+		cli_error_set(e, PROFCTL_EXIT_ERROR, "chmod %s: %s", tmp, strerror(-err));
+		goto out;
+	}
+	out = fdopen(fd, "w");
+	if (!out) {
+		err = -errno;
+		cli_error_set(e, PROFCTL_EXIT_ERROR, "%s: %s", tmp, strerror(-err));
+		goto out;
+	}
+	fd = -1;
+	err = render(p, a, out);
+	if (err) {
+		cli_error_set(e, PROFCTL_EXIT_ERROR, "writing %s: %s", a->output, strerror(-err));
+		goto out;
+	}
+	if (fsync(fileno(out)) < 0 && errno != EINVAL) {
+		err = -errno;
+		cli_error_set(e, PROFCTL_EXIT_ERROR, "writing %s: %s", a->output, strerror(-err));
+		goto out;
+	}
+	err = fclose(out) ? -errno : 0;
+	out = NULL;
+	if (err) {
+		cli_error_set(e, PROFCTL_EXIT_ERROR, "writing %s: %s", a->output, strerror(-err));
+		goto out;
+	}
+	if (rename(tmp, a->output) < 0) {
+		err = -errno;
+		cli_error_set(e, PROFCTL_EXIT_ERROR, "cannot replace %s: %s", a->output,
+			      strerror(-err));
+		goto out;
+	}
+out:
+	if (out)
+		fclose(out);
+	if (fd >= 0)
+		close(fd);
+	if (err && tmp)
+		unlink(tmp);
+	free(tmp);
+	return err;
+}
+
+static uint64_t profile_total(const Profd__Profile *p)
+{
+	uint64_t total = 0;
+
+	for (size_t i = 0; i < p->n_samples; i++)
+		if (p->samples[i]->n_values)
+			total += p->samples[i]->values[0];
+	return total;
+}
+
+int cmd_dump(int argc, char **argv, const struct global_opts *g)
+{
+	Profd__Request req = PROFD__REQUEST__INIT;
+	Profd__DumpRequest dreq = PROFD__DUMP_REQUEST__INIT;
+	Profd__Response *resp = NULL;
+	struct cli_error e = {0};
+	struct dump_args a;
+	struct conn *c = NULL;
+	uint64_t timeout_ns;
+	char why[256];
+	int err, ret = PROFCTL_EXIT_OK;
+
+	if (dump_parse_args(argc, argv, &a, &e))
+		return cli_error_print(&e);
+	if (a.help) {
+		cmd_dump_usage(stdout);
+		return PROFCTL_EXIT_OK;
+	}
+	timeout_ns = a.timeout_ns    ? a.timeout_ns
+		     : g->timeout_ns ? g->timeout_ns
+				     : PROFCTL_DUMP_TIMEOUT_NS;
+
+	c = conn__open(wire_socket_path(g->socket), timeout_ns, &e);
+	if (!c)
+		return cli_error_print(&e);
+	dreq.n_pids = a.n_pids;
+	dreq.pids = a.pids;
+	dreq.has_tid = a.has_tid;
+	dreq.tid = a.tid;
+	dreq.has_since_ns = a.has_since;
+	dreq.since_ns = a.since_ns;
+	req.msg_case = PROFD__REQUEST__MSG_DUMP;
+	req.dump = &dreq;
+	err = conn__call(c, &req, PROFD__RESPONSE__MSG_PROFILE, &resp, &e);
+	conn__free(c);
+	if (err)
+		return cli_error_print(&e);
+
+	if (profile_check(resp->profile, why, sizeof(why))) {
+		cli_error_set(&e, PROFCTL_EXIT_PROTOCOL,
+			      "the daemon sent an inconsistent profile (%s): are profd and profctl "
+			      "the same version?",
+			      why);
+		ret = cli_error_print(&e);
+		goto out;
+	}
+	if (!profile_total(resp->profile)) {
+		cli_error_set(&e, PROFCTL_EXIT_NO_SAMPLES,
+			      "no samples: the daemon returned an empty profile; widen --since or "
+			      "check the --pid");
+		ret = cli_error_print(&e);
+		goto out;
+	}
+	if (a.output) {
+		if (write_file(resp->profile, &a, &e))
+			ret = cli_error_print(&e);
+	} else {
+		err = render(resp->profile, &a, stdout);
+		if (err) {
+			cli_error_set(&e, PROFCTL_EXIT_ERROR, "writing to standard output: %s",
+				      strerror(-err));
+			ret = cli_error_print(&e);
+		}
+	}
+out:
+	profd__response__free_unpacked(resp, NULL);
+	return ret;
+}

@@ -167,8 +167,8 @@ static int handle_dump(struct daemon *d, const struct server_peer *peer,
 
 			if (store__process(d->store, req->pids[i], &pi) && pi.uid != peer->uid) {
 				snprintf(msg, sizeof(msg),
-					 "pid %u runs as uid %u and you are uid %u: only root may "
-					 "see other users' processes",
+					 "permission denied: pid %u runs as uid %u and you are "
+					 "uid %u; only root may see other users' processes",
 					 req->pids[i], pi.uid, peer->uid);
 				return reply_error(PROFD__ERROR_CODE__ERROR_PERMISSION_DENIED, msg,
 						   frame, len);

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * profctl's shared pieces: exit codes, the one-line error every failure ends in, the global
+ * options and the command entry points.
+ */
+#ifndef PROFCTL_CLI_H
+#define PROFCTL_CLI_H
+
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "profd.pb-c.h"
+
+/* Exit codes: documented in `profctl --help` and docs/profctl.md; scripts rely on them. */
+enum profctl_exit {
+	PROFCTL_EXIT_OK = 0,
+	PROFCTL_EXIT_ERROR = 1,	      /* other: output file, daemon failure */
+	PROFCTL_EXIT_USAGE = 2,	      /* bad command line */
+	PROFCTL_EXIT_UNREACHABLE = 3, /* no daemon at the socket, or it went away */
+	PROFCTL_EXIT_PERMISSION = 4,  /* socket or daemon refused us */
+	PROFCTL_EXIT_NO_SAMPLES = 5,  /* the filter matched nothing in the window */
+	PROFCTL_EXIT_PROTOCOL = 6,    /* version mismatch or a reply we cannot understand */
+	PROFCTL_EXIT_TIMEOUT = 7,     /* the daemon did not answer in time */
+};
+
+#define PROFCTL_STATUS_TIMEOUT_NS (10ull * 1000000000ull)
+#define PROFCTL_DUMP_TIMEOUT_NS (60ull * 1000000000ull)
+#define PROFCTL_MAX_TIMEOUT_NS (24ull * 3600 * 1000000000ull)
+
+/* A failure: the exit code and the one line printed after "profctl: ". */
+struct cli_error {
+	int code;
+	char msg[1024];
+};
+
+void cli_error_set(struct cli_error *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Print "profctl: MSG" on stderr and return e->code. */
+int cli_error_print(const struct cli_error *e);
+/*
+ * Fill e for getopt_long's return c ('?' unknown option, ':' missing value) in command cmd
+ * ("profctl" for the global options). Returns -EINVAL.
+ */
+int cli_bad_option(int c, char **argv, const struct option *longopts, const char *cmd,
+		   struct cli_error *e);
+/* The exit code for an Error reply's code. */
+int cli_exit_for_error(Profd__ErrorCode code);
+/*
+ * Fill e from a daemon's Error reply: "NAME: MESSAGE" with the message as the daemon wrote it
+ * (control characters replaced so it stays one line).
+ */
+void cli_error_from_reply(struct cli_error *e, const Profd__Error *err);
+
+/* Options before the command. */
+struct global_opts {
+	const char *socket;  /* NULL: $PROFD_SOCKET, else the default */
+	uint64_t timeout_ns; /* 0: the command's default */
+};
+
+/*
+ * Commands: argv[0] is the command name. Each returns an exit code (enum profctl_exit) and has
+ * printed any error already.
+ */
+int cmd_status(int argc, char **argv, const struct global_opts *g);
+int cmd_dump(int argc, char **argv, const struct global_opts *g);
+void cmd_status_usage(FILE *f);
+void cmd_dump_usage(FILE *f);
+
+enum dump_format {
+	DUMP_FORMAT_DEFAULT = 0, /* svg when -o names a .svg file, else folded */
+	DUMP_FORMAT_FOLDED,
+	DUMP_FORMAT_SVG,
+};
+
+#define DUMP_MAX_PIDS 256
+
+struct dump_args {
+	bool help;
+	uint32_t pids[DUMP_MAX_PIDS];
+	size_t n_pids;
+	bool has_tid;
+	uint32_t tid;
+	bool has_since;
+	uint64_t since_ns;
+	enum dump_format format; /* never DEFAULT after a successful parse */
+	const char *output;	 /* NULL: stdout */
+	uint64_t timeout_ns;	 /* 0: global or default */
+};
+
+/*
+ * Parse `dump flamegraph ...` (argv[0] is "dump"). Returns 0 (a->help set for --help), or
+ * -EINVAL with e filled (code PROFCTL_EXIT_USAGE). argv may be permuted; strings are borrowed.
+ */
+int dump_parse_args(int argc, char **argv, struct dump_args *a, struct cli_error *e);
+
+#endif
