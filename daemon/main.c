@@ -207,12 +207,7 @@ int main(int argc, char **argv)
 						     .ctx = &app.d,
 					     });
 	if (!app.d.server) {
-		err = -errno;
-		if (err == -EADDRINUSE)
-			pr_err("server: %s: another profd is already serving there",
-			       cfg.socket_path);
-		else
-			pr_err("server: %s: %s", cfg.socket_path, strerror(-err));
+		/* server__new has said what went wrong. */
 		goto out;
 	}
 

@@ -678,7 +678,7 @@ static int clear_stale_socket(const struct sockaddr_un *addr)
 	/* Non-blocking: a live daemon with a full backlog answers EAGAIN instead of blocking us. */
 	if (connect(fd, (const struct sockaddr *)addr, sizeof(*addr)) == 0 || errno == EAGAIN ||
 	    errno == EINPROGRESS) {
-		pr_err("server: %s: another daemon is answering on this socket", addr->sun_path);
+		pr_err("server: %s: another daemon is already serving on this socket", addr->sun_path);
 		err = -EADDRINUSE;
 	} else if (errno == ECONNREFUSED) {
 		pr_info("server: %s: removing a stale socket", addr->sun_path);

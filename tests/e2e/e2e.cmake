@@ -5,7 +5,9 @@ find_package(Python3 COMPONENTS Interpreter REQUIRED)
 set(FIXTURE_FLAGS -O1 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -fno-inline)
 foreach(fx burn syscaller demo)
   add_executable(fixture_${fx} ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/${fx}.c)
-  target_compile_options(fixture_${fx} PRIVATE ${FIXTURE_FLAGS})
+  # Fixtures are the profiled programs, not code under test: no sanitizer runtime in them.
+  target_compile_options(fixture_${fx} PRIVATE ${FIXTURE_FLAGS} -fno-sanitize=all)
+  target_link_options(fixture_${fx} PRIVATE -fno-sanitize=all)
   set_target_properties(fixture_${fx} PROPERTIES OUTPUT_NAME ${fx}
                         RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/fixtures)
 endforeach()

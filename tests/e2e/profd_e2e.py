@@ -86,11 +86,14 @@ class Daemon:
         fail(f"profd did not start serving in 20 s: {self.log_text()[-2000:]}")
 
     def ping(self):
+        """True once the daemon answers Hello: the kernel accepts connections on the listening
+        socket before the daemon's loop runs, so a bare connect proves nothing."""
         try:
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.connect(self.sock)
+            s = connect(self.sock, timeout=5)
+            s.sendall(req_hello())
+            body = read_frame(s)
             s.close()
-            return True
+            return body is not None and error_of(body) is None
         except OSError:
             return False
 
