@@ -291,7 +291,11 @@ static uint32_t frame_for(struct ingest *in, uint64_t owner, uint32_t pid, uint6
 	return frame;
 }
 
-static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, size_t size)
+/* A sample stamped further ahead than this is corrupt: it would pin a bucket in the future. */
+#define MAX_CLOCK_AHEAD_NS (60ull * NSEC_PER_SEC)
+
+static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, size_t size,
+			 uint64_t now)
 {
 	uint32_t nk = rec->nr_kernel, nu = rec->nr_user, n = 0, stack;
 	char comm[PROFD_COMM_LEN];
@@ -301,7 +305,8 @@ static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, 
 	int err;
 
 	if (nk > PROFD_MAX_STACK || nu > PROFD_MAX_STACK ||
-	    size < PROFD_SAMPLE_HDR_SIZE + 8ull * (nk + nu) || rec->pid == 0) {
+	    size < PROFD_SAMPLE_HDR_SIZE + 8ull * (nk + nu) || rec->pid == 0 ||
+	    rec->ts_ns > now + MAX_CLOCK_AHEAD_NS) {
 		in->stats.malformed++;
 		return 0;
 	}
@@ -398,7 +403,7 @@ int ingest__record(struct ingest *in, const void *data, size_t size)
 	}
 	switch (hdr->type) {
 	case PROFD_REC_SAMPLE:
-		err = handle_sample(in, data, hdr->size);
+		err = handle_sample(in, data, hdr->size, t0);
 		break;
 	case PROFD_REC_EXEC:
 	case PROFD_REC_EXIT:

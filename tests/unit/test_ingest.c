@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * Ingest against hand-made ring buffer records: every malformed shape is counted and dropped,
+ * valid samples of this very process are symbolized (leaf first, callers looked up at addr - 1)
+ * and stored, synthetic frames mark empty and truncated stacks, exec and exit records update
+ * the process table.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "abi.h"
+#include "check.h"
+#include "ingest.h"
+#include "store.h"
+#include "symbolize.h"
+#include "timeutil.h"
+
+__attribute__((noinline)) int leaf_fn(int x)
+{
+	__asm__ volatile("" ::: "memory");
+	return x + 1;
+}
+
+__attribute__((noinline)) int caller_fn(int x)
+{
+	__asm__ volatile("" ::: "memory");
+	return leaf_fn(x) * 2;
+}
+
+struct collect {
+	uint32_t stack;
+	uint64_t count;
+	int keys;
+};
+
+static int collect_cb(uint32_t pid, uint32_t tid, uint32_t stack,
+		      const uint64_t values[STORE_VALUE__COUNT], void *ctx)
+{
+	struct collect *c = ctx;
+
+	c->stack = stack;
+	c->count += values[STORE_VALUE_CPU_SAMPLES];
+	c->keys++;
+	return 0;
+}
+
+static struct profd_sample_rec rec;
+
+static void fill(uint32_t pid, uint16_t nk, uint16_t nu)
+{
+	memset(&rec, 0, sizeof(rec));
+	rec.hdr.type = PROFD_REC_SAMPLE;
+	rec.hdr.size = PROFD_SAMPLE_HDR_SIZE + 8 * (nk + nu);
+	rec.ts_ns = mono_ns();
+	rec.pid = pid;
+	rec.tid = pid;
+	rec.uid = getuid();
+	rec.nr_kernel = nk;
+	rec.nr_user = nu;
+	memcpy(rec.comm, "test_ingest", 12);
+}
+
+/* The frame names of the only stack in the store for pid, leaf first, joined by ';'. */
+static void stack_names(struct store *s, uint32_t pid, char *out, size_t len, uint64_t *count)
+{
+	struct store_query q = { .end_ns = UINT64_MAX, .pids = &pid, .npids = 1 };
+	struct collect c = { 0 };
+	const uint32_t *frames;
+	size_t n;
+
+	out[0] = '\0';
+	*count = 0;
+	store__query(s, &q, collect_cb, &c);
+	if (c.keys != 1 || !store__stack(s, c.stack, &frames, &n))
+		return;
+	*count = c.count;
+	for (size_t i = 0; i < n; i++) {
+		const struct store_frame *f = store__frame(s, frames[i]);
+		size_t l = strlen(out);
+
+		snprintf(out + l, len - l, "%s%s", i ? ";" : "", f ? f->name : "?");
+	}
+}
+
+int main(void)
+{
+	struct store *store = store__new(&(struct store_opts){ 0 });
+	struct symbolizer *sym = symbolizer__new(&(struct symbolizer_opts){ .no_kernel = true });
+	struct ingest *in;
+	struct ingest_stats st;
+	struct store_process_info pi;
+	uint32_t me = (uint32_t)getpid();
+	uint64_t count;
+	char names[512];
+	struct profd_task_rec task;
+
+	CHECK(store && sym);
+	in = ingest__new(&(struct ingest_opts){ .store = store, .sym = sym });
+	CHECK(in != NULL);
+	if (!in)
+		return CHECK_DONE();
+
+	/* Malformed records: each counted, none stored. */
+	fill(me, 0, 1);
+	CHECK_EQ_I(ingest__record(in, &rec, 4), 0); /* shorter than a header */
+	fill(me, 0, 1);
+	rec.hdr.size = 4096;
+	CHECK_EQ_I(ingest__record(in, &rec, PROFD_SAMPLE_HDR_SIZE + 8), 0); /* size lies */
+	fill(me, 0, 1);
+	rec.hdr.type = 99;
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0); /* unknown type */
+	fill(me, 200, 0);
+	rec.hdr.size = sizeof(rec);
+	CHECK_EQ_I(ingest__record(in, &rec, sizeof(rec)), 0); /* too many kernel frames */
+	fill(me, 0, 3);
+	rec.hdr.size = PROFD_SAMPLE_HDR_SIZE + 8;
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0); /* frames beyond the record */
+	fill(0, 0, 1);
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0); /* pid 0 */
+	fill(me, 0, 1);
+	rec.ts_ns = mono_ns() + 3600 * NSEC_PER_SEC;
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0); /* stamped an hour ahead */
+	fill(me, 0, 0);
+	task.hdr.type = PROFD_REC_EXIT;
+	task.hdr.size = 8;
+	CHECK_EQ_I(ingest__record(in, &task, 8), 0); /* task record cut short */
+	ingest__stats(in, &st);
+	CHECK_EQ_U(st.malformed, 8);
+	CHECK_EQ_U(st.samples, 0);
+
+	/*
+	 * A valid sample of this process: leaf inside leaf_fn, caller's return address just past
+	 * the call in caller_fn. The caller is looked up at addr - 1, so even a return address
+	 * equal to the end of a function would resolve to that function.
+	 */
+	fill(me, 0, 2);
+	rec.ips[0] = (uint64_t)(uintptr_t)&leaf_fn + 1;
+	rec.ips[1] = (uint64_t)(uintptr_t)&caller_fn + 5;
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	stack_names(store, me, names, sizeof(names), &count);
+	CHECK_STREQ(names, "leaf_fn;caller_fn");
+	CHECK_EQ_U(count, 2);
+	ingest__stats(in, &st);
+	CHECK_EQ_U(st.samples, 2);
+	CHECK_EQ_U(st.addr_cache_misses, 2);
+	CHECK_EQ_U(st.addr_cache_hits, 2); /* the second sample hit the address cache */
+	CHECK(store__process(store, me, &pi));
+	CHECK_EQ_U(pi.uid, getuid());
+	CHECK(!pi.exited);
+	CHECK_STREQ(store__thread_name(store, me, me), "test_ingest");
+
+	/* A kernel thread with no stack at all still counts, as [no stack]. */
+	fill(2, 0, 0);
+	rec.flags = PROFD_SAMPLE_KERNEL_THREAD;
+	memcpy(rec.comm, "kthreadd\0", 9);
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	stack_names(store, 2, names, sizeof(names), &count);
+	CHECK_STREQ(names, "[no stack]");
+	CHECK_EQ_U(count, 1);
+
+	/* A truncated user stack ends (at its root) with [truncated]. */
+	fill(me, 0, 1);
+	rec.tid = me + 1;
+	rec.flags = PROFD_SAMPLE_USTACK_TRUNC;
+	rec.ips[0] = (uint64_t)(uintptr_t)&leaf_fn;
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	{
+		struct store_query q = { .end_ns = UINT64_MAX, .pids = &me, .npids = 1,
+					 .tid = me + 1 };
+		struct collect c = { 0 };
+		const uint32_t *frames;
+		size_t n = 0;
+
+		store__query(store, &q, collect_cb, &c);
+		CHECK_EQ_I(c.keys, 1);
+		CHECK(store__stack(store, c.stack, &frames, &n));
+		CHECK_EQ_U(n, 2);
+		if (n == 2) {
+			CHECK_STREQ(store__frame(store, frames[0])->name, "leaf_fn");
+			CHECK_STREQ(store__frame(store, frames[1])->name, "[truncated]");
+		}
+	}
+
+	/* An address no mapping covers: [unknown], kept, not dropped. */
+	fill(me, 0, 1);
+	rec.tid = me + 2;
+	rec.ips[0] = 0x10;
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	ingest__stats(in, &st);
+	CHECK_EQ_U(st.samples, 5);
+
+	/* exec renames the process; exit marks it exited but keeps its data. */
+	memset(&task, 0, sizeof(task));
+	task.hdr.type = PROFD_REC_EXEC;
+	task.hdr.size = sizeof(task);
+	task.pid = me;
+	task.uid = getuid();
+	memcpy(task.comm, "newimage", 9);
+	CHECK_EQ_I(ingest__record(in, &task, sizeof(task)), 0);
+	CHECK(store__process(store, me, &pi));
+	CHECK_STREQ(pi.comm, "newimage");
+	task.hdr.type = PROFD_REC_EXIT;
+	CHECK_EQ_I(ingest__record(in, &task, sizeof(task)), 0);
+	CHECK(store__process(store, me, &pi));
+	CHECK(pi.exited);
+	ingest__stats(in, &st);
+	CHECK_EQ_U(st.execs, 1);
+	CHECK_EQ_U(st.exits, 1);
+	CHECK_EQ_U(st.malformed, 8);
+
+	ingest__free(in);
+	symbolizer__free(sym);
+	store__free(store);
+	return CHECK_DONE();
+}
