@@ -132,6 +132,7 @@ static int handle_dump(struct daemon *d, const struct server_peer *peer,
 	struct store_query q = { .end_ns = UINT64_MAX };
 	struct dump_meta meta = { 0 };
 	Profd__Profile *profile = NULL;
+	struct store_stats ss;
 	uint64_t now = mono_ns();
 	char msg[256], window[64];
 	int err;
@@ -181,8 +182,10 @@ static int handle_dump(struct daemon *d, const struct server_peer *peer,
 	q.npids = req->n_pids;
 	q.tid = req->has_tid ? req->tid : 0;
 
-	meta.start_ns = q.start_ns;
-	meta.end_ns = q.end_ns == UINT64_MAX ? now : q.end_ns;
+	/* The range the data can cover: not before the oldest sample kept, not after now. */
+	store__stats(d->store, &ss);
+	meta.start_ns = q.start_ns > ss.oldest_ns ? q.start_ns : ss.oldest_ns;
+	meta.end_ns = q.end_ns < now ? q.end_ns : now;
 	meta.frequency_hz = d->cfg->frequency_hz;
 	meta.realtime_offset_ns = realtime_offset_ns();
 	err = dump__build(d->store, &q, &meta, &profile);

@@ -2,7 +2,8 @@
 find_package(Python3 COMPONENTS Interpreter REQUIRED)
 
 # Fixtures with known call chains: frame pointers kept, no inlining, no tail calls.
-set(FIXTURE_FLAGS -O1 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -fno-inline)
+set(FIXTURE_FLAGS -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
+    -fno-optimize-sibling-calls -fno-inline)
 foreach(fx burn syscaller demo)
   add_executable(fixture_${fx} ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/${fx}.c)
   # Fixtures are the profiled programs, not code under test: no sanitizer runtime in them.
