@@ -15,21 +15,44 @@
 #define MAPS_FILE_MAX (64u << 20)
 #define STATUS_FILE_MAX (64u << 10)
 
-int procfs_read_file(const char *path, size_t max, char **buf, size_t *len)
+int procfs_open_regular(const char *path, uint64_t max_size, struct stat *st)
 {
-	size_t cap = 4096, n = 0;
-	char *b = NULL, *nb;
-	ssize_t r;
-	int fd, err = 0;
+	struct stat tmp;
+	int fd, err;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (!st)
+		st = &tmp;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0)
 		return -errno;
-	b = malloc(cap);
-	if (!b) {
-		err = -ENOMEM;
-		goto out;
+	if (fstat(fd, st)) {
+		err = -errno;
+		goto fail;
 	}
+	if (!S_ISREG(st->st_mode)) {
+		err = -EINVAL;
+		goto fail;
+	}
+	if (max_size && (uint64_t)st->st_size > max_size) {
+		err = -EFBIG;
+		goto fail;
+	}
+	return fd;
+fail:
+	close(fd);
+	return err;
+}
+
+int procfs_read_fd(int fd, size_t max, char **buf, size_t *len)
+{
+	size_t cap = 4096, n = 0;
+	char *b, *nb;
+	ssize_t r;
+	int err = 0;
+
+	b = malloc(cap);
+	if (!b)
+		return -ENOMEM;
 	for (;;) {
 		if (cap - n < 2) {
 			if (cap > max) {
@@ -65,6 +88,18 @@ int procfs_read_file(const char *path, size_t max, char **buf, size_t *len)
 	b = NULL;
 out:
 	free(b);
+	return err;
+}
+
+int procfs_read_file(const char *path, size_t max, char **buf, size_t *len)
+{
+	int fd, err;
+
+	/* /proc files are regular files of size 0; anything else here is not ours to read. */
+	fd = procfs_open_regular(path, 0, NULL);
+	if (fd < 0)
+		return fd;
+	err = procfs_read_fd(fd, max, buf, len);
 	close(fd);
 	return err;
 }

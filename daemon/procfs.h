@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 /* The longest maps line we accept: a path of PATH_MAX plus the fixed columns. */
 #define PROCFS_MAPS_LINE_MAX 4352
@@ -24,6 +25,20 @@ struct proc_map {
 	bool deleted; /* the path ended in " (deleted)"; path has that suffix removed */
 	char *path;   /* "" for anonymous mappings; owned by the caller of procfs_read_maps() */
 };
+
+/*
+ * Open a file whose path a profiled process controls (its binaries, debug links, perf maps) so
+ * that it cannot stall or flood the daemon: never blocks on a FIFO or device, only regular files
+ * of at most max_size bytes (0: no limit). Returns the fd (st filled when not NULL) or a negative
+ * errno (-EINVAL: not a regular file, -EFBIG: too large).
+ */
+int procfs_open_regular(const char *path, uint64_t max_size, struct stat *st);
+
+/*
+ * Read all of fd (at most max bytes) into a NUL-terminated buffer; the fd stays open. Returns 0
+ * with *buf (caller frees) and *len, -EFBIG when longer than max, or a negative errno.
+ */
+int procfs_read_fd(int fd, size_t max, char **buf, size_t *len);
 
 /*
  * Read a whole file (proc files report size 0, so read until EOF) of at most max bytes into a

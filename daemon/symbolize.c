@@ -212,22 +212,21 @@ static int open_mapped_file(struct symbolizer *s, uint32_t pid, const struct uma
 	if (!m->deleted) {
 		n = snprintf(path, sizeof(path), "%s/%u/root%s", s->proc_root, pid, m->path);
 		if (n > 0 && (size_t)n < sizeof(path))
-			fd_root = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd_root >= 0 && !fstat(fd_root, &st) && S_ISREG(st.st_mode) &&
-		    (uint64_t)st.st_ino == m->inode)
+			fd_root = procfs_open_regular(path, ELF_FILE_MAX, &st);
+		if (fd_root >= 0 && (uint64_t)st.st_ino == m->inode)
 			return fd_root;
 	}
 	n = snprintf(path, sizeof(path), "%s/%u/map_files/%llx-%llx", s->proc_root, pid,
 		     (unsigned long long)m->start, (unsigned long long)m->end);
 	if (n > 0 && (size_t)n < sizeof(path))
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+		fd = procfs_open_regular(path, ELF_FILE_MAX, NULL);
 	if (fd >= 0) {
 		if (fd_root >= 0)
 			close(fd_root);
 		return fd;
 	}
 	/* Same path, other inode (overlay file systems report either): the best we have. */
-	if (fd_root >= 0 && !fstat(fd_root, &st) && S_ISREG(st.st_mode))
+	if (fd_root >= 0)
 		return fd_root;
 	if (fd_root >= 0)
 		close(fd_root);
@@ -451,7 +450,7 @@ static int perf_map_line(char *line, uint64_t *start, uint64_t *size, char **nam
 	return 0;
 }
 
-static int perf_map_load(struct perf_map *pm, const char *path)
+static int perf_map_load(struct perf_map *pm, int fd)
 {
 	struct sym_table t = {0};
 	uint64_t start, size;
@@ -459,7 +458,7 @@ static int perf_map_load(struct perf_map *pm, const char *path)
 	size_t len;
 	int err;
 
-	err = procfs_read_file(path, PERF_MAP_MAX, &buf, &len);
+	err = procfs_read_fd(fd, PERF_MAP_MAX, &buf, &len);
 	if (err)
 		return err;
 	for (line = buf; line < buf + len; line = nl + 1) {
@@ -486,14 +485,29 @@ static int perf_map_load(struct perf_map *pm, const char *path)
 	return 0;
 }
 
+/*
+ * Open a perf map candidate. Like perf, trust only a file owned by the process's user or root:
+ * the daemon runs as root and must not read what another user planted under that name.
+ */
+static int perf_map_open(const char *path, uid_t owner, struct stat *st)
+{
+	int fd = procfs_open_regular(path, PERF_MAP_MAX, st);
+
+	if (fd >= 0 && st->st_uid != owner && st->st_uid != 0) {
+		close(fd);
+		return -EPERM;
+	}
+	return fd;
+}
+
 /* Stat the perf map of ps; reload it when it changed. */
 static void perf_map_refresh(struct symbolizer *s, struct pid_state *ps, uint64_t now)
 {
-	char path[PATH_MAX], *use = NULL, host[64];
+	char path[PATH_MAX], host[64];
 	struct perf_map *pm = ps->perf;
 	uint32_t nspid = ps->pid;
-	struct stat st;
-	int n;
+	struct stat st, pst;
+	int n, fd = -1;
 
 	if (!pm) {
 		pm = calloc(1, sizeof(*pm));
@@ -507,24 +521,29 @@ static void perf_map_refresh(struct symbolizer *s, struct pid_state *ps, uint64_
 		return;
 	}
 	pm->checked_ns = now;
+	n = snprintf(path, sizeof(path), "%s/%u", s->proc_root, ps->pid);
+	if (n <= 0 || (size_t)n >= sizeof(path) || stat(path, &pst))
+		return;
 	n = snprintf(path, sizeof(path), "%s/%u/root%s", s->proc_root, ps->pid, pm->display);
-	if (n > 0 && (size_t)n < sizeof(path) && !stat(path, &st) && S_ISREG(st.st_mode)) {
-		use = path;
-	} else {
+	if (n > 0 && (size_t)n < sizeof(path))
+		fd = perf_map_open(path, pst.st_uid, &st);
+	if (fd < 0) {
 		snprintf(host, sizeof(host), "/tmp/perf-%u.map", ps->pid);
-		if (!stat(host, &st) && S_ISREG(st.st_mode))
-			use = host;
+		fd = perf_map_open(host, pst.st_uid, &st);
 	}
-	if (!use)
+	if (fd < 0)
 		return;
 	if (pm->have_stat && st.st_size == pm->size && st.st_mtim.tv_sec == pm->mtime.tv_sec &&
-	    st.st_mtim.tv_nsec == pm->mtime.tv_nsec)
+	    st.st_mtim.tv_nsec == pm->mtime.tv_nsec) {
+		close(fd);
 		return;
-	if (perf_map_load(pm, use))
-		return;
-	pm->have_stat = true;
-	pm->size = st.st_size;
-	pm->mtime = st.st_mtim;
+	}
+	if (!perf_map_load(pm, fd)) {
+		pm->have_stat = true;
+		pm->size = st.st_size;
+		pm->mtime = st.st_mtim;
+	}
+	close(fd);
 }
 
 /* --- lookups ---------------------------------------------------------------------------------- */

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include "symbolize_elf.h"
+#include "procfs.h"
 
 #include "demangle.h"
 #include "log.h"
@@ -353,9 +354,10 @@ static int try_debug_file(struct sym_table *t, const char *path, const char *wan
 	uint32_t crc;
 	int fd, err;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* A debug link names any path the profiled user likes: no FIFOs, no endless files. */
+	fd = procfs_open_regular(path, ELF_FILE_MAX, NULL);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if (!want_build_id) {
 		err = file_crc32(fd, &crc);
 		if (err)

@@ -10,6 +10,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Biggest ELF or debug file the symbolizer opens (a debug file of a big library is ~1 GiB). */
+#define ELF_FILE_MAX (4ull << 30)
+
 /* A NT_GNU_BUILD_ID longer than this is not one we accept (real ones are 16 or 20 bytes). */
 #define BUILD_ID_MAX 64
 
