@@ -81,6 +81,9 @@ struct elf_slot {
 	struct elf_image img;
 	uint64_t inode;
 	uint32_t dev_major, dev_minor;
+	/* Size and mtime tell a file rewritten in place (same inode) from the one we parsed. */
+	uint64_t size;
+	struct timespec mtime;
 	uint32_t gen; /* bumped on eviction: umaps holding an older one re-resolve */
 	bool used;
 	bool failed; /* not a usable ELF file: a negative entry */
@@ -241,14 +244,29 @@ static int resolve_slot(struct symbolizer *s, uint32_t pid, struct umap *m)
 	struct elf_slot *e;
 	int i, fd, err;
 
-	i = slot_find_file(s, m);
-	if (i >= 0)
-		goto found;
+	struct stat st;
+
 	fd = open_mapped_file(s, pid, m);
-	if (fd < 0) {
+	if (fd < 0 || fstat(fd, &st)) {
 		pr_debug("symbolize: %s: cannot open for pid %u", m->path, pid);
+		if (fd >= 0)
+			close(fd);
 		m->open_failed = true;
 		return -1;
+	}
+	i = slot_find_file(s, m);
+	if (i >= 0) {
+		e = &s->slots[i];
+		if (e->size == (uint64_t)st.st_size && e->mtime.tv_sec == st.st_mtim.tv_sec &&
+		    e->mtime.tv_nsec == st.st_mtim.tv_nsec) {
+			close(fd);
+			goto found;
+		}
+		/* Rewritten in place since we parsed it: those symbols are stale. */
+		pr_debug("symbolize: %s: changed on disk, reloading", m->path);
+		lru_unlink(s, i);
+		slot_clear(e);
+		s->n_used--;
 	}
 	if (!elf_read_build_id_fd(fd, build_id)) {
 		i = slot_find_build_id(s, build_id);
@@ -263,6 +281,8 @@ static int resolve_slot(struct symbolizer *s, uint32_t pid, struct umap *m)
 	e->inode = m->inode;
 	e->dev_major = m->dev_major;
 	e->dev_minor = m->dev_minor;
+	e->size = (uint64_t)st.st_size;
+	e->mtime = st.st_mtim;
 	e->path = strdup(m->path);
 	snprintf(root, sizeof(root), "%s/%u/root", s->proc_root, pid);
 	dbg = (struct elf_debug_ctx){
