@@ -66,13 +66,22 @@ struct global_opts {
  */
 int cmd_status(int argc, char **argv, const struct global_opts *g);
 int cmd_dump(int argc, char **argv, const struct global_opts *g);
+int cmd_top(int argc, char **argv, const struct global_opts *g);
+int cmd_table(int argc, char **argv, const struct global_opts *g);
+int cmd_diff(int argc, char **argv, const struct global_opts *g);
 void cmd_status_usage(FILE *f);
 void cmd_dump_usage(FILE *f);
+void cmd_top_usage(FILE *f);
+void cmd_table_usage(FILE *f);
+void cmd_diff_usage(FILE *f);
 
 enum dump_format {
-	DUMP_FORMAT_DEFAULT = 0, /* svg when -o names a .svg file, else folded */
+	DUMP_FORMAT_DEFAULT = 0, /* from -o's suffix (.svg, .pb.gz, .json, ...), else folded */
 	DUMP_FORMAT_FOLDED,
 	DUMP_FORMAT_SVG,
+	DUMP_FORMAT_PPROF,
+	DUMP_FORMAT_SPEEDSCOPE,
+	DUMP_FORMAT_JSON,
 };
 
 #define DUMP_MAX_PIDS 256
@@ -95,5 +104,24 @@ struct dump_args {
  * -EINVAL with e filled (code PROFCTL_EXIT_USAGE). argv may be permuted; strings are borrowed.
  */
 int dump_parse_args(int argc, char **argv, struct dump_args *a, struct cli_error *e);
+
+struct conn;
+
+/*
+ * Send dreq on c and check the profile that comes back: consistent indices (profile_check)
+ * and at least one sample. Returns 0 with *out set (free it with
+ * profd__response__free_unpacked), or a negative errno with e filled: what conn__call returns,
+ * -EPROTO (PROFCTL_EXIT_PROTOCOL) for an inconsistent profile, -ENODATA
+ * (PROFCTL_EXIT_NO_SAMPLES) for an empty one. Implemented in cmd_dump.c.
+ */
+int dump_fetch(struct conn *c, const Profd__DumpRequest *dreq, Profd__Response **out,
+	       struct cli_error *e);
+/*
+ * Write the file at path atomically: render_fn writes to a temporary file beside it (and
+ * returns 0 or a negative errno), which then replaces path with the mode a plain open would
+ * give. Returns 0 or a negative errno with e filled. Implemented in cmd_dump.c.
+ */
+int cli_write_file(const char *path, int (*render_fn)(FILE *out, void *ctx), void *ctx,
+		   struct cli_error *e);
 
 #endif

@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause
-/* profctl dump flamegraph: ask the daemon for a profile and render it as folded stacks or SVG. */
+/*
+ * profctl dump flamegraph: ask the daemon for a profile and render it as folded stacks, SVG,
+ * pprof, speedscope or JSON.
+ */
 #define _GNU_SOURCE /* asprintf */
 #include "cli.h"
 #include "conn.h"
@@ -23,18 +26,26 @@
 void cmd_dump_usage(FILE *f)
 {
 	fputs("Usage: profctl [--socket PATH] dump flamegraph [--pid N]... [--tid N]\n"
-	      "               [--since DURATION] [--format svg|folded] [-o FILE]\n"
+	      "               [--since DURATION] [--format FORMAT] [-o FILE]\n"
 	      "               [--timeout DURATION]\n"
 	      "\n"
-	      "Fetch the samples the daemon holds and render them as a flame graph.\n"
+	      "Fetch the samples the daemon holds and render them as a flame graph, or write\n"
+	      "them in a format other tools read.\n"
 	      "\n"
 	      "Options:\n"
 	      "  --pid N              only process N (repeat for more); without it every process\n"
 	      "                       you may see, each under its own root frame (its name)\n"
 	      "  --tid N              only thread N\n"
 	      "  --since DURATION     only the last DURATION (30s, 5m, 1h, 500ms; bare number: s)\n"
-	      "  --format svg|folded  interactive SVG, or folded stacks for flamegraph.pl and\n"
-	      "                       inferno (default: svg when FILE ends in .svg, else folded)\n"
+	      "  --format FORMAT      one of:\n"
+	      "                         folded      folded stacks for flamegraph.pl and inferno\n"
+	      "                         svg         interactive flame graph\n"
+	      "                         pprof       gzipped profile.proto for go tool pprof,\n"
+	      "                                     Pyroscope, Parca, Grafana\n"
+	      "                         speedscope  speedscope's JSON, one profile per thread\n"
+	      "                         json        the whole profile as JSON, for scripts\n"
+	      "                       default: from FILE's suffix (.svg, .pb.gz or .pprof,\n"
+	      "                       .speedscope.json, .json), else folded\n"
 	      "  -o, --output FILE    write FILE (atomically: a temporary file, then rename)\n"
 	      "                       instead of standard output\n"
 	      "  --timeout DURATION   how long to wait for the daemon (default 60s)\n"
@@ -46,7 +57,10 @@ void cmd_dump_usage(FILE *f)
 	      "Examples:\n"
 	      "  profctl dump flamegraph --pid 1234 --since 30s -o cpu.svg\n"
 	      "  profctl dump flamegraph --since 5m > all.folded\n"
-	      "  profctl dump flamegraph --pid 1234 --format folded | flamegraph.pl > cpu.svg\n",
+	      "  profctl dump flamegraph --pid 1234 --format folded | flamegraph.pl > cpu.svg\n"
+	      "  profctl dump flamegraph --pid 1234 -o cpu.pb.gz && go tool pprof -top cpu.pb.gz\n"
+	      "  profctl dump flamegraph --since 1m -o cpu.speedscope.json\n"
+	      "  profctl dump flamegraph --format json | jq '.samples | length'\n",
 	      f);
 }
 
@@ -74,6 +88,30 @@ static bool ends_with(const char *s, const char *suffix)
 
 	return n >= k && strcmp(s + n - k, suffix) == 0;
 }
+
+/* The format a file name asks for; folded when its suffix says nothing. */
+static enum dump_format format_for_file(const char *path)
+{
+	if (ends_with(path, ".svg"))
+		return DUMP_FORMAT_SVG;
+	if (ends_with(path, ".pb.gz") || ends_with(path, ".pprof"))
+		return DUMP_FORMAT_PPROF;
+	/* Before plain .json, which it also ends in. */
+	if (ends_with(path, ".speedscope.json"))
+		return DUMP_FORMAT_SPEEDSCOPE;
+	if (ends_with(path, ".json"))
+		return DUMP_FORMAT_JSON;
+	return DUMP_FORMAT_FOLDED;
+}
+
+static const struct {
+	const char *name;
+	enum dump_format format;
+} formats[] = {
+    {"folded", DUMP_FORMAT_FOLDED}, {"svg", DUMP_FORMAT_SVG},
+    {"pprof", DUMP_FORMAT_PPROF},   {"speedscope", DUMP_FORMAT_SPEEDSCOPE},
+    {"json", DUMP_FORMAT_JSON},
+};
 
 int dump_parse_args(int argc, char **argv, struct dump_args *a, struct cli_error *e)
 {
@@ -144,12 +182,13 @@ int dump_parse_args(int argc, char **argv, struct dump_args *a, struct cli_error
 			a->has_since = true;
 			break;
 		case 'f':
-			if (strcmp(optarg, "svg") == 0)
-				a->format = DUMP_FORMAT_SVG;
-			else if (strcmp(optarg, "folded") == 0)
-				a->format = DUMP_FORMAT_FOLDED;
-			else
-				return bad_value(e, "--format", optarg, "is not svg or folded");
+			a->format = DUMP_FORMAT_DEFAULT;
+			for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++)
+				if (strcmp(optarg, formats[i].name) == 0)
+					a->format = formats[i].format;
+			if (a->format == DUMP_FORMAT_DEFAULT)
+				return bad_value(e, "--format", optarg,
+						 "is not folded, svg, pprof, speedscope or json");
 			break;
 		case 'o':
 			if (!*optarg)
@@ -179,8 +218,7 @@ int dump_parse_args(int argc, char **argv, struct dump_args *a, struct cli_error
 		return -EINVAL;
 	}
 	if (a->format == DUMP_FORMAT_DEFAULT)
-		a->format = a->output && ends_with(a->output, ".svg") ? DUMP_FORMAT_SVG
-								      : DUMP_FORMAT_FOLDED;
+		a->format = a->output ? format_for_file(a->output) : DUMP_FORMAT_FOLDED;
 	return 0;
 }
 
@@ -206,22 +244,31 @@ static int render(const Profd__Profile *p, const struct dump_args *a, FILE *out)
 	if (a->has_tid && pos < sizeof(title))
 		snprintf(title + pos, sizeof(title) - pos, ", tid %" PRIu32, a->tid);
 	ro.title = title;
-	if (a->format == DUMP_FORMAT_SVG)
+	switch (a->format) {
+	case DUMP_FORMAT_SVG:
 		return format_svg(p, &ro, out);
-	return format_folded(p, &ro, out);
+	case DUMP_FORMAT_PPROF:
+		return format_pprof(p, &ro, out);
+	case DUMP_FORMAT_SPEEDSCOPE:
+		return format_speedscope(p, &ro, out);
+	case DUMP_FORMAT_JSON:
+		return format_json(p, &ro, out);
+	default:
+		return format_folded(p, &ro, out);
+	}
 }
 
-/* Render into a temporary file beside path, then rename it over path. */
-static int write_file(const Profd__Profile *p, const struct dump_args *a, struct cli_error *e)
+int cli_write_file(const char *path, int (*render_fn)(FILE *out, void *ctx), void *ctx,
+		   struct cli_error *e)
 {
-	const char *slash = strrchr(a->output, '/');
+	const char *slash = strrchr(path, '/');
 	char *tmp = NULL;
 	FILE *out = NULL;
 	mode_t mask;
 	int fd = -1, err = 0;
 
-	if (asprintf(&tmp, "%.*s.%s.XXXXXX", slash ? (int)(slash - a->output + 1) : 0, a->output,
-		     slash ? slash + 1 : a->output) < 0) {
+	if (asprintf(&tmp, "%.*s.%s.XXXXXX", slash ? (int)(slash - path + 1) : 0, path,
+		     slash ? slash + 1 : path) < 0) {
 		tmp = NULL;
 		err = -ENOMEM;
 		cli_error_set(e, PROFCTL_EXIT_ERROR, "out of memory");
@@ -232,7 +279,7 @@ static int write_file(const Profd__Profile *p, const struct dump_args *a, struct
 		err = -errno;
 		free(tmp);
 		tmp = NULL;
-		cli_error_set(e, PROFCTL_EXIT_ERROR, "cannot create %s: %s", a->output,
+		cli_error_set(e, PROFCTL_EXIT_ERROR, "cannot create %s: %s", path,
 			      strerror(-err));
 		goto out;
 	}
@@ -251,25 +298,25 @@ static int write_file(const Profd__Profile *p, const struct dump_args *a, struct
 		goto out;
 	}
 	fd = -1;
-	err = render(p, a, out);
+	err = render_fn(out, ctx);
 	if (err) {
-		cli_error_set(e, PROFCTL_EXIT_ERROR, "writing %s: %s", a->output, strerror(-err));
+		cli_error_set(e, PROFCTL_EXIT_ERROR, "writing %s: %s", path, strerror(-err));
 		goto out;
 	}
 	if (fsync(fileno(out)) < 0 && errno != EINVAL) {
 		err = -errno;
-		cli_error_set(e, PROFCTL_EXIT_ERROR, "writing %s: %s", a->output, strerror(-err));
+		cli_error_set(e, PROFCTL_EXIT_ERROR, "writing %s: %s", path, strerror(-err));
 		goto out;
 	}
 	err = fclose(out) ? -errno : 0;
 	out = NULL;
 	if (err) {
-		cli_error_set(e, PROFCTL_EXIT_ERROR, "writing %s: %s", a->output, strerror(-err));
+		cli_error_set(e, PROFCTL_EXIT_ERROR, "writing %s: %s", path, strerror(-err));
 		goto out;
 	}
-	if (rename(tmp, a->output) < 0) {
+	if (rename(tmp, path) < 0) {
 		err = -errno;
-		cli_error_set(e, PROFCTL_EXIT_ERROR, "cannot replace %s: %s", a->output,
+		cli_error_set(e, PROFCTL_EXIT_ERROR, "cannot replace %s: %s", path,
 			      strerror(-err));
 		goto out;
 	}
@@ -284,6 +331,18 @@ out:
 	return err;
 }
 
+struct render_ctx {
+	const Profd__Profile *p;
+	const struct dump_args *a;
+};
+
+static int render_to(FILE *out, void *ctx)
+{
+	const struct render_ctx *rc = ctx;
+
+	return render(rc->p, rc->a, out);
+}
+
 static uint64_t profile_total(const Profd__Profile *p)
 {
 	uint64_t total = 0;
@@ -294,16 +353,47 @@ static uint64_t profile_total(const Profd__Profile *p)
 	return total;
 }
 
-int cmd_dump(int argc, char **argv, const struct global_opts *g)
+int dump_fetch(struct conn *c, const Profd__DumpRequest *dreq, Profd__Response **out,
+	       struct cli_error *e)
 {
 	Profd__Request req = PROFD__REQUEST__INIT;
+	Profd__Response *resp = NULL;
+	char why[256];
+	int err;
+
+	req.msg_case = PROFD__REQUEST__MSG_DUMP;
+	req.dump = (Profd__DumpRequest *)dreq;
+	err = conn__call(c, &req, PROFD__RESPONSE__MSG_PROFILE, &resp, e);
+	if (err)
+		return err;
+	if (profile_check(resp->profile, why, sizeof(why))) {
+		cli_error_set(e, PROFCTL_EXIT_PROTOCOL,
+			      "the daemon sent an inconsistent profile (%s): are profd and profctl "
+			      "the same version?",
+			      why);
+		err = -EPROTO;
+	} else if (!profile_total(resp->profile)) {
+		cli_error_set(e, PROFCTL_EXIT_NO_SAMPLES,
+			      "no samples: the daemon returned an empty profile; widen --since or "
+			      "check the --pid");
+		err = -ENODATA;
+	}
+	if (err) {
+		profd__response__free_unpacked(resp, NULL);
+		return err;
+	}
+	*out = resp;
+	return 0;
+}
+
+int cmd_dump(int argc, char **argv, const struct global_opts *g)
+{
 	Profd__DumpRequest dreq = PROFD__DUMP_REQUEST__INIT;
 	Profd__Response *resp = NULL;
 	struct cli_error e = {0};
 	struct dump_args a;
 	struct conn *c = NULL;
 	uint64_t timeout_ns;
-	char why[256];
 	int err, ret = PROFCTL_EXIT_OK;
 
 	if (dump_parse_args(argc, argv, &a, &e))
@@ -311,6 +401,13 @@ int cmd_dump(int argc, char **argv, const struct global_opts *g)
 	if (a.help) {
 		cmd_dump_usage(stdout);
 		return PROFCTL_EXIT_OK;
+	}
+	/* Gzip on a terminal helps nobody and can upset it; say so before asking the daemon. */
+	if (a.format == DUMP_FORMAT_PPROF && !a.output && isatty(STDOUT_FILENO)) {
+		cli_error_set(&e, PROFCTL_EXIT_USAGE,
+			      "dump: pprof output is binary: pass -o FILE or redirect standard "
+			      "output");
+		return cli_error_print(&e);
 	}
 	timeout_ns = a.timeout_ns    ? a.timeout_ns
 		     : g->timeout_ns ? g->timeout_ns
@@ -325,30 +422,14 @@ int cmd_dump(int argc, char **argv, const struct global_opts *g)
 	dreq.tid = a.tid;
 	dreq.has_since_ns = a.has_since;
 	dreq.since_ns = a.since_ns;
-	req.msg_case = PROFD__REQUEST__MSG_DUMP;
-	req.dump = &dreq;
-	err = conn__call(c, &req, PROFD__RESPONSE__MSG_PROFILE, &resp, &e);
+	err = dump_fetch(c, &dreq, &resp, &e);
 	conn__free(c);
 	if (err)
 		return cli_error_print(&e);
-
-	if (profile_check(resp->profile, why, sizeof(why))) {
-		cli_error_set(&e, PROFCTL_EXIT_PROTOCOL,
-			      "the daemon sent an inconsistent profile (%s): are profd and profctl "
-			      "the same version?",
-			      why);
-		ret = cli_error_print(&e);
-		goto out;
-	}
-	if (!profile_total(resp->profile)) {
-		cli_error_set(&e, PROFCTL_EXIT_NO_SAMPLES,
-			      "no samples: the daemon returned an empty profile; widen --since or "
-			      "check the --pid");
-		ret = cli_error_print(&e);
-		goto out;
-	}
 	if (a.output) {
-		if (write_file(resp->profile, &a, &e))
+		struct render_ctx rc = {resp->profile, &a};
+
+		if (cli_write_file(a.output, render_to, &rc, &e))
 			ret = cli_error_print(&e);
 	} else {
 		err = render(resp->profile, &a, stdout);
@@ -358,7 +439,6 @@ int cmd_dump(int argc, char **argv, const struct global_opts *g)
 			ret = cli_error_print(&e);
 		}
 	}
-out:
 	profd__response__free_unpacked(resp, NULL);
 	return ret;
 }

@@ -146,8 +146,15 @@ static void print_text(FILE *out, const Profd__StatusReply *st)
 		"samples:", st->samples_received, st->samples_lost_ringbuf, st->samples_evicted);
 	fprintf(out, "%-14s%" PRIu64 " kernel, %" PRIu64 " user\n",
 		"stack errors:", st->kstack_errors, st->ustack_errors);
-	fprintf(out, "%-14s%" PRIu64 " task events lost, %" PRIu64 " malformed records\n",
-		"other losses:", st->task_events_lost, st->records_malformed);
+	fprintf(out,
+		"%-14s%" PRIu64 " task events lost, %" PRIu64 " malformed records, %" PRIu64
+		" samples dropped (daemon memory)\n",
+		"other losses:", st->task_events_lost, st->records_malformed, st->samples_dropped);
+	fprintf(out,
+		"%-14s%" PRIu64 " processes, %" PRIu64 " samples with Python frames, %" PRIu64
+		" frames unreadable, %" PRIu64 " samples without a thread state\n",
+		"python:", st->python_processes, st->python_samples, st->python_frames_dropped,
+		st->python_no_thread_state);
 	fprintf(
 	    out, "%-14s%s of %s, %" PRIu64 " stacks, %" PRIu64 " frames, %" PRIu64 " processes\n",
 	    "store:", fmt_bytes(st->store_bytes, a, sizeof(a)),

@@ -22,7 +22,12 @@ struct conn {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	uint64_t timeout_ns;
 	struct frame_reader *reader;
+	bool quiet; /* no progress line, even on a terminal */
 };
+
+/* A reply still arriving after this long gets a progress line on a terminal. */
+#define PROGRESS_AFTER_NS (500ull * 1000000ull)
+#define PROGRESS_EVERY_NS (100ull * 1000000ull)
 
 void cli_error_set(struct cli_error *e, int code, const char *fmt, ...)
 {
@@ -176,6 +181,48 @@ struct reply_ctx {
 	Profd__Response *resp;
 };
 
+/* "receiving profile: 12.3 MiB of 40.0 MiB" on stderr while a long reply arrives. */
+struct progress {
+	bool on;    /* stderr is a terminal and the connection is not quiet */
+	bool shown; /* a line is on the screen and must be cleared */
+	const char *what;
+	uint64_t start_ns, drawn_ns;
+	uint8_t hdr[FRAME_HDR_SIZE];
+	uint64_t got, total; /* total 0 until the frame header is in */
+};
+
+static void progress_add(struct progress *pr, const uint8_t *buf, size_t n)
+{
+	char a[32], b[32];
+	uint64_t now;
+
+	/* One request, one reply: its first bytes are the frame header. */
+	for (size_t i = 0; pr->got + i < FRAME_HDR_SIZE && i < n; i++)
+		pr->hdr[pr->got + i] = buf[i];
+	pr->got += n;
+	if (!pr->total && pr->got >= FRAME_HDR_SIZE)
+		pr->total = FRAME_HDR_SIZE + (uint64_t)frame_get_header(pr->hdr);
+	if (!pr->on || !pr->total || pr->got >= pr->total)
+		return;
+	now = mono_ns();
+	if (now - pr->start_ns < PROGRESS_AFTER_NS || now - pr->drawn_ns < PROGRESS_EVERY_NS)
+		return;
+	fprintf(stderr, "\rreceiving %s: %s of %s\033[K", pr->what,
+		fmt_bytes(pr->got, a, sizeof(a)), fmt_bytes(pr->total, b, sizeof(b)));
+	fflush(stderr);
+	pr->drawn_ns = now;
+	pr->shown = true;
+}
+
+static void progress_end(struct progress *pr)
+{
+	if (!pr->shown)
+		return;
+	fputs("\r\033[K", stderr);
+	fflush(stderr);
+	pr->shown = false;
+}
+
 static int on_frame(const uint8_t *body, size_t len, void *ctx)
 {
 	struct reply_ctx *rc = ctx;
@@ -187,11 +234,16 @@ static int on_frame(const uint8_t *body, size_t len, void *ctx)
 	return rc->resp ? 0 : -EBADMSG;
 }
 
-static int recv_reply(struct conn *c, Profd__Response **out, uint64_t deadline, struct cli_error *e)
+static int recv_reply(struct conn *c, Profd__Response **out, const char *what, uint64_t deadline,
+		      struct cli_error *e)
 {
+	struct progress pr = {.what = what, .start_ns = mono_ns()};
 	struct reply_ctx rc = {0};
 	uint8_t *buf;
 	int err = 0;
+
+	/* Pipes and log files get no progress line. */
+	pr.on = !c->quiet && isatty(STDERR_FILENO);
 
 	buf = malloc(65536);
 	if (!buf) {
@@ -219,6 +271,7 @@ static int recv_reply(struct conn *c, Profd__Response **out, uint64_t deadline, 
 			set_io_error(c, err, e);
 			goto out;
 		}
+		progress_add(&pr, buf, (size_t)n);
 		err = frame_reader__feed(c->reader, buf, (size_t)n, on_frame, &rc);
 		if (err == -ENOMEM) {
 			cli_error_set(e, PROFCTL_EXIT_ERROR, "out of memory reading the reply");
@@ -243,6 +296,7 @@ static int recv_reply(struct conn *c, Profd__Response **out, uint64_t deadline, 
 	*out = rc.resp;
 	rc.resp = NULL;
 out:
+	progress_end(&pr);
 	if (rc.resp)
 		profd__response__free_unpacked(rc.resp, NULL);
 	free(buf);
@@ -286,7 +340,8 @@ int conn__call(struct conn *c, const Profd__Request *req, Profd__Response__MsgCa
 		set_io_error(c, err, e);
 		return err;
 	}
-	err = recv_reply(c, &resp, deadline, e);
+	err = recv_reply(c, &resp, want == PROFD__RESPONSE__MSG_PROFILE ? "profile" : "reply",
+			 deadline, e);
 	if (err)
 		return err;
 	if (resp->msg_case == want) {
@@ -432,6 +487,11 @@ fail:
 	conn__free(c);
 	errno = -err;
 	return NULL;
+}
+
+void conn__set_quiet(struct conn *c, bool quiet)
+{
+	c->quiet = quiet;
 }
 
 void conn__free(struct conn *c)

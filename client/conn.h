@@ -6,6 +6,7 @@
 #ifndef PROFCTL_CONN_H
 #define PROFCTL_CONN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "cli.h"
@@ -29,5 +30,12 @@ void conn__free(struct conn *c);
  */
 int conn__call(struct conn *c, const Profd__Request *req, Profd__Response__MsgCase want,
 	       Profd__Response **out, struct cli_error *e);
+
+/*
+ * While a reply takes longer than half a second, conn__call shows "receiving profile: 12.3 MiB
+ * of 40.0 MiB" on stderr, in place, cleared at the end; only when stderr is a terminal. quiet
+ * turns that off, for callers that own the screen (a full-screen view).
+ */
+void conn__set_quiet(struct conn *c, bool quiet);
 
 #endif

@@ -27,4 +27,33 @@ int format_folded(const Profd__Profile *p, const struct render_opts *o, FILE *ou
  */
 int format_svg(const Profd__Profile *p, const struct render_opts *o, FILE *out);
 
+/*
+ * pprof: a gzip-compressed perftools.profiles.Profile (proto/profile.proto) as `go tool pprof`
+ * reads it. The CPU sample column becomes two values, samples/count and cpu/nanoseconds
+ * (samples times the period); other columns keep their type and unit. Every sample carries
+ * pid and tid number labels and thread_name and process_name string labels. o may be NULL.
+ * Returns 0 or a negative errno (-EIO when writing to out failed).
+ */
+int format_pprof(const Profd__Profile *p, const struct render_opts *o, FILE *out);
+
+/*
+ * speedscope's JSON file format: one "sampled" profile per thread (unit "none", weights are
+ * sample counts), frames in one shared table, each sample's frames root first. o->title names
+ * the file (o may be NULL). Returns 0 or a negative errno.
+ */
+int format_speedscope(const Profd__Profile *p, const struct render_opts *o, FILE *out);
+
+/*
+ * The profile as one JSON document for scripts, strings resolved, laid out as docs/profctl.md
+ * describes; the same profile gives the same bytes. o is unused and may be NULL. Returns 0 or
+ * a negative errno.
+ */
+int format_json(const Profd__Profile *p, const struct render_opts *o, FILE *out);
+
+/*
+ * Write s as a JSON string literal with its quotes: control characters escaped, bytes that
+ * are not valid UTF-8 replaced by U+FFFD. Returns 0 or -EIO.
+ */
+int json_write_string(FILE *out, const char *s);
+
 #endif

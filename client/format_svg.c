@@ -3,6 +3,7 @@
  * A flame graph as one SVG file that works offline: rects and labels drawn here, a small script
  * inside the file for hover details, click to zoom and regex search.
  */
+#include "diff.h"
 #include "format.h"
 #include "profile.h"
 
@@ -275,6 +276,11 @@ static const char svg_script[] =
     "\t\te.preventDefault(); ask();\n"
     "\t} else if (e.key === \"Escape\") { zoom(null); clearSearch(); }\n"
     "});\n"
+    "/* A search in the address (file.svg?s=TERM or file.svg#s=TERM) runs on load, so a link\n"
+    " * can point at the frames it is about. */\n"
+    "var q = /[?#&]s=([^&#]*)/.exec(window.location.search + window.location.hash);\n"
+    "if (q) { try { doSearch(decodeURIComponent(q[1].replace(/\\+/g, \" \"))); }\n"
+    "\tcatch (err) { matched.textContent = \"Bad search in the address\"; } }\n"
     "})();\n";
 
 static void put_subtitle(FILE *out, const Profd__Profile *p, uint64_t total)
@@ -294,6 +300,32 @@ static void put_subtitle(FILE *out, const Profd__Profile *p, uint64_t total)
 		fprintf(out, ", sampled at %" PRIu32 " Hz", p->frequency_hz);
 }
 
+/* Open frame n's group and its tooltip with the name; the caller writes the rest of it. */
+static void frame_begin(FILE *out, const struct flame_node *n, uint64_t start)
+{
+	fprintf(out,
+		"<g class=\"f\" data-s=\"%" PRIu64 "\" data-v=\"%" PRIu64 "\" data-d=\"%" PRIu32
+		"\"><title>",
+		start, n->value, n->depth);
+	put_text(out, n->name, SIZE_MAX);
+}
+
+/* Close the tooltip and draw the rect up to its fill, which the caller writes. */
+static void frame_rect(FILE *out, double x, int y, double w)
+{
+	fprintf(out,
+		"</title><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" rx=\"2\" fill=\"",
+		x, y, w, FRAME_H - 1);
+}
+
+/* End the fill, write the label and close the group. */
+static void frame_end(FILE *out, const struct flame_node *n, double x, int y, double w)
+{
+	fprintf(out, "\"/><text x=\"%.2f\" y=\"%d\">", x + 3, y + FRAME_H - 4);
+	put_label(out, n->name, w);
+	fputs("</text></g>\n", out);
+}
+
 static void put_frame(FILE *out, const struct flame_node *n, uint64_t start, uint64_t total,
 		      int height)
 {
@@ -302,44 +334,17 @@ static void put_frame(FILE *out, const struct flame_node *n, uint64_t start, uin
 	double w = (double)n->value / (double)total * span;
 	int y = height - SVG_BOTTOM - (int)(n->depth + 1) * FRAME_H;
 
-	fprintf(out,
-		"<g class=\"f\" data-s=\"%" PRIu64 "\" data-v=\"%" PRIu64 "\" data-d=\"%" PRIu32
-		"\"><title>",
-		start, n->value, n->depth);
-	put_text(out, n->name, SIZE_MAX);
-	fprintf(out,
-		" (%" PRIu64 " samples, %.2f%%)</title><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" "
-		"height=\"%d\" rx=\"2\" fill=\"",
-		n->value, 100.0 * (double)n->value / (double)total, x, y, w, FRAME_H - 1);
+	frame_begin(out, n, start);
+	fprintf(out, " (%" PRIu64 " samples, %.2f%%)", n->value,
+		100.0 * (double)n->value / (double)total);
+	frame_rect(out, x, y, w);
 	put_colour(out, n);
-	fprintf(out, "\"/><text x=\"%.2f\" y=\"%d\">", x + 3, y + FRAME_H - 4);
-	put_label(out, n->name, w);
-	fputs("</text></g>\n", out);
+	frame_end(out, n, x, y, w);
 }
 
-int format_svg(const Profd__Profile *p, const struct render_opts *o, FILE *out)
+/* Everything up to the subtitle's text: the document, its style, background and title. */
+static void put_head(FILE *out, int height, const char *title)
 {
-	struct flame_opts fo = {.process_root = o->process_root};
-	const struct flame_node *nodes;
-	uint64_t *start = NULL, total;
-	uint32_t *todo = NULL;
-	size_t n_nodes, n_todo = 0;
-	struct flame *f;
-	int height, err = 0;
-
-	f = flame__new(p, &fo);
-	if (!f)
-		return -errno;
-	nodes = flame__nodes(f, &n_nodes);
-	total = nodes[0].value;
-	height = SVG_TOP + (int)(flame__max_depth(f) + 1) * FRAME_H + SVG_BOTTOM;
-	start = calloc(n_nodes, sizeof(*start));
-	todo = calloc(n_nodes, sizeof(*todo));
-	if (!start || !todo) {
-		err = -ENOMEM;
-		goto out;
-	}
-
 	fputs("<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n", out);
 	fprintf(out,
 		"<svg version=\"1.1\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
@@ -362,9 +367,13 @@ int format_svg(const Profd__Profile *p, const struct render_opts *o, FILE *out)
 	fprintf(out, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#f6f6f0\"/>\n",
 		SVG_WIDTH, height);
 	fprintf(out, "<text id=\"title\" x=\"%d\" y=\"24\">", SVG_WIDTH / 2);
-	put_text(out, o->title ? o->title : "Flame Graph", SIZE_MAX);
+	put_text(out, title, SIZE_MAX);
 	fprintf(out, "</text>\n<text id=\"subtitle\" x=\"%d\" y=\"44\">", SVG_WIDTH / 2);
-	put_subtitle(out, p, total);
+}
+
+/* After the subtitle's text: the buttons and the lines the script fills in. */
+static void put_controls(FILE *out, int height)
+{
 	fprintf(out, "</text>\n");
 	fprintf(out, "<text id=\"reset\" class=\"btn hide\" x=\"%d\" y=\"24\">Reset zoom</text>\n",
 		SVG_XPAD);
@@ -373,38 +382,344 @@ int format_svg(const Profd__Profile *p, const struct render_opts *o, FILE *out)
 	fprintf(out, "<text id=\"details\" x=\"%d\" y=\"%d\"> </text>\n", SVG_XPAD, height - 12);
 	fprintf(out, "<text id=\"matched\" x=\"%d\" y=\"%d\"> </text>\n", SVG_WIDTH - SVG_XPAD,
 		height - 12);
+}
 
-	/* Depth first from the root; each child starts where its previous sibling ended. */
-	if (total) {
-		todo[n_todo++] = 0;
-		while (n_todo) {
-			uint32_t i = todo[--n_todo];
-			uint64_t s = start[i];
-			double w =
-			    (double)nodes[i].value / (double)total * (SVG_WIDTH - 2 * SVG_XPAD);
-
-			if (i != 0 && w < MIN_WIDTH_PX)
-				continue;
-			put_frame(out, &nodes[i], s, total, height);
-			for (uint32_t c = nodes[i].first_child; c != FLAME_NONE;
-			     c = nodes[c].next_sibling) {
-				start[c] = s;
-				s += nodes[c].value;
-				todo[n_todo++] = c;
-			}
-		}
-	}
-
+/* The script and the end of the document. Returns 0 or -EIO. */
+static int put_tail(FILE *out, uint64_t total)
+{
 	fprintf(out,
 		"<script type=\"text/ecmascript\"><![CDATA[\n"
 		"var W = %d, XPAD = %d, CW = %.2f, TOTAL = %" PRIu64 ";\n%s]]></script>\n",
 		SVG_WIDTH, SVG_XPAD, CHAR_W, total, svg_script);
 	fputs("</svg>\n", out);
-	if (fflush(out) || ferror(out))
-		err = -EIO;
+	return fflush(out) || ferror(out) ? -EIO : 0;
+}
+
+/* Draws node i of nodes starting at sample offset start. */
+typedef void (*draw_fn)(FILE *out, const struct flame_node *nodes, uint32_t i, uint64_t start,
+			uint64_t total, int height, void *ctx);
+
+/*
+ * Every node wide enough to see, depth first from the root; each child starts where its
+ * previous sibling ended. Returns 0 or -ENOMEM.
+ */
+static int put_frames(FILE *out, const struct flame_node *nodes, size_t n_nodes, uint64_t total,
+		      int height, draw_fn draw, void *ctx)
+{
+	uint64_t *start = NULL;
+	uint32_t *todo = NULL;
+	size_t n_todo = 0;
+	int err = 0;
+
+	if (!total)
+		return 0;
+	start = calloc(n_nodes, sizeof(*start));
+	todo = calloc(n_nodes, sizeof(*todo));
+	if (!start || !todo) {
+		err = -ENOMEM;
+		goto out;
+	}
+	todo[n_todo++] = 0;
+	while (n_todo) {
+		uint32_t i = todo[--n_todo];
+		uint64_t s = start[i];
+		double w = (double)nodes[i].value / (double)total * (SVG_WIDTH - 2 * SVG_XPAD);
+
+		if (i != 0 && w < MIN_WIDTH_PX)
+			continue;
+		draw(out, nodes, i, s, total, height, ctx);
+		for (uint32_t c = nodes[i].first_child; c != FLAME_NONE;
+		     c = nodes[c].next_sibling) {
+			start[c] = s;
+			s += nodes[c].value;
+			todo[n_todo++] = c;
+		}
+	}
 out:
 	free(todo);
 	free(start);
+	return err;
+}
+
+static void draw_plain(FILE *out, const struct flame_node *nodes, uint32_t i, uint64_t start,
+		       uint64_t total, int height, void *ctx)
+{
+	(void)ctx;
+	put_frame(out, &nodes[i], start, total, height);
+}
+
+int format_svg(const Profd__Profile *p, const struct render_opts *o, FILE *out)
+{
+	struct flame_opts fo = {.process_root = o->process_root};
+	const struct flame_node *nodes;
+	size_t n_nodes;
+	uint64_t total;
+	struct flame *f;
+	int height, err;
+
+	f = flame__new(p, &fo);
+	if (!f)
+		return -errno;
+	nodes = flame__nodes(f, &n_nodes);
+	total = nodes[0].value;
+	height = SVG_TOP + (int)(flame__max_depth(f) + 1) * FRAME_H + SVG_BOTTOM;
+
+	put_head(out, height, o->title ? o->title : "Flame Graph");
+	put_subtitle(out, p, total);
+	put_controls(out, height);
+	err = put_frames(out, nodes, n_nodes, total, height, draw_plain, NULL);
+	if (!err)
+		err = put_tail(out, total);
 	flame__free(f);
+	return err;
+}
+
+/*
+ * The differential graph: the diff's stacks merged into a call tree whose nodes carry B's
+ * samples as their value (so widths, zoom and search work on B as in a plain graph) and A's
+ * samples beside them.
+ */
+struct diff_tree {
+	struct flame_node *nodes;
+	uint64_t *a;
+	uint32_t *last_child;
+	size_t n, cap;
+	uint32_t max_depth; /* of the nodes B has samples in */
+};
+
+static void diff_tree_free(struct diff_tree *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		free((char *)t->nodes[i].name);
+	free(t->nodes);
+	free(t->a);
+	free(t->last_child);
+}
+
+/* A new last child of parent named by n bytes at name. Returns its index or -ENOMEM. */
+static int64_t diff_tree_add(struct diff_tree *t, uint32_t parent, const char *name, size_t n,
+			     uint32_t depth)
+{
+	struct flame_node *node;
+	uint32_t idx;
+
+	if (t->n == t->cap) {
+		size_t ncap = t->cap ? t->cap * 2 : 256;
+		struct flame_node *nn = realloc(t->nodes, ncap * sizeof(*nn));
+		uint64_t *na;
+		uint32_t *nl;
+
+		if (!nn)
+			return -ENOMEM;
+		t->nodes = nn;
+		na = realloc(t->a, ncap * sizeof(*na));
+		if (!na)
+			return -ENOMEM;
+		t->a = na;
+		nl = realloc(t->last_child, ncap * sizeof(*nl));
+		if (!nl)
+			return -ENOMEM;
+		t->last_child = nl;
+		t->cap = ncap;
+	}
+	if (t->n >= FLAME_NONE)
+		return -E2BIG;
+	idx = (uint32_t)t->n;
+	node = &t->nodes[idx];
+	*node = (struct flame_node){.parent = parent,
+				    .first_child = FLAME_NONE,
+				    .next_sibling = FLAME_NONE,
+				    .depth = depth,
+				    .kind = depth ? FLAME_NATIVE : FLAME_ROOT};
+	node->name = strndup(name, n);
+	if (!node->name)
+		return -ENOMEM;
+	t->a[idx] = 0;
+	t->last_child[idx] = FLAME_NONE;
+	t->n++;
+	if (parent != FLAME_NONE) {
+		if (t->last_child[parent] == FLAME_NONE)
+			t->nodes[parent].first_child = idx;
+		else
+			t->nodes[t->last_child[parent]].next_sibling = idx;
+		t->last_child[parent] = idx;
+	}
+	return idx;
+}
+
+/* Frame by frame: ';' sorts before every byte of a name, so a node's stacks lie together. */
+static int cmp_frames(const void *x, const void *y)
+{
+	const unsigned char *a = (const unsigned char *)(*(const struct diff_row *const *)x)->stack;
+	const unsigned char *b = (const unsigned char *)(*(const struct diff_row *const *)y)->stack;
+
+	for (;; a++, b++) {
+		int ca = *a == ';' ? 1 : *a ? *a + 1 : 0, cb = *b == ';' ? 1 : *b ? *b + 1 : 0;
+
+		if (ca != cb)
+			return ca - cb;
+		if (!ca)
+			return 0;
+	}
+}
+
+static int diff_tree_build(struct diff_tree *t, const struct diff *d)
+{
+	uint32_t path[DIFF_MAX_DEPTH + 2];
+	const struct diff_row *rows = NULL, **order = NULL;
+	size_t n_rows, path_len = 1;
+	int64_t id;
+	int err = 0;
+
+	rows = diff__rows(d, &n_rows);
+	order = calloc(n_rows ? n_rows : 1, sizeof(*order));
+	if (!order)
+		return -ENOMEM;
+	for (size_t i = 0; i < n_rows; i++)
+		order[i] = &rows[i];
+	qsort(order, n_rows, sizeof(*order), cmp_frames);
+	id = diff_tree_add(t, FLAME_NONE, "all", 3, 0);
+	if (id < 0) {
+		err = (int)id;
+		goto out;
+	}
+	t->nodes[0].value = diff__total_b(d);
+	t->a[0] = diff__total_a(d);
+	path[0] = 0;
+	for (size_t i = 0; i < n_rows; i++) {
+		const struct diff_row *r = order[i];
+		const char *p = r->stack;
+		uint32_t cur = 0, level = 1;
+
+		while (*p) {
+			const char *e = strchr(p, ';');
+			size_t n = e ? (size_t)(e - p) : strlen(p);
+			const char *have;
+
+			if (level > DIFF_MAX_DEPTH) {
+				err = -E2BIG;
+				goto out;
+			}
+			have = level < path_len ? t->nodes[path[level]].name : NULL;
+			if (have && strncmp(have, p, n) == 0 && have[n] == '\0') {
+				cur = path[level];
+			} else {
+				id = diff_tree_add(t, cur, p, n, level);
+				if (id < 0) {
+					err = (int)id;
+					goto out;
+				}
+				cur = (uint32_t)id;
+				path[level] = cur;
+				path_len = level + 1;
+			}
+			t->nodes[cur].value += r->b;
+			t->a[cur] += r->a;
+			if (r->b && level > t->max_depth)
+				t->max_depth = level;
+			level++;
+			p = e ? e + 1 : p + n;
+		}
+		t->nodes[cur].self += r->b;
+	}
+out:
+	free(order);
+	return err;
+}
+
+struct diff_draw {
+	const uint64_t *a;
+	uint64_t total_a;
+	double scale; /* the change drawn at full colour */
+};
+
+/* The change of node i's share of all samples from A to B, in [-1, 1]. */
+static double share_change(const struct flame_node *nodes, const uint64_t *a, uint32_t i,
+			   uint64_t total_a, uint64_t total_b)
+{
+	double sa = total_a ? (double)a[i] / (double)total_a : 0;
+	double sb = total_b ? (double)nodes[i].value / (double)total_b : 0;
+
+	return sb - sa;
+}
+
+/* Red for growth, blue for shrinkage, from light grey (no change) to full at scale. */
+static void put_diff_colour(FILE *out, double change, double scale)
+{
+	double m = fmin(fabs(change) / scale, 1.0);
+	int hi = (int)lround(235 + 20 * m), lo = (int)lround(235 - 195 * m);
+
+	if (change > 0)
+		fprintf(out, "rgb(%d,%d,%d)", hi, lo, lo);
+	else if (change < 0)
+		fprintf(out, "rgb(%d,%d,%d)", lo, lo, hi);
+	else
+		fputs("rgb(235,235,235)", out);
+}
+
+static void draw_diff(FILE *out, const struct flame_node *nodes, uint32_t i, uint64_t start,
+		      uint64_t total, int height, void *ctx)
+{
+	const struct diff_draw *dd = ctx;
+	const struct flame_node *n = &nodes[i];
+	double span = SVG_WIDTH - 2 * SVG_XPAD;
+	double x = SVG_XPAD + (double)start / (double)total * span;
+	double w = (double)n->value / (double)total * span;
+	double change = share_change(nodes, dd->a, i, dd->total_a, total);
+	int y = height - SVG_BOTTOM - (int)(n->depth + 1) * FRAME_H;
+
+	frame_begin(out, n, start);
+	fprintf(out,
+		" (A: %" PRIu64 " samples, %.2f%%; B: %" PRIu64 " samples, %.2f%%; %+.2f points)",
+		dd->a[i], dd->total_a ? 100.0 * (double)dd->a[i] / (double)dd->total_a : 0.0,
+		n->value, 100.0 * (double)n->value / (double)total, 100.0 * change);
+	frame_rect(out, x, y, w);
+	put_diff_colour(out, change, dd->scale);
+	frame_end(out, n, x, y, w);
+}
+
+int format_svg_diff(const struct diff *d, const struct diff_svg_opts *o, FILE *out)
+{
+	struct diff_tree t = {0};
+	struct diff_draw dd;
+	uint64_t total_a = diff__total_a(d), total_b = diff__total_b(d), hidden = 0;
+	double biggest = 0;
+	int height, err;
+
+	err = diff_tree_build(&t, d);
+	if (err)
+		goto out;
+	for (uint32_t i = 1; i < t.n; i++) {
+		const struct flame_node *n = &t.nodes[i];
+
+		if (n->value) {
+			biggest =
+			    fmax(biggest, fabs(share_change(t.nodes, t.a, i, total_a, total_b)));
+		} else if (t.nodes[n->parent].value) {
+			/* The topmost frame of a subtree B has nothing in. */
+			hidden += t.a[i];
+		}
+	}
+	/* Noise-sized changes should not glow: full colour takes at least one point of share. */
+	dd = (struct diff_draw){.a = t.a, .total_a = total_a, .scale = fmax(biggest, 0.01)};
+	height = SVG_TOP + (int)(t.max_depth + 1) * FRAME_H + SVG_BOTTOM;
+
+	put_head(out, height, o->title ? o->title : "Differential flame graph");
+	fputs("A: ", out);
+	put_text(out, o->name_a ? o->name_a : "A", SIZE_MAX);
+	fprintf(out, ", %" PRIu64 " samples; B: ", total_a);
+	put_text(out, o->name_b ? o->name_b : "B", SIZE_MAX);
+	fprintf(out, ", %" PRIu64 " samples", total_b);
+	put_controls(out, height);
+	fprintf(out,
+		"<text id=\"legend\" x=\"%d\" y=\"60\" text-anchor=\"middle\">Width: samples in B. "
+		"Colour: change of share from A to B, red grew, blue shrank, grey the same. "
+		"Not drawn: frames only in A (%" PRIu64 " of %" PRIu64 " samples of A).</text>\n",
+		SVG_WIDTH / 2, hidden, total_a);
+	err = put_frames(out, t.nodes, t.n, total_b, height, draw_diff, &dd);
+	if (!err)
+		err = put_tail(out, total_b);
+out:
+	diff_tree_free(&t);
 	return err;
 }

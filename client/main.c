@@ -17,6 +17,9 @@ struct command {
 static const struct command commands[] = {
     {"status", cmd_status, cmd_status_usage, "what the daemon is doing"},
     {"dump", cmd_dump, cmd_dump_usage, "fetch samples and render a flame graph"},
+    {"top", cmd_top, cmd_top_usage, "live table of the hottest functions"},
+    {"table", cmd_table, cmd_table_usage, "one-shot table of the hottest functions"},
+    {"diff", cmd_diff, cmd_diff_usage, "differential flame graph of two profiles"},
 };
 
 static void usage(FILE *f)
@@ -52,6 +55,8 @@ static void usage(FILE *f)
 	      "Examples:\n"
 	      "  profctl status\n"
 	      "  profctl dump flamegraph --pid 1234 --since 30s -o cpu.svg\n"
+	      "  profctl top --pid 1234\n"
+	      "  profctl table --pid 1234 --since 30s\n"
 	      "  PROFD_SOCKET=/tmp/profd.sock profctl status --json\n",
 	      f);
 }

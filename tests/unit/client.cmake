@@ -1,16 +1,10 @@
-# profctl: unit tests of the client. The client's sources (all but main.c) are built into a
-# library here so tests can call the parsers, renderers and connection code directly.
+# profctl: unit tests of the client. They link profctl_lib (every client source but main.c,
+# built in the top CMakeLists.txt) to call the parsers, renderers and connection code directly.
 find_package(Threads REQUIRED)
-add_library(profctl_testlib STATIC
-  ${CMAKE_SOURCE_DIR}/client/conn.c ${CMAKE_SOURCE_DIR}/client/cmd_status.c
-  ${CMAKE_SOURCE_DIR}/client/cmd_dump.c ${CMAKE_SOURCE_DIR}/client/profile.c
-  ${CMAKE_SOURCE_DIR}/client/format_folded.c ${CMAKE_SOURCE_DIR}/client/format_svg.c)
-target_include_directories(profctl_testlib PUBLIC ${CMAKE_SOURCE_DIR}/client)
-target_link_libraries(profctl_testlib PUBLIC profd_common)
 
-foreach(name test_format test_format_cli)
+foreach(name test_format test_format_cli test_functable test_formats_files test_diff)
   add_executable(${name} unit/${name}.c)
-  target_link_libraries(${name} PRIVATE profctl_testlib Threads::Threads)
+  target_link_libraries(${name} PRIVATE profctl_lib Threads::Threads)
   target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit)
   add_test(NAME unit.${name} COMMAND ${name})
   set_tests_properties(unit.${name} PROPERTIES LABELS unit SKIP_RETURN_CODE 77 TIMEOUT 120)
@@ -36,6 +30,20 @@ profctl_exit(bad_pid 2 "--pid 'abc' is not a positive integer; see 'profctl dump
   dump flamegraph --pid abc)
 profctl_exit(zero_pid 2 "--pid '0' is out of range" dump flamegraph --pid 0)
 profctl_exit(bad_since 2 "--since '5x' is not a duration" dump flamegraph --since 5x)
-profctl_exit(bad_format 2 "--format 'png' is not svg or folded" dump flamegraph --format png)
+profctl_exit(bad_format 2 "--format 'png' is not folded, svg, pprof, speedscope or json"
+  dump flamegraph --format png)
 profctl_exit(unknown_cmd 2 "unknown command 'frobnicate'" frobnicate)
 profctl_exit(no_cmd 2 "no command given")
+profctl_exit(diff_one_file 2 "diff: give two profiles to compare" diff a.folded)
+profctl_exit(diff_missing 1 "^profctl: diff: /nonexistent/a: No such file or directory\n$"
+  diff /nonexistent/a /nonexistent/b)
+profctl_exit(diff_window 2 "--before '1m..5m' is empty or reversed"
+  diff --before 1m..5m --after 1m)
+profctl_exit(top_bad_interval 2
+  "^profctl: top: --interval '50ms' is out of range \\(100ms to 1h\\); see 'profctl top --help'\n$"
+  top --interval 50ms)
+profctl_exit(top_bad_window 2 "top: --window 'x' is not a duration" top --window x)
+profctl_exit(top_no_daemon 3 "no daemon at /nonexistent/z" --socket /nonexistent/z top)
+profctl_exit(table_bad_sort 2 "table: --sort 'cpu' is not self or total" table --sort cpu)
+profctl_exit(table_bad_limit 2 "table: --limit '-1' is not a number from 0 to 1000000"
+  table --limit -1)

@@ -101,8 +101,9 @@ static void test_parse_dump_errors(void)
 	BAD("dump: --since '400d' is out of range (more than 0, at most 365d); see 'profctl dump "
 	    "--help'",
 	    "dump", "flamegraph", "--since", "400d");
-	BAD("dump: --format 'png' is not svg or folded; see 'profctl dump --help'", "dump",
-	    "flamegraph", "--format", "png");
+	BAD("dump: --format 'png' is not folded, svg, pprof, speedscope or json; see 'profctl "
+	    "dump --help'",
+	    "dump", "flamegraph", "--format", "png");
 	BAD("dump: --output '' is an empty file name; see 'profctl dump --help'", "dump",
 	    "flamegraph", "-o", "");
 	BAD("dump: --timeout '0' is not a duration from 1ms to 24h (like 30s, 5m); see 'profctl "

@@ -1,0 +1,745 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The file formats for other tools, from a profile built by hand: pprof decoded back with
+ * zlib and protobuf-c, speedscope and JSON compared byte for byte, JSON string escaping, and
+ * the --format choices of `profctl dump`.
+ */
+#include "check.h"
+#include "cli.h"
+#include "format.h"
+#include "profile.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <zlib.h>
+
+#include "profile.pb-c.h"
+#include "wire.h"
+
+#define NSTR 48
+#define NFRAME 16
+#define NSTACK 8
+#define NSAMPLE 16
+#define NPROC 4
+
+struct fixture {
+	Profd__Profile p;
+	char *strings[NSTR];
+	Profd__Frame frames[NFRAME];
+	Profd__Frame *frame_ptrs[NFRAME];
+	Profd__Stack stacks[NSTACK];
+	Profd__Stack *stack_ptrs[NSTACK];
+	uint32_t stack_frames[NSTACK][8];
+	Profd__Sample samples[NSAMPLE];
+	Profd__Sample *sample_ptrs[NSAMPLE];
+	uint64_t values[NSAMPLE];
+	Profd__Process procs[NPROC];
+	Profd__Process *proc_ptrs[NPROC];
+	Profd__Thread threads[NPROC];
+	Profd__Thread *thread_ptrs[NPROC];
+	Profd__ValueType vt;
+	Profd__ValueType *vt_ptr;
+};
+
+static uint32_t fx_str(struct fixture *fx, const char *s)
+{
+	for (uint32_t i = 0; i < fx->p.n_strings; i++)
+		if (strcmp(fx->strings[i], s) == 0)
+			return i;
+	fx->strings[fx->p.n_strings] = (char *)s;
+	return (uint32_t)fx->p.n_strings++;
+}
+
+static void fx_init(struct fixture *fx)
+{
+	memset(fx, 0, sizeof(*fx));
+	profd__profile__init(&fx->p);
+	fx->strings[0] = "";
+	fx->p.strings = fx->strings;
+	fx->p.n_strings = 1;
+	fx->p.frames = fx->frame_ptrs;
+	fx->p.stacks = fx->stack_ptrs;
+	fx->p.samples = fx->sample_ptrs;
+	fx->p.processes = fx->proc_ptrs;
+	fx->p.threads = fx->thread_ptrs;
+	profd__value_type__init(&fx->vt);
+	fx->vt.type = fx_str(fx, "samples");
+	fx->vt.unit = fx_str(fx, "count");
+	fx->vt_ptr = &fx->vt;
+	fx->p.value_types = &fx->vt_ptr;
+	fx->p.n_value_types = 1;
+}
+
+/* A frame; module and file may be NULL, line 0 means none. */
+static uint32_t fx_frame(struct fixture *fx, Profd__FrameKind kind, const char *name,
+			 const char *module, uint64_t address, const char *file, uint32_t line)
+{
+	size_t i = fx->p.n_frames++;
+	Profd__Frame *f = &fx->frames[i];
+
+	profd__frame__init(f);
+	f->kind = kind;
+	f->name = fx_str(fx, name);
+	if (module) {
+		f->has_module = 1;
+		f->module = fx_str(fx, module);
+	}
+	f->has_address = 1;
+	f->address = address;
+	if (file) {
+		f->has_file = 1;
+		f->file = fx_str(fx, file);
+	}
+	if (line) {
+		f->has_line = 1;
+		f->line = line;
+	}
+	fx->frame_ptrs[i] = f;
+	return (uint32_t)i;
+}
+
+/* Frames given root first; stored leaf first as on the wire. */
+static uint32_t fx_stack(struct fixture *fx, size_t n, const uint32_t *root_first)
+{
+	size_t i = fx->p.n_stacks++;
+	Profd__Stack *s = &fx->stacks[i];
+
+	profd__stack__init(s);
+	for (size_t k = 0; k < n; k++)
+		fx->stack_frames[i][k] = root_first[n - 1 - k];
+	s->frames = fx->stack_frames[i];
+	s->n_frames = n;
+	fx->stack_ptrs[i] = s;
+	return (uint32_t)i;
+}
+
+static void fx_sample(struct fixture *fx, uint32_t stack, uint32_t pid, uint32_t tid,
+		      uint64_t value)
+{
+	size_t i = fx->p.n_samples++;
+	Profd__Sample *s = &fx->samples[i];
+
+	profd__sample__init(s);
+	s->stack = stack;
+	s->pid = pid;
+	s->tid = tid;
+	fx->values[i] = value;
+	s->values = &fx->values[i];
+	s->n_values = 1;
+	fx->sample_ptrs[i] = s;
+}
+
+static void fx_proc(struct fixture *fx, uint32_t pid, const char *name)
+{
+	size_t i = fx->p.n_processes++;
+
+	profd__process__init(&fx->procs[i]);
+	fx->procs[i].pid = pid;
+	fx->procs[i].name = fx_str(fx, name);
+	fx->proc_ptrs[i] = &fx->procs[i];
+}
+
+static void fx_thread(struct fixture *fx, uint32_t pid, uint32_t tid, const char *name)
+{
+	size_t i = fx->p.n_threads++;
+
+	profd__thread__init(&fx->threads[i]);
+	fx->threads[i].pid = pid;
+	fx->threads[i].tid = tid;
+	fx->threads[i].name = fx_str(fx, name);
+	fx->thread_ptrs[i] = &fx->threads[i];
+}
+
+/*
+ * pid 100 "app", threads 100 "app" and 101 "worker"; pid 200 "py" (no thread names).
+ *   100/100: main;work;schedule_[k] x3        main;work x2 (work at another address)
+ *   100/101: main;[unknown] (libfoo.so+0x1a2b) x4
+ *   200/200: <module> (train.py:1);step (train.py:42) x5     [no stack] x1
+ */
+static void fx_standard(struct fixture *fx)
+{
+	uint32_t f_main, f_work, f_sched, f_step, f_unk, f_mod, f_work2;
+
+	fx_init(fx);
+	f_main =
+	    fx_frame(fx, PROFD__FRAME_KIND__FRAME_NATIVE, "main", "/usr/bin/app", 0x1100, NULL, 0);
+	fx->frames[f_main].has_build_id = 1;
+	fx->frames[f_main].build_id = fx_str(fx, "abcd");
+	f_work = fx_frame(fx, PROFD__FRAME_KIND__FRAME_NATIVE, "work", "/usr/bin/app", 0x1200,
+			  "/src/app.c", 7);
+	fx->frames[f_work].has_build_id = 1;
+	fx->frames[f_work].build_id = fx_str(fx, "abcd");
+	f_sched = fx_frame(fx, PROFD__FRAME_KIND__FRAME_KERNEL, "schedule", "[kernel.kallsyms]",
+			   0xffffffff81000010ull, NULL, 0);
+	f_step =
+	    fx_frame(fx, PROFD__FRAME_KIND__FRAME_PYTHON, "step", NULL, 0x30, "/srv/train.py", 42);
+	f_unk = fx_frame(fx, PROFD__FRAME_KIND__FRAME_NATIVE, "[unknown]", "/usr/lib/libfoo.so",
+			 0x1a2b, NULL, 0);
+	f_mod = fx_frame(fx, PROFD__FRAME_KIND__FRAME_PYTHON, "<module>", NULL, 0x10,
+			 "/srv/train.py", 1);
+	f_work2 = fx_frame(fx, PROFD__FRAME_KIND__FRAME_NATIVE, "work", "/usr/bin/app", 0x1210,
+			   "/src/app.c", 9);
+	fx->frames[f_work2].has_build_id = 1;
+	fx->frames[f_work2].build_id = fx_str(fx, "abcd");
+
+	uint32_t s_sched = fx_stack(fx, 3, (uint32_t[]){f_main, f_work, f_sched});
+	uint32_t s_work2 = fx_stack(fx, 2, (uint32_t[]){f_main, f_work2});
+	uint32_t s_unk = fx_stack(fx, 2, (uint32_t[]){f_main, f_unk});
+	uint32_t s_py = fx_stack(fx, 2, (uint32_t[]){f_mod, f_step});
+	uint32_t s_none = fx_stack(fx, 0, NULL);
+
+	fx_sample(fx, s_py, 200, 200, 5);
+	fx_sample(fx, s_sched, 100, 100, 3);
+	fx_sample(fx, s_unk, 100, 101, 4);
+	fx_sample(fx, s_work2, 100, 100, 2);
+	fx_sample(fx, s_none, 200, 200, 1);
+	fx_proc(fx, 100, "app");
+	fx_proc(fx, 200, "py");
+	fx_thread(fx, 100, 100, "app");
+	fx_thread(fx, 100, 101, "worker");
+	fx->p.start_ns = 5000000000ull;
+	fx->p.end_ns = 7500000000ull;
+	fx->p.has_start_ns = fx->p.has_end_ns = 1;
+	fx->p.realtime_offset_ns = 1700000000000000000ll;
+	fx->p.has_realtime_offset_ns = 1;
+	fx->p.period_ns = 10000000;
+	fx->p.has_period_ns = 1;
+	fx->p.frequency_hz = 100;
+	fx->p.has_frequency_hz = 1;
+}
+
+/* Render with fn into a malloc'd buffer (*len bytes, NUL after them); NULL on failure. */
+static char *render(int (*fn)(const Profd__Profile *, const struct render_opts *, FILE *),
+		    const Profd__Profile *p, const char *title, size_t *len)
+{
+	struct render_opts o = {.title = title};
+	char *buf = NULL;
+	FILE *f = open_memstream(&buf, len);
+	int err;
+
+	if (!f)
+		return NULL;
+	err = fn(p, &o, f);
+	fclose(f);
+	if (err) {
+		fprintf(stderr, "render failed: %d\n", err);
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+/* Inflate a gzip stream (header and trailer checked by zlib). Returns a buffer or NULL. */
+static uint8_t *gunzip(const char *in, size_t in_len, size_t *out_len)
+{
+	z_stream zs = {0};
+	size_t cap = 1 << 16;
+	uint8_t *out = malloc(cap);
+	int zerr = Z_OK;
+
+	/* 16 + 15: gzip only, not a bare zlib stream. */
+	if (!out || inflateInit2(&zs, 16 + 15) != Z_OK) {
+		free(out);
+		return NULL;
+	}
+	zs.next_in = (Bytef *)in;
+	zs.avail_in = (uInt)in_len;
+	*out_len = 0;
+	while (zerr == Z_OK) {
+		if (*out_len == cap) {
+			uint8_t *n = realloc(out, cap * 2);
+
+			if (!n)
+				break;
+			out = n;
+			cap *= 2;
+		}
+		zs.next_out = out + *out_len;
+		zs.avail_out = (uInt)(cap - *out_len);
+		zerr = inflate(&zs, Z_NO_FLUSH);
+		*out_len = cap - zs.avail_out;
+	}
+	inflateEnd(&zs);
+	if (zerr != Z_STREAM_END || zs.avail_in) {
+		fprintf(stderr, "gunzip: zlib says %d, %u bytes left\n", zerr, zs.avail_in);
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+static const char *pstr(const Perftools__Profiles__Profile *pp, int64_t i)
+{
+	return i >= 0 && (size_t)i < pp->n_string_table ? pp->string_table[i] : "<bad index>";
+}
+
+/* Append to a growing text. */
+static void __attribute__((format(printf, 2, 3))) add(FILE *f, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfprintf(f, fmt, ap);
+	va_end(ap);
+}
+
+/* The decoded profile as text, every table and id spelled out, to compare exactly. */
+static char *describe(const Perftools__Profiles__Profile *pp)
+{
+	char *buf = NULL;
+	size_t len;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return NULL;
+	add(f, "types");
+	for (size_t i = 0; i < pp->n_sample_type; i++)
+		add(f, " %s/%s", pstr(pp, pp->sample_type[i]->type),
+		    pstr(pp, pp->sample_type[i]->unit));
+	add(f, "\ndefault %s\n", pstr(pp, pp->default_sample_type));
+	if (pp->period_type)
+		add(f, "period %s/%s %" PRId64 "\n", pstr(pp, pp->period_type->type),
+		    pstr(pp, pp->period_type->unit), pp->period);
+	add(f, "time %" PRId64 " duration %" PRId64 "\n", pp->time_nanos, pp->duration_nanos);
+	for (size_t i = 0; i < pp->n_comment; i++)
+		add(f, "comment %s\n", pstr(pp, pp->comment[i]));
+	for (size_t i = 0; i < pp->n_mapping; i++) {
+		const Perftools__Profiles__Mapping *m = pp->mapping[i];
+
+		add(f,
+		    "mapping %" PRIu64 " %s build '%s' [0x%" PRIx64 ", 0x%" PRIx64 ") off %" PRIu64
+		    " funcs %d files %d lines %d inline %d\n",
+		    m->id, pstr(pp, m->filename), pstr(pp, m->build_id), m->memory_start,
+		    m->memory_limit, m->file_offset, m->has_functions, m->has_filenames,
+		    m->has_line_numbers, m->has_inline_frames);
+	}
+	for (size_t i = 0; i < pp->n_location; i++) {
+		const Perftools__Profiles__Location *l = pp->location[i];
+
+		add(f, "location %" PRIu64 " mapping %" PRIu64 " 0x%" PRIx64, l->id, l->mapping_id,
+		    l->address);
+		for (size_t j = 0; j < l->n_line; j++)
+			add(f, " fn %" PRIu64 " line %" PRId64, l->line[j]->function_id,
+			    l->line[j]->line);
+		add(f, "\n");
+	}
+	for (size_t i = 0; i < pp->n_function; i++) {
+		const Perftools__Profiles__Function *fn = pp->function[i];
+
+		add(f, "function %" PRIu64 " %s system %s file '%s' start %" PRId64 "\n", fn->id,
+		    pstr(pp, fn->name), pstr(pp, fn->system_name), pstr(pp, fn->filename),
+		    fn->start_line);
+	}
+	for (size_t i = 0; i < pp->n_sample; i++) {
+		const Perftools__Profiles__Sample *s = pp->sample[i];
+
+		add(f, "sample");
+		for (size_t j = 0; j < s->n_location_id; j++)
+			add(f, " %" PRIu64, s->location_id[j]);
+		add(f, " =");
+		for (size_t j = 0; j < s->n_value; j++)
+			add(f, " %" PRId64, s->value[j]);
+		for (size_t j = 0; j < s->n_label; j++) {
+			const Perftools__Profiles__Label *lb = s->label[j];
+
+			if (lb->str)
+				add(f, " %s=%s", pstr(pp, lb->key), pstr(pp, lb->str));
+			else
+				add(f, " %s=%" PRId64, pstr(pp, lb->key), lb->num);
+		}
+		add(f, "\n");
+	}
+	fclose(f);
+	return buf;
+}
+
+static void test_pprof(void)
+{
+	static const char want[] =
+	    "types samples/count cpu/nanoseconds\n"
+	    "default cpu\n"
+	    "period cpu/nanoseconds 10000000\n"
+	    "time 1700000005000000000 duration 2500000000\n"
+	    "comment profd " PROFD_VERSION "\n"
+	    "comment test title\n"
+	    "mapping 1 /usr/bin/app build 'abcd' [0x0, 0x1211) off 0 funcs 1 files 0 lines 0 "
+	    "inline 0\n"
+	    "mapping 2 [kernel.kallsyms] build '' [0x0, 0xffffffff81000011) off 0 funcs 1 files "
+	    "0 lines 0 inline 0\n"
+	    "mapping 3 /usr/lib/libfoo.so build '' [0x0, 0x1a2c) off 0 funcs 1 files 0 lines 0 "
+	    "inline 0\n"
+	    "location 1 mapping 1 0x1100 fn 1 line 0\n"
+	    "location 2 mapping 1 0x1200 fn 2 line 7\n"
+	    "location 3 mapping 2 0xffffffff81000010 fn 3 line 0\n"
+	    "location 4 mapping 0 0x0 fn 4 line 42\n"
+	    "location 5 mapping 3 0x1a2b\n"
+	    "location 6 mapping 0 0x0 fn 5 line 1\n"
+	    "location 7 mapping 1 0x1210 fn 2 line 9\n"
+	    "function 1 main system main file '' start 0\n"
+	    "function 2 work system work file '/src/app.c' start 0\n"
+	    "function 3 schedule system schedule file '' start 0\n"
+	    "function 4 step system step file '/srv/train.py' start 0\n"
+	    "function 5 <module> system <module> file '/srv/train.py' start 0\n"
+	    "sample 4 6 = 5 50000000 pid=200 tid=200 process_name=py\n"
+	    "sample 3 2 1 = 3 30000000 pid=100 tid=100 thread_name=app process_name=app\n"
+	    "sample 5 1 = 4 40000000 pid=100 tid=101 thread_name=worker process_name=app\n"
+	    "sample 7 1 = 2 20000000 pid=100 tid=100 thread_name=app process_name=app\n"
+	    "sample = 1 10000000 pid=200 tid=200 process_name=py\n";
+	Perftools__Profiles__Profile *pp;
+	struct fixture fx;
+	size_t len, raw_len;
+	uint8_t *raw;
+	char *gz, *text;
+
+	fx_standard(&fx);
+	gz = render(format_pprof, &fx.p, "test title", &len);
+	CHECK(gz != NULL);
+	if (!gz)
+		return;
+	/* gzip magic, deflate, no name or mtime: the same profile gives the same bytes. */
+	CHECK(len > 10 && (uint8_t)gz[0] == 0x1f && (uint8_t)gz[1] == 0x8b && gz[2] == 8);
+	CHECK(len > 10 && gz[4] == 0 && gz[5] == 0 && gz[6] == 0 && gz[7] == 0);
+	raw = gunzip(gz, len, &raw_len);
+	CHECK(raw != NULL);
+	if (!raw)
+		goto out_gz;
+	pp = perftools__profiles__profile__unpack(NULL, raw_len, raw);
+	CHECK(pp != NULL);
+	if (!pp)
+		goto out_raw;
+	CHECK(pp->n_string_table > 0 && strcmp(pp->string_table[0], "") == 0);
+	text = describe(pp);
+	CHECK_STREQ(text, want);
+	free(text);
+	perftools__profiles__profile__free_unpacked(pp, NULL);
+out_raw:
+	free(raw);
+out_gz:
+	free(gz);
+}
+
+/* A value column other than CPU samples keeps its type and unit; no period: no cpu time. */
+static void test_pprof_value_types(void)
+{
+	Profd__ValueType vts[2], *vt_ptrs[2] = {&vts[0], &vts[1]};
+	uint64_t values[2] = {7, 123456};
+	Perftools__Profiles__Profile *pp;
+	struct fixture fx;
+	size_t len, raw_len;
+	uint8_t *raw = NULL;
+	char *gz;
+
+	fx_init(&fx);
+	uint32_t f = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_GPU, "sgemm", NULL, 0, NULL, 0);
+	uint32_t s = fx_stack(&fx, 1, (uint32_t[]){f});
+
+	fx_sample(&fx, s, 9, 9, 0);
+	fx.samples[0].values = values;
+	fx.samples[0].n_values = 2;
+	profd__value_type__init(&vts[0]);
+	profd__value_type__init(&vts[1]);
+	vts[0] = fx.vt;
+	vts[1].type = fx_str(&fx, "gpu_time");
+	vts[1].unit = fx_str(&fx, "nanoseconds");
+	fx.p.value_types = vt_ptrs;
+	fx.p.n_value_types = 2;
+	fx.p.frequency_hz = 50; /* period_ns unset: 1e9 / 50 */
+
+	gz = render(format_pprof, &fx.p, NULL, &len);
+	if (gz)
+		raw = gunzip(gz, len, &raw_len);
+	pp = raw ? perftools__profiles__profile__unpack(NULL, raw_len, raw) : NULL;
+	CHECK(pp != NULL);
+	if (pp) {
+		CHECK_EQ_U(pp->n_sample_type, 3);
+		CHECK_STREQ(pstr(pp, pp->sample_type[2]->type), "gpu_time");
+		CHECK_STREQ(pstr(pp, pp->sample_type[2]->unit), "nanoseconds");
+		CHECK_EQ_I(pp->period, 20000000);
+		CHECK_EQ_U(pp->n_sample, 1);
+		CHECK_EQ_U(pp->sample[0]->n_value, 3);
+		CHECK_EQ_I(pp->sample[0]->value[0], 7);
+		CHECK_EQ_I(pp->sample[0]->value[1], 140000000);
+		CHECK_EQ_I(pp->sample[0]->value[2], 123456);
+		/* No module: no mapping, and the function keeps its plain name. */
+		CHECK_EQ_U(pp->n_mapping, 0);
+		CHECK_EQ_U(pp->n_location, 1);
+		CHECK_EQ_U(pp->location[0]->mapping_id, 0);
+		CHECK_EQ_U(pp->n_function, 1);
+		CHECK_STREQ(pstr(pp, pp->function[0]->name), "sgemm");
+		CHECK_EQ_U(pp->n_comment, 1);
+		perftools__profiles__profile__free_unpacked(pp, NULL);
+	}
+	free(raw);
+	free(gz);
+}
+
+/* The first mapping is the main binary for pprof: the busiest one that is not a library. */
+static void test_pprof_main_mapping(void)
+{
+	Perftools__Profiles__Profile *pp;
+	struct fixture fx;
+	size_t len, raw_len;
+	uint8_t *raw = NULL;
+	char *gz;
+
+	fx_init(&fx);
+	uint32_t k =
+	    fx_frame(&fx, PROFD__FRAME_KIND__FRAME_KERNEL, "schedule", NULL, 0x10, NULL, 0);
+	uint32_t c = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "memcpy", "/usr/lib/libc.so.6",
+			      0x20, NULL, 0);
+	uint32_t l = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "start",
+			      "/usr/lib/ld-linux-x86-64.so.2", 0x30, NULL, 0);
+	uint32_t t1 =
+	    fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "t1", "/opt/one", 0x40, NULL, 0);
+	uint32_t t2 = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "t2", "/opt/two.so.d/two",
+			       0x50, NULL, 0);
+
+	fx_sample(&fx, fx_stack(&fx, 2, (uint32_t[]){l, k}), 1, 1, 50);
+	fx_sample(&fx, fx_stack(&fx, 3, (uint32_t[]){t1, c, c}), 1, 1, 2);
+	fx_sample(&fx, fx_stack(&fx, 2, (uint32_t[]){t2, c}), 2, 2, 3);
+	gz = render(format_pprof, &fx.p, NULL, &len);
+	if (gz)
+		raw = gunzip(gz, len, &raw_len);
+	pp = raw ? perftools__profiles__profile__unpack(NULL, raw_len, raw) : NULL;
+	CHECK(pp != NULL);
+	if (pp) {
+		CHECK_EQ_U(pp->n_mapping, 5);
+		/* two (3 samples) beats one (2; the repeated libc frame does not count twice). */
+		CHECK_STREQ(pstr(pp, pp->mapping[0]->filename), "/opt/two.so.d/two");
+		CHECK_EQ_U(pp->mapping[0]->id, 5);
+		/* The others keep their order and ids. */
+		CHECK_STREQ(pstr(pp, pp->mapping[1]->filename), "[kernel.kallsyms]");
+		CHECK_EQ_U(pp->mapping[1]->id, 1);
+		CHECK_STREQ(pstr(pp, pp->mapping[4]->filename), "/opt/one");
+		CHECK_EQ_U(pp->mapping[4]->id, 4);
+		/* A kernel frame without a module still lands in the kernel's mapping. */
+		CHECK_EQ_U(pp->location[0]->mapping_id, 1);
+		perftools__profiles__profile__free_unpacked(pp, NULL);
+	}
+	free(raw);
+	free(gz);
+}
+
+static void test_speedscope(void)
+{
+	static const char want[] =
+	    "{\n"
+	    "  \"$schema\": \"https://www.speedscope.app/file-format-schema.json\",\n"
+	    "  \"exporter\": \"profd " PROFD_VERSION "\",\n"
+	    "  \"name\": \"t \\\"1\\\"\",\n"
+	    "  \"activeProfileIndex\": 2,\n"
+	    "  \"shared\": {\"frames\": [\n"
+	    "    {\"name\": \"main\", \"file\": \"/usr/bin/app\"},\n"
+	    "    {\"name\": \"work\", \"file\": \"/src/app.c\", \"line\": 7},\n"
+	    "    {\"name\": \"schedule_[k]\", \"file\": \"[kernel.kallsyms]\"},\n"
+	    "    {\"name\": \"step (train.py:42)\", \"file\": \"/srv/train.py\", \"line\": 42},\n"
+	    "    {\"name\": \"[unknown] (libfoo.so+0x1a2b)\", \"file\": \"/usr/lib/libfoo.so\"},\n"
+	    "    {\"name\": \"<module> (train.py:1)\", \"file\": \"/srv/train.py\", \"line\": 1},\n"
+	    "    {\"name\": \"[no stack]\"}\n"
+	    "  ]},\n"
+	    "  \"profiles\": [\n"
+	    "    {\"type\": \"sampled\", \"name\": \"app (tid 100)\", \"unit\": \"none\", "
+	    "\"startValue\": 0, \"endValue\": 5,\n"
+	    "     \"samples\": [[0, 1, 2], [0, 1]],\n"
+	    "     \"weights\": [3, 2]},\n"
+	    "    {\"type\": \"sampled\", \"name\": \"worker (tid 101)\", \"unit\": \"none\", "
+	    "\"startValue\": 0, \"endValue\": 4,\n"
+	    "     \"samples\": [[0, 4]],\n"
+	    "     \"weights\": [4]},\n"
+	    "    {\"type\": \"sampled\", \"name\": \"py (tid 200)\", \"unit\": \"none\", "
+	    "\"startValue\": 0, \"endValue\": 6,\n"
+	    "     \"samples\": [[5, 3], [6]],\n"
+	    "     \"weights\": [5, 1]}\n"
+	    "  ]\n"
+	    "}\n";
+	struct fixture fx;
+	size_t len;
+	char *text;
+
+	fx_standard(&fx);
+	text = render(format_speedscope, &fx.p, "t \"1\"", &len);
+	CHECK_STREQ(text, want);
+	free(text);
+
+	/* Nothing sampled: still a valid file, with no profiles. */
+	fx_init(&fx);
+	text = render(format_speedscope, &fx.p, NULL, &len);
+	CHECK(text && strstr(text, "\"profiles\": []\n}\n") != NULL);
+	CHECK(text && strstr(text, "\"name\": \"profd profile\"") != NULL);
+	free(text);
+}
+
+static void test_json(void)
+{
+	static const char want[] =
+	    "{\n"
+	    "  \"format_version\": 1,\n"
+	    "  \"start_ns\": 5000000000,\n"
+	    "  \"end_ns\": 7500000000,\n"
+	    "  \"realtime_offset_ns\": 1700000000000000000,\n"
+	    "  \"frequency_hz\": 100,\n"
+	    "  \"period_ns\": 10000000,\n"
+	    "  \"value_types\": [\n"
+	    "    {\"type\": \"samples\", \"unit\": \"count\"}\n"
+	    "  ],\n"
+	    "  \"processes\": [\n"
+	    "    {\"pid\": 100, \"name\": \"app\", \"uid\": null, \"exited\": false},\n"
+	    "    {\"pid\": 200, \"name\": \"p\\ty\\u001b\xef\xbf\xbd\", \"uid\": 1000, \"exited\": "
+	    "true}\n"
+	    "  ],\n"
+	    "  \"threads\": [\n"
+	    "    {\"tid\": 100, \"pid\": 100, \"name\": \"app\"},\n"
+	    "    {\"tid\": 101, \"pid\": 100, \"name\": \"worker\"}\n"
+	    "  ],\n"
+	    "  \"frames\": [\n"
+	    "    {\"kind\": \"native\", \"name\": \"main\", \"module\": \"/usr/bin/app\", "
+	    "\"address\": \"0x1100\", \"file\": null, \"line\": null, \"build_id\": \"abcd\"},\n"
+	    "    {\"kind\": \"native\", \"name\": \"work\", \"module\": \"/usr/bin/app\", "
+	    "\"address\": \"0x1200\", \"file\": \"/src/app.c\", \"line\": 7, \"build_id\": "
+	    "\"abcd\"},\n"
+	    "    {\"kind\": \"kernel\", \"name\": \"schedule\", \"module\": \"[kernel.kallsyms]\", "
+	    "\"address\": \"0xffffffff81000010\", \"file\": null, \"line\": null, \"build_id\": "
+	    "null},\n"
+	    "    {\"kind\": \"python\", \"name\": \"step\", \"module\": null, \"address\": "
+	    "\"0x30\", "
+	    "\"file\": \"/srv/train.py\", \"line\": 42, \"build_id\": null},\n"
+	    "    {\"kind\": \"native\", \"name\": \"[unknown]\", \"module\": "
+	    "\"/usr/lib/libfoo.so\", "
+	    "\"address\": \"0x1a2b\", \"file\": null, \"line\": null, \"build_id\": null},\n"
+	    "    {\"kind\": \"python\", \"name\": \"<module>\", \"module\": null, \"address\": "
+	    "\"0x10\", \"file\": \"/srv/train.py\", \"line\": 1, \"build_id\": null},\n"
+	    "    {\"kind\": \"native\", \"name\": \"work\", \"module\": \"/usr/bin/app\", "
+	    "\"address\": \"0x1210\", \"file\": \"/src/app.c\", \"line\": 9, \"build_id\": "
+	    "\"abcd\"}\n"
+	    "  ],\n"
+	    "  \"stacks\": [\n"
+	    "    [2, 1, 0],\n"
+	    "    [6, 0],\n"
+	    "    [4, 0],\n"
+	    "    [3, 5],\n"
+	    "    []\n"
+	    "  ],\n"
+	    "  \"samples\": [\n"
+	    "    {\"stack\": 3, \"pid\": 200, \"tid\": 200, \"values\": [5]},\n"
+	    "    {\"stack\": 0, \"pid\": 100, \"tid\": 100, \"values\": [3]},\n"
+	    "    {\"stack\": 2, \"pid\": 100, \"tid\": 101, \"values\": [4]},\n"
+	    "    {\"stack\": 1, \"pid\": 100, \"tid\": 100, \"values\": [2]},\n"
+	    "    {\"stack\": 4, \"pid\": 200, \"tid\": 200, \"values\": [1]}\n"
+	    "  ]\n"
+	    "}\n";
+	struct fixture fx;
+	size_t len;
+	char *text, *again;
+
+	fx_standard(&fx);
+	/* A process name with a tab, an escape and a byte that is not UTF-8. */
+	fx.procs[1].name = fx_str(&fx, "p\ty\x1b\xff");
+	fx.procs[1].has_uid = 1;
+	fx.procs[1].uid = 1000;
+	fx.procs[1].has_exited = 1;
+	fx.procs[1].exited = 1;
+	text = render(format_json, &fx.p, NULL, &len);
+	CHECK_STREQ(text, want);
+	again = render(format_json, &fx.p, NULL, &len);
+	CHECK_STREQ(again, text);
+	free(again);
+	free(text);
+
+	fx_init(&fx);
+	text = render(format_json, &fx.p, NULL, &len);
+	CHECK(text && strstr(text, "  \"frames\": [],\n  \"stacks\": [],\n  \"samples\": []\n}\n"));
+	free(text);
+}
+
+static char *json_of(const char *s)
+{
+	char *buf = NULL;
+	size_t len;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return NULL;
+	CHECK_EQ_I(json_write_string(f, s), 0);
+	fclose(f);
+	return buf;
+}
+
+#define CHECK_JSON(in, want)                                                                       \
+	do {                                                                                       \
+		char *j_ = json_of(in);                                                            \
+		CHECK_STREQ(j_, want);                                                             \
+		free(j_);                                                                          \
+	} while (0)
+
+static void test_json_strings(void)
+{
+	CHECK_JSON("", "\"\"");
+	CHECK_JSON("a\"b\\c/d", "\"a\\\"b\\\\c/d\"");
+	CHECK_JSON("\b\f\n\r\t\x01\x1f\x7f", "\"\\b\\f\\n\\r\\t\\u0001\\u001f\x7f\"");
+	/* Valid UTF-8 of each length passes through. */
+	CHECK_JSON("\xc3\xa9\xe2\x82\xac\xf0\x9f\x94\xa5",
+		   "\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x94\xa5\"");
+	/* A stray continuation byte, an overlong '/', a surrogate, past U+10FFFF, a cut tail. */
+	CHECK_JSON("a\x80z", "\"a\xef\xbf\xbdz\"");
+	CHECK_JSON("\xc0\xaf", "\"\xef\xbf\xbd\xef\xbf\xbd\"");
+	CHECK_JSON("\xed\xa0\x80", "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"");
+	CHECK_JSON("\xf4\x90\x80\x80", "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"");
+	CHECK_JSON("x\xe2\x82", "\"x\xef\xbf\xbd\xef\xbf\xbd\"");
+}
+
+#define ARGV(...) ((char *[]){__VA_ARGS__, NULL})
+#define ARGC(...) ((int)(sizeof((char *[]){__VA_ARGS__}) / sizeof(char *)))
+#define PARSE(a, e, ...) dump_parse_args(ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), a, e)
+
+static void test_format_choice(void)
+{
+	static const struct {
+		const char *file;
+		enum dump_format want;
+	} by_name[] = {
+	    {"cpu.pb.gz", DUMP_FORMAT_PPROF},
+	    {"out/cpu.pprof", DUMP_FORMAT_PPROF},
+	    {"cpu.speedscope.json", DUMP_FORMAT_SPEEDSCOPE},
+	    {"cpu.json", DUMP_FORMAT_JSON},
+	    {"cpu.svg", DUMP_FORMAT_SVG},
+	    {"cpu.gz", DUMP_FORMAT_FOLDED},
+	    {"cpu.folded", DUMP_FORMAT_FOLDED},
+	};
+	static const struct {
+		const char *name;
+		enum dump_format want;
+	} by_flag[] = {
+	    {"pprof", DUMP_FORMAT_PPROF}, {"speedscope", DUMP_FORMAT_SPEEDSCOPE},
+	    {"json", DUMP_FORMAT_JSON},	  {"folded", DUMP_FORMAT_FOLDED},
+	    {"svg", DUMP_FORMAT_SVG},
+	};
+	struct dump_args a;
+	struct cli_error e = {0};
+
+	for (size_t i = 0; i < sizeof(by_name) / sizeof(by_name[0]); i++) {
+		CHECK_EQ_I(PARSE(&a, &e, "dump", "flamegraph", "-o", (char *)by_name[i].file), 0);
+		CHECK_EQ_I(a.format, by_name[i].want);
+	}
+	for (size_t i = 0; i < sizeof(by_flag) / sizeof(by_flag[0]); i++) {
+		/* --format wins over the file name. */
+		CHECK_EQ_I(PARSE(&a, &e, "dump", "flamegraph", "-o", "x.svg", "--format",
+				 (char *)by_flag[i].name),
+			   0);
+		CHECK_EQ_I(a.format, by_flag[i].want);
+	}
+	CHECK_EQ_I(PARSE(&a, &e, "dump", "flamegraph", "--format", "PPROF"), -EINVAL);
+	CHECK_STREQ(e.msg, "dump: --format 'PPROF' is not folded, svg, pprof, speedscope or json; "
+			   "see 'profctl dump --help'");
+}
+
+int main(void)
+{
+	test_pprof();
+	test_pprof_value_types();
+	test_pprof_main_mapping();
+	test_speedscope();
+	test_json();
+	test_json_strings();
+	test_format_choice();
+	return CHECK_DONE();
+}
