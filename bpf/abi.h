@@ -35,10 +35,38 @@ struct profd_rec_hdr {
 	__u32 size; /* bytes of the whole record including this header */
 };
 
+/* Python frames read per sample; deeper stacks are cut at the oldest end and flagged. */
+#define PROFD_MAX_PY_FRAMES 128
+
+/* py_status of a sample. */
+enum profd_py_status {
+	PROFD_PY_NONE = 0,	/* not a CPython process (or Python disabled) */
+	PROFD_PY_OK = 1,	/* nr_py frames read (possibly 0: the thread runs no Python now) */
+	PROFD_PY_NO_TSTATE = 2, /* no PyThreadState matches this thread */
+	PROFD_PY_READ_ERR = 3,	/* a read of interpreter memory failed (paged out, torn) */
+};
+
+/* Flags of struct profd_py_frame. */
+#define PROFD_PYF_ENTRY (1u << 0)    /* 3.11: is_entry, the oldest frame of a C eval activation */
+#define PROFD_PYF_BOUNDARY (1u << 1) /* 3.12+: owner >= boundary (shim / C-stack entry frame) */
+
 /*
- * One CPU sample. The record on the ring buffer is cut after the last used slot of ips[]:
- * ips[0 .. nr_kernel) are kernel addresses, leaf first, then ips[nr_kernel .. nr_kernel +
- * nr_user) user addresses, leaf first. size = offsetof(ips) + 8 * (nr_kernel + nr_user).
+ * One Python frame as the interpreter holds it: no strings, user space symbolizes. `code` is the
+ * frame's code object (3.14: tag bits cleared); `lasti` is f_lasti (3.8-3.10, an int) or, from
+ * 3.11, the byte distance from the code object's start to the current instruction pointer.
+ */
+struct profd_py_frame {
+	__u64 code;
+	__u32 lasti;
+	__u32 flags; /* PROFD_PYF_* */
+};
+_Static_assert(sizeof(struct profd_py_frame) == 16, "profd_py_frame layout");
+
+/*
+ * One CPU sample. The record on the ring buffer is cut after its last used byte: ips[0 ..
+ * nr_kernel) are kernel addresses, leaf first, then nr_user user addresses, leaf first, then
+ * nr_py struct profd_py_frame, newest first, right after the last used ips[] slot.
+ * size = PROFD_SAMPLE_HDR_SIZE + 8 * (nr_kernel + nr_user) + 16 * nr_py.
  */
 struct profd_sample_rec {
 	struct profd_rec_hdr hdr;
@@ -51,15 +79,57 @@ struct profd_sample_rec {
 	__u16 nr_kernel;
 	__u16 nr_user;
 	char comm[PROFD_COMM_LEN]; /* thread name */
-	__u64 ips[2 * PROFD_MAX_STACK];
+	__u16 nr_py;
+	__u16 py_status; /* enum profd_py_status */
+	__u32 __pad;
+	/* ips, then the Python frames; sized for the most of both. */
+	__u64 ips[2 * PROFD_MAX_STACK + 2 * PROFD_MAX_PY_FRAMES];
 };
 
-#define PROFD_SAMPLE_HDR_SIZE 56
+#define PROFD_SAMPLE_HDR_SIZE 64
 _Static_assert(sizeof(struct profd_rec_hdr) == 8, "profd_rec_hdr layout");
 _Static_assert(__builtin_offsetof(struct profd_sample_rec, ips) == PROFD_SAMPLE_HDR_SIZE,
 	       "profd_sample_rec header layout");
-_Static_assert(sizeof(struct profd_sample_rec) == PROFD_SAMPLE_HDR_SIZE + 8 * 2 * PROFD_MAX_STACK,
+_Static_assert(sizeof(struct profd_sample_rec) ==
+		       PROFD_SAMPLE_HDR_SIZE + 8 * 2 * PROFD_MAX_STACK + 16 * PROFD_MAX_PY_FRAMES,
 	       "profd_sample_rec layout");
+
+#define PROFD_SAMPLE_PY_TRUNC (1u << 5) /* more Python frames than PROFD_MAX_PY_FRAMES */
+
+/*
+ * Where to find a CPython process's threads and frames: filled by the daemon (daemon/python.c)
+ * per process, read by the sampler. Offsets are in bytes; PROFD_PY_NO_FIELD marks a field the
+ * version lacks.
+ */
+#define PROFD_PY_NO_FIELD 0xffff
+
+enum profd_py_lasti_kind {
+	PROFD_PY_LASTI_INT = 0, /* 3.8-3.10: int f_lasti at fr_lasti */
+	PROFD_PY_LASTI_PTR = 1, /* 3.11+: instruction pointer at fr_lasti; emit ptr - code */
+};
+
+struct profd_py_proc {
+	__u64 runtime_addr; /* &_PyRuntime in the process */
+	__u16 version;	    /* 0x030b for 3.11 */
+	__u16 rt_interp_head;	   /* _PyRuntimeState.interpreters.head */
+	__u16 interp_next;	   /* PyInterpreterState.next */
+	__u16 interp_threads_head; /* PyInterpreterState.tstate_head / threads.head */
+	__u16 ts_next;		   /* PyThreadState.next */
+	__u16 ts_thread_id;	   /* PyThreadState.thread_id (== pthread_self() == fsbase) */
+	__u16 ts_frame;		   /* .frame (3.8-3.10), .cframe (3.11, 3.12), .current_frame */
+	__u16 cframe_current;	   /* _PyCFrame.current_frame (3.11, 3.12) or NO_FIELD */
+	__u16 fr_code;		   /* f_code / f_executable */
+	__u16 fr_back;		   /* f_back / previous */
+	__u16 fr_lasti;		   /* f_lasti / prev_instr / instr_ptr */
+	__u16 fr_owner;		   /* owner (3.11+) or NO_FIELD */
+	__u16 fr_is_entry;	   /* is_entry (3.11) or NO_FIELD */
+	__u16 fr_size;		   /* bytes to read per frame to cover every field above */
+	__u8 lasti_kind;	   /* enum profd_py_lasti_kind */
+	__u8 boundary_owner;	   /* owner >= this marks a C boundary frame; 0: none */
+	__u8 code_tag_mask;	   /* low bits of f_executable to clear (3.14: 1) */
+	__u8 __pad[9];
+};
+_Static_assert(sizeof(struct profd_py_proc) == 48, "profd_py_proc layout");
 
 /* Process lifecycle, from tp_btf/sched_process_exec and sched_process_exit. */
 struct profd_task_rec {

@@ -41,6 +41,8 @@ struct {
 	__type(value, struct profd_sample_rec);
 } scratch SEC(".maps");
 
+#include "python.bpf.h"
+
 static __always_inline void count(__u32 idx)
 {
 	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
@@ -115,8 +117,11 @@ int profd_sample(struct bpf_perf_event_data *ctx)
 	}
 	rec->nr_kernel = kn;
 	rec->nr_user = un;
+	rec->nr_py = 0;
+	rec->py_status = PROFD_PY_NONE;
 
 	size = PROFD_SAMPLE_HDR_SIZE + 8 * (kn + un);
+	size += py_collect(rec, kn + un);
 	if (size > sizeof(*rec))
 		size = sizeof(*rec);
 	rec->hdr.size = size;

@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "ingest.h"
+#include "python.h"
 #include "sampler.h"
 #include "server.h"
 #include "store.h"
@@ -16,6 +17,7 @@ struct daemon {
 	const struct config *cfg;
 	struct store *store;
 	struct symbolizer *sym;
+	struct python *py;
 	struct ingest *ingest;
 	struct sampler *sampler;
 	struct server *server;

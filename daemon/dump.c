@@ -401,8 +401,9 @@ static Profd__Profile *lay_out(struct build *bd, struct carver *c, const struct 
 		profd__frame__init(pf);
 		pf->kind = proto_kind(f->kind);
 		pf->name = sidx(bd, f->name);
-		pf->has_address = 1;
-		pf->address = f->address;
+		/* Kernel addresses would defeat KASLR for callers who are not root. */
+		pf->has_address = !(meta && meta->hide_kernel_addresses && f->kind == FRAME_KIND_KERNEL);
+		pf->address = pf->has_address ? f->address : 0;
 		if (f->module) {
 			pf->has_module = 1;
 			pf->module = sidx(bd, f->module);

@@ -3,6 +3,7 @@
 #ifndef PROFD_DUMP_H
 #define PROFD_DUMP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "profd.pb-c.h"
@@ -13,6 +14,7 @@ struct dump_meta {
 	uint64_t end_ns;
 	uint32_t frequency_hz;
 	int64_t realtime_offset_ns;
+	bool hide_kernel_addresses; /* leave kernel frames without addresses (non-root callers) */
 };
 
 /*

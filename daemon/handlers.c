@@ -83,7 +83,17 @@ static int handle_status(struct daemon *d, uint8_t **frame, size_t *len)
 	st.has_task_events_lost = true;
 	st.task_events_lost = cnt[PROFD_CNT_TASK_DROPPED];
 	st.has_records_malformed = true;
-	st.records_malformed = is.malformed + is.store_errors;
+	st.records_malformed = is.malformed;
+	st.has_samples_dropped = true;
+	st.samples_dropped = is.store_errors;
+	st.has_python_samples = true;
+	st.python_samples = is.py_samples;
+	st.has_python_frames_dropped = true;
+	st.python_frames_dropped = is.py_frames_bad;
+	st.has_python_no_thread_state = true;
+	st.python_no_thread_state = is.py_no_tstate;
+	st.has_python_processes = true;
+	st.python_processes = is.py_processes;
 	st.has_store_bytes = true;
 	st.store_bytes = ss.bytes;
 	st.has_store_cap_bytes = true;
@@ -117,8 +127,19 @@ static int handle_status(struct daemon *d, uint8_t **frame, size_t *len)
 
 static void describe_window(const Profd__DumpRequest *req, char *buf, size_t len)
 {
-	if (req->has_since_ns)
-		snprintf(buf, len, " in the last %.3gs", (double)req->since_ns / 1e9);
+	if (req->has_since_ns) {
+		uint64_t s = req->since_ns / NSEC_PER_SEC;
+
+		if (req->since_ns < NSEC_PER_SEC)
+			snprintf(buf, len, " in the last %llums",
+				 (unsigned long long)(req->since_ns / NSEC_PER_MSEC));
+		else if (s % 3600 == 0)
+			snprintf(buf, len, " in the last %lluh", (unsigned long long)s / 3600);
+		else if (s % 60 == 0)
+			snprintf(buf, len, " in the last %llum", (unsigned long long)s / 60);
+		else
+			snprintf(buf, len, " in the last %llus", (unsigned long long)s);
+	}
 	else if (req->has_start_ns || req->has_end_ns)
 		snprintf(buf, len, " in the requested time range");
 	else
@@ -187,6 +208,7 @@ static int handle_dump(struct daemon *d, const struct server_peer *peer,
 	meta.start_ns = q.start_ns > ss.oldest_ns ? q.start_ns : ss.oldest_ns;
 	meta.end_ns = q.end_ns < now ? q.end_ns : now;
 	meta.frequency_hz = d->cfg->frequency_hz;
+	meta.hide_kernel_addresses = peer->uid != 0;
 	meta.realtime_offset_ns = realtime_offset_ns();
 	err = dump__build(d->store, &q, &meta, &profile);
 	if (err == -ENODATA) {

@@ -31,15 +31,33 @@ struct addr_entry {
 /* Known processes: pid -> exec epoch. */
 #define PID_TABLE_MIN 1024
 
+enum py_state {
+	PY_UNKNOWN = 0,	/* not looked at yet */
+	PY_ABSENT,	/* no CPython found (yet: a fresh exec may not have mapped it) */
+	PY_ACTIVE,	/* the sampler reads its frames */
+	PY_UNSUPPORTED, /* CPython we cannot read: native frames only */
+};
+
 struct pid_entry {
 	uint32_t pid; /* 0: empty */
 	uint32_t epoch;
 	bool tombstone;
+	uint8_t py_state;   /* enum py_state */
+	uint16_t py_version; /* major << 8 | minor when active */
+	uint64_t seen_ns;    /* first sample of this image */
+	uint64_t py_checked_ns;
 };
+
+/* A process that just started may map libpython after its first samples: look again. */
+#define PY_RECHECK_WINDOW_NS (10ull * NSEC_PER_SEC)
+#define PY_RECHECK_EVERY_NS (NSEC_PER_SEC / 2)
 
 struct ingest {
 	struct store *store;
 	struct symbolizer *sym;
+	struct python *py;
+	ingest_py_config_fn py_config;
+	void *py_ctx;
 	char proc_root[256];
 	struct addr_entry *addrs;
 	size_t addr_fill;
@@ -49,7 +67,14 @@ struct ingest {
 	size_t pid_fill;
 	uint32_t next_epoch;
 	struct ingest_stats stats;
-	uint32_t frame_buf[2 * PROFD_MAX_STACK + 2];
+	uint32_t frame_buf[2 * PROFD_MAX_STACK + PROFD_MAX_PY_FRAMES + 4];
+	uint32_t user_buf[PROFD_MAX_STACK];
+	uint32_t py_buf[PROFD_MAX_PY_FRAMES];
+};
+
+/* One C-level eval activation: py_buf[start .. end), newest first. */
+struct py_act {
+	uint16_t start, end;
 };
 
 /* Frame ids the store never hands out for these synthetic frames are interned lazily. */
@@ -75,6 +100,9 @@ struct ingest *ingest__new(const struct ingest_opts *opts)
 		return NULL;
 	in->store = opts->store;
 	in->sym = opts->sym;
+	in->py = opts->py;
+	in->py_config = opts->py_config;
+	in->py_ctx = opts->py_ctx;
 	snprintf(in->proc_root, sizeof(in->proc_root), "%s",
 		 opts->proc_root ? opts->proc_root : "/proc");
 	in->addrs = calloc(ADDR_CACHE_SIZE, sizeof(*in->addrs));
@@ -166,8 +194,8 @@ static struct pid_entry *pid_insert(struct ingest *in, uint32_t pid)
 		struct pid_entry *e = &in->pids[i];
 
 		if (e->pid == 0) {
+			memset(e, 0, sizeof(*e));
 			e->pid = pid;
-			e->tombstone = false;
 			e->epoch = in->next_epoch++;
 			in->pid_fill++;
 			return e;
@@ -207,7 +235,7 @@ static void comm_copy(char *dst, const char *src)
 }
 
 static struct pid_entry *see_process(struct ingest *in, uint32_t pid, uint32_t uid,
-				     const char *thread_comm)
+				     const char *thread_comm, uint64_t now)
 {
 	struct pid_entry *e = pid_find(in, pid);
 	char comm[64];
@@ -217,6 +245,7 @@ static struct pid_entry *see_process(struct ingest *in, uint32_t pid, uint32_t u
 	e = pid_insert(in, pid);
 	if (!e)
 		return NULL;
+	e->seen_ns = now;
 	read_comm(in, pid, comm, sizeof(comm), thread_comm);
 	store__set_process(in->store, pid, uid, comm);
 	return e;
@@ -226,9 +255,44 @@ static void forget_process(struct ingest *in, uint32_t pid)
 {
 	struct pid_entry *e = pid_find(in, pid);
 
-	if (e)
+	if (e) {
+		if (e->py_state == PY_ACTIVE && in->py_config)
+			in->py_config(in->py_ctx, pid, NULL);
 		e->tombstone = true;
+	}
 	symbolizer__forget_pid(in->sym, pid);
+	if (in->py)
+		python__forget_pid(in->py, pid);
+}
+
+/* Find CPython in a process once, and again for a while after exec (libpython maps late). */
+static void python_check(struct ingest *in, struct pid_entry *e, uint64_t now)
+{
+	struct profd_py_proc cfg;
+	int r;
+
+	if (!in->py || e->py_state == PY_ACTIVE || e->py_state == PY_UNSUPPORTED)
+		return;
+	if (e->py_state == PY_ABSENT &&
+	    (now - e->seen_ns > PY_RECHECK_WINDOW_NS || now - e->py_checked_ns < PY_RECHECK_EVERY_NS))
+		return;
+	if (e->py_state == PY_ABSENT)
+		python__forget_pid(in->py, e->pid);
+	e->py_checked_ns = now;
+	r = python__detect(in->py, e->pid, &cfg);
+	if (r == PYTHON_SUPPORTED) {
+		if (in->py_config && in->py_config(in->py_ctx, e->pid, &cfg) == 0) {
+			e->py_state = PY_ACTIVE;
+			e->py_version = python__version(in->py, e->pid);
+			in->stats.py_processes++;
+		} else {
+			e->py_state = PY_UNSUPPORTED;
+		}
+	} else if (r == PYTHON_UNSUPPORTED) {
+		e->py_state = PY_UNSUPPORTED;
+	} else {
+		e->py_state = PY_ABSENT; /* not Python, or gone (-ESRCH): look again later */
+	}
 }
 
 static uint32_t intern_sym(struct ingest *in, enum frame_kind kind, const struct sym_result *r,
@@ -278,6 +342,12 @@ static uint32_t frame_for(struct ingest *in, uint64_t owner, uint32_t pid, uint6
 	frame = intern_sym(in, kernel ? FRAME_KIND_KERNEL : FRAME_KIND_NATIVE, &r, addr);
 	if (!frame)
 		return 0;
+	/*
+	 * No mapping covers the address: garbage, or a library mapped after the symbolizer last
+	 * read the maps (a process fresh from exec). Ask again next time instead of remembering.
+	 */
+	if (!kernel && r.module && !strcmp(r.module, "[unknown]"))
+		return frame;
 	if (in->addr_fill >= ADDR_CACHE_MAX_FILL) {
 		addr_cache_wipe(in);
 		for (i = hash64(addr ^ (owner * 0x9e3779b97f4a7c15ull)) & mask; in->addrs[i].owner;
@@ -294,19 +364,107 @@ static uint32_t frame_for(struct ingest *in, uint64_t owner, uint32_t pid, uint6
 /* A sample stamped further ahead than this is corrupt: it would pin a bucket in the future. */
 #define MAX_CLOCK_AHEAD_NS (60ull * NSEC_PER_SEC)
 
+static bool is_unmapped(const struct ingest *in, uint32_t frame_id)
+{
+	const struct store_frame *f = store__frame(in->store, frame_id);
+
+	return f && f->kind == FRAME_KIND_NATIVE && f->module && !strcmp(f->module, "[unknown]");
+}
+
+static bool is_eval_frame(const struct ingest *in, uint32_t frame_id)
+{
+	static const char eval[] = "_PyEval_EvalFrameDefault";
+	const struct store_frame *f = store__frame(in->store, frame_id);
+
+	/* The function itself, or a split-off part of it: "_PyEval_EvalFrameDefault.cold". */
+	return f && f->kind == FRAME_KIND_NATIVE && f->name &&
+	       !strncmp(f->name, eval, sizeof(eval) - 1) &&
+	       (f->name[sizeof(eval) - 1] == '\0' || f->name[sizeof(eval) - 1] == '.');
+}
+
+/*
+ * Symbolize the Python frames of a sample into in->py_buf and cut them into eval activations,
+ * newest first: each _PyEval_EvalFrameDefault on the native stack ran one activation. Up to
+ * 3.10 every frame is its own activation; 3.11 marks an activation's oldest frame (is_entry);
+ * from 3.12 a C-boundary frame (shim, entry) closes one and is not user code.
+ * Returns the number of activations.
+ */
+static size_t python_frames(struct ingest *in, const struct pid_entry *pe,
+			    const struct profd_sample_rec *rec, struct py_act *acts)
+{
+	const struct profd_py_frame *pf =
+		(const struct profd_py_frame *)&rec->ips[rec->nr_kernel + rec->nr_user];
+	uint16_t ver = pe->py_version;
+	size_t nact = 0, m = 0, start = 0;
+
+	for (uint32_t i = 0; i < rec->nr_py; i++) {
+		struct py_frame_sym sym;
+		bool boundary = ver >= 0x030c && (pf[i].flags & PROFD_PYF_BOUNDARY);
+		bool close = ver < 0x030b || (ver == 0x030b && (pf[i].flags & PROFD_PYF_ENTRY));
+
+		if (!boundary && python__symbolize(in->py, rec->pid, &pf[i], &sym) == 0) {
+			if (!sym.skip) {
+				struct frame_key key = {
+					.kind = FRAME_KIND_PYTHON,
+					.name = sym.qualname ? sym.qualname : "[unknown]",
+					.file = sym.filename,
+					.line = sym.line,
+				};
+				uint32_t f = store__intern_frame(in->store, &key);
+
+				if (f)
+					in->py_buf[m++] = f;
+				in->stats.py_frames++;
+			}
+		} else if (!boundary) {
+			in->stats.py_frames_bad++;
+		}
+		/* Up to 3.11 an activation is kept even if empty, to stay aligned with the C frames. */
+		if ((boundary && m > start) || close) {
+			acts[nact].start = start;
+			acts[nact].end = m;
+			nact++;
+			start = m;
+		}
+	}
+	if (m > start) {
+		acts[nact].start = start;
+		acts[nact].end = m;
+		nact++;
+	}
+	return nact;
+}
+
+/* Append activation a's frames (newest first) to the output stack. */
+static void put_act(struct ingest *in, const struct py_act *a, uint32_t *n)
+{
+	for (uint16_t k = a->start; k < a->end; k++)
+		in->frame_buf[(*n)++] = in->py_buf[k];
+}
+
 static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, size_t size,
 			 uint64_t now)
 {
-	uint32_t nk = rec->nr_kernel, nu = rec->nr_user, n = 0, stack;
+	uint32_t nk, nu, npy, n = 0, nuser = 0, stack;
+	struct py_act acts[PROFD_MAX_PY_FRAMES];
+	size_t nact = 0, next_act = 0;
 	char comm[PROFD_COMM_LEN];
 	struct store_stats st;
 	struct pid_entry *pe;
 	uint64_t owner;
 	int err;
 
+	if (size < PROFD_SAMPLE_HDR_SIZE) {
+		in->stats.malformed++;
+		return 0;
+	}
+	nk = rec->nr_kernel;
+	nu = rec->nr_user;
+	npy = rec->nr_py;
 	if (nk > PROFD_MAX_STACK || nu > PROFD_MAX_STACK ||
-	    size < PROFD_SAMPLE_HDR_SIZE + 8ull * (nk + nu) || rec->pid == 0 ||
-	    rec->ts_ns > now + MAX_CLOCK_AHEAD_NS) {
+	    npy > PROFD_MAX_PY_FRAMES ||
+	    size < PROFD_SAMPLE_HDR_SIZE + 8ull * (nk + nu) + sizeof(struct profd_py_frame) * npy ||
+	    rec->pid == 0 || rec->ts_ns > now + MAX_CLOCK_AHEAD_NS) {
 		in->stats.malformed++;
 		return 0;
 	}
@@ -317,10 +475,13 @@ static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, 
 	}
 
 	comm_copy(comm, rec->comm);
-	pe = see_process(in, rec->pid, rec->uid, comm);
-	if (!pe)
+	pe = see_process(in, rec->pid, rec->uid, comm, now);
+	if (!pe) {
+		in->stats.store_errors++;
 		return -ENOMEM;
+	}
 	owner = (uint64_t)rec->pid << 32 | pe->epoch;
+	python_check(in, pe, now);
 
 	/* Return addresses point after the call: look up addr - 1 for every frame but the leaf. */
 	for (uint32_t i = 0; i < nk; i++) {
@@ -334,10 +495,40 @@ static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, 
 		uint64_t a = rec->ips[nk + i] - (i > 0);
 		uint32_t f = frame_for(in, owner, rec->pid, a, false);
 
+		/*
+		 * A return address outside every mapping means the frame-pointer chain ran into
+		 * code built without frame pointers (an interpreter, libc): what follows is noise.
+		 */
+		if (i > 0 && f && is_unmapped(in, f)) {
+			in->stats.unwind_cut++;
+			break;
+		}
 		if (f)
-			in->frame_buf[n++] = f;
+			in->user_buf[nuser++] = f;
 	}
-	if (rec->flags & (PROFD_SAMPLE_USTACK_TRUNC | PROFD_SAMPLE_KSTACK_TRUNC)) {
+
+	if (rec->py_status == PROFD_PY_NO_TSTATE)
+		in->stats.py_no_tstate++;
+	else if (rec->py_status == PROFD_PY_READ_ERR)
+		in->stats.py_read_errors++;
+	if (npy && in->py && pe->py_state == PY_ACTIVE) {
+		nact = python_frames(in, pe, rec, acts);
+		in->stats.py_samples++;
+	}
+
+	/* Each eval loop frame gives way to the Python frames it ran; other native frames stay. */
+	for (uint32_t i = 0; i < nuser; i++) {
+		if (next_act < nact && is_eval_frame(in, in->user_buf[i]))
+			put_act(in, &acts[next_act++], &n);
+		else
+			in->frame_buf[n++] = in->user_buf[i];
+	}
+	/* Unwinding stopped short of the interpreter: the Python stack still goes below. */
+	while (next_act < nact)
+		put_act(in, &acts[next_act++], &n);
+
+	if (rec->flags &
+	    (PROFD_SAMPLE_USTACK_TRUNC | PROFD_SAMPLE_KSTACK_TRUNC | PROFD_SAMPLE_PY_TRUNC)) {
 		uint32_t f = store__intern_frame(in->store, &key_truncated);
 
 		if (f)
@@ -381,6 +572,7 @@ static int handle_task(struct ingest *in, const struct profd_task_rec *rec, size
 		e = pid_insert(in, rec->pid);
 		if (!e)
 			return -ENOMEM;
+		e->seen_ns = rec->ts_ns;
 		store__set_process(in->store, rec->pid, rec->uid, comm);
 	} else {
 		in->stats.exits++;

@@ -9,13 +9,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "abi.h"
+#include "python.h"
 #include "store.h"
 #include "symbolize.h"
+
+/* Install (cfg) or remove (NULL) a process's CPython layout in the sampler. */
+typedef int (*ingest_py_config_fn)(void *ctx, uint32_t pid, const struct profd_py_proc *cfg);
 
 struct ingest_opts {
 	struct store *store;	   /* borrowed */
 	struct symbolizer *sym;	   /* borrowed */
 	const char *proc_root;	   /* NULL: "/proc" */
+	struct python *py;	   /* borrowed; NULL: no Python frames */
+	ingest_py_config_fn py_config;
+	void *py_ctx;
 };
 
 struct ingest_stats {
@@ -28,6 +36,13 @@ struct ingest_stats {
 	uint64_t busy_ns;      /* time spent in ingest__record */
 	uint64_t addr_cache_hits;
 	uint64_t addr_cache_misses;
+	uint64_t unwind_cut;	   /* user stacks cut at a return address outside every mapping */
+	uint64_t py_samples;	   /* samples that carried Python frames */
+	uint64_t py_frames;	   /* Python frames symbolized */
+	uint64_t py_frames_bad;	   /* frames whose code object could not be read: dropped */
+	uint64_t py_no_tstate;	   /* samples of a Python process with no matching thread state */
+	uint64_t py_read_errors;   /* samples whose frame walk hit unreadable memory */
+	uint64_t py_processes;	   /* processes where CPython was found and set up */
 };
 
 struct ingest;

@@ -80,6 +80,13 @@ static int check_privileges(void)
 	return 0;
 }
 
+static int on_py_config(void *ctx, uint32_t pid, const struct profd_py_proc *cfg)
+{
+	struct app *app = ctx;
+
+	return sampler__set_python(app->d.sampler, pid, cfg);
+}
+
 static int on_record(void *ctx, const void *data, size_t size)
 {
 	struct app *app = ctx;
@@ -195,7 +202,18 @@ int main(int argc, char **argv)
 	if (!symbolizer__has_kernel(app.d.sym))
 		pr_warn("symbolize: /proc/kallsyms shows no addresses: kernel frames will be "
 			"[unknown]");
-	app.d.ingest = ingest__new(&(struct ingest_opts){ .store = app.d.store, .sym = app.d.sym });
+	app.d.py = python__new(&(struct python_opts){ 0 });
+	if (!app.d.py) {
+		pr_err("python: %s", strerror(errno));
+		goto out;
+	}
+	app.d.ingest = ingest__new(&(struct ingest_opts){
+		.store = app.d.store,
+		.sym = app.d.sym,
+		.py = app.d.py,
+		.py_config = on_py_config,
+		.py_ctx = &app,
+	});
 	if (!app.d.ingest) {
 		pr_err("ingest: %s", strerror(errno));
 		goto out;
@@ -214,6 +232,16 @@ int main(int argc, char **argv)
 	if (cfg.socket_group && set_socket_group(cfg.socket_path, cfg.socket_group))
 		goto out;
 
+	/*
+	 * Catch SIGTERM before the slow BPF load: a stop request during start-up must still remove
+	 * the socket. A signal that arrives now is handled once the loop runs, which then stops.
+	 */
+	uv_signal_init(app.loop, &app.sigint);
+	uv_signal_init(app.loop, &app.sigterm);
+	app.sigint.data = app.sigterm.data = &app;
+	uv_signal_start(&app.sigint, on_signal, SIGINT);
+	uv_signal_start(&app.sigterm, on_signal, SIGTERM);
+
 	app.d.sampler = sampler__new(&(struct sampler_opts){
 		.pids = cfg.pids,
 		.npids = cfg.npids,
@@ -229,11 +257,6 @@ int main(int argc, char **argv)
 	app.rb_poll.data = &app;
 	app.polling = true;
 	uv_poll_start(&app.rb_poll, UV_READABLE, on_ringbuf_readable);
-	uv_signal_init(app.loop, &app.sigint);
-	uv_signal_init(app.loop, &app.sigterm);
-	app.sigint.data = app.sigterm.data = &app;
-	uv_signal_start(&app.sigint, on_signal, SIGINT);
-	uv_signal_start(&app.sigterm, on_signal, SIGTERM);
 
 	snprintf(status, sizeof(status), "sampling %s at %u Hz, serving %s",
 		 cfg.npids ? "target processes" : "all processes", cfg.frequency_hz,
@@ -257,6 +280,7 @@ out:
 	uv_loop_close(app.loop);
 	sampler__free(app.d.sampler);
 	ingest__free(app.d.ingest);
+	python__free(app.d.py);
 	symbolizer__free(app.d.sym);
 	store__free(app.d.store);
 	return app.exit_code;

@@ -15,6 +15,7 @@
 #include <bpf/libbpf.h>
 
 #include "log.h"
+#include "parse.h"
 #include "sample.skel.h"
 
 struct sampler {
@@ -89,6 +90,34 @@ static int read_online_cpus(bool *online, int n)
 	return parse_cpu_list(buf, online, n);
 }
 
+/*
+ * The kernel refuses sampling frequencies above kernel.perf_event_max_sample_rate, which it
+ * lowers by itself on busy machines; say so instead of a bare EINVAL later.
+ */
+static int check_sample_rate(uint32_t hz)
+{
+	char buf[32];
+	uint64_t max;
+	ssize_t n;
+	int fd;
+
+	fd = open("/proc/sys/kernel/perf_event_max_sample_rate", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0; /* cannot tell: perf_event_open will */
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	if (parse_u64(buf, 0, UINT64_MAX, &max) || hz <= max)
+		return 0;
+	pr_err("sampler: --frequency %u is above kernel.perf_event_max_sample_rate (%llu): use a "
+	       "lower frequency or raise the sysctl",
+	       hz, (unsigned long long)max);
+	return -EINVAL;
+}
+
 static int on_ringbuf(void *ctx, void *data, size_t size)
 {
 	struct drain_ctx *d = ctx;
@@ -106,7 +135,7 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	if (!log_enabled(lvl))
 		return 0;
 	vsnprintf(buf, sizeof(buf), fmt, ap);
-	log_msg(lvl, "libbpf: %s", buf);
+	log_msg(lvl, "%s", buf); /* libbpf prefixes its own name */
 	return 0;
 }
 
@@ -149,6 +178,19 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 		goto fail;
 	}
 
+	/* Helpers the programs call, newest first: name the kernel that has them. */
+	if (libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_loop, NULL) <= 0 ||
+	    libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_get_current_task_btf,
+				    NULL) <= 0) {
+		pr_err("sampler: the kernel lacks the BPF helpers bpf_loop and "
+		       "bpf_get_current_task_btf: profd needs Linux 5.17 or newer");
+		err = -ENOTSUP;
+		goto fail;
+	}
+	err = check_sample_rate(opts->frequency_hz);
+	if (err)
+		goto fail;
+
 	s->skel = sample_bpf__open();
 	if (!s->skel) {
 		err = -errno;
@@ -157,8 +199,11 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	}
 	s->skel->rodata->filter_pids = opts->npids > 0;
 	err = bpf_map__set_max_entries(s->skel->maps.events, (__u32)opts->ringbuf_size);
-	if (err)
+	if (err) {
+		pr_err("sampler: ring buffer size %llu: %s",
+		       (unsigned long long)opts->ringbuf_size, strerror(-err));
 		goto fail;
+	}
 	err = sample_bpf__load(s->skel);
 	if (err) {
 		explain_bpf_error("loading the BPF programs", err);
@@ -309,6 +354,18 @@ int sampler__counters(const struct sampler *s, uint64_t out[PROFD_CNT__MAX])
 	}
 	free(vals);
 	return err;
+}
+
+int sampler__set_python(struct sampler *s, uint32_t pid, const struct profd_py_proc *cfg)
+{
+	int err;
+
+	if (!cfg) {
+		err = bpf_map__delete_elem(s->skel->maps.py_procs, &pid, sizeof(pid), 0);
+		return err == -ENOENT ? 0 : err;
+	}
+	return bpf_map__update_elem(s->skel->maps.py_procs, &pid, sizeof(pid), cfg, sizeof(*cfg),
+				    BPF_ANY);
 }
 
 unsigned int sampler__ncpus(const struct sampler *s)

@@ -39,6 +39,11 @@ int sampler__fd(const struct sampler *s);
 int sampler__drain(struct sampler *s);
 /* Sum of the per-CPU counters, indexed by enum profd_counter. */
 int sampler__counters(const struct sampler *s, uint64_t out[PROFD_CNT__MAX]);
+/*
+ * Tell the kernel side where pid's CPython keeps its threads and frames (NULL: stop reading
+ * Python frames for pid). Returns 0 or a negative errno.
+ */
+int sampler__set_python(struct sampler *s, uint32_t pid, const struct profd_py_proc *cfg);
 /* CPUs with an attached perf event. */
 unsigned int sampler__ncpus(const struct sampler *s);
 

@@ -390,8 +390,11 @@ int store__query(struct store *s, const struct store_query *q, store_query_cb cb
 		return -EINVAL;
 	if (q->start_ns >= q->end_ns || !s->nb)
 		return 0;
-	/* Buckets whose start lies in [start, end): idx * w >= start and idx * w < end. */
-	first_idx = q->start_ns / s->bucket_ns + (q->start_ns % s->bucket_ns != 0);
+	/*
+	 * Buckets overlapping [start, end): [idx * w, (idx + 1) * w) meets the range. A window
+	 * shorter than a bucket still finds the bucket it falls in.
+	 */
+	first_idx = q->start_ns / s->bucket_ns;
 	first = bucket_lower(s, first_idx);
 	last = first;
 	while (last < s->nb && s->b[last].idx <= (q->end_ns - 1) / s->bucket_ns) {

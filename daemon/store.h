@@ -144,8 +144,8 @@ typedef int (*store_query_cb)(uint32_t pid, uint32_t tid, uint32_t stack,
 			      const uint64_t values[STORE_VALUE__COUNT], void *ctx);
 
 /*
- * Aggregate the buckets overlapping [start, end) (whole buckets; a bucket belongs to the range
- * if its start lies in it) and call cb per key. Returns 0, a negative errno, or cb's first
+ * Aggregate the buckets overlapping [start, end) (whole buckets: a bucket that straddles a
+ * bound is included, so a window may hold up to one bucket more than asked) and call cb per key. Returns 0, a negative errno, or cb's first
  * negative value.
  */
 int store__query(struct store *s, const struct store_query *q, store_query_cb cb, void *ctx);

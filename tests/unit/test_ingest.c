@@ -192,6 +192,33 @@ int main(void)
 	ingest__stats(in, &st);
 	CHECK_EQ_U(st.samples, 5);
 
+	/*
+	 * A caller outside every mapping is a broken frame-pointer chain: the stack is cut there,
+	 * and the valid-looking frame after it is not trusted either.
+	 */
+	fill(me, 0, 3);
+	rec.tid = me + 3;
+	rec.ips[0] = (uint64_t)(uintptr_t)&leaf_fn + 1;
+	rec.ips[1] = 0x10;
+	rec.ips[2] = (uint64_t)(uintptr_t)&caller_fn + 5;
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	{
+		struct store_query q = { .end_ns = UINT64_MAX, .pids = &me, .npids = 1,
+					 .tid = me + 3 };
+		struct collect c = { 0 };
+		const uint32_t *frames;
+		size_t n = 0;
+
+		store__query(store, &q, collect_cb, &c);
+		CHECK_EQ_I(c.keys, 1);
+		CHECK(store__stack(store, c.stack, &frames, &n));
+		CHECK_EQ_U(n, 1);
+		if (n == 1)
+			CHECK_STREQ(store__frame(store, frames[0])->name, "leaf_fn");
+	}
+	ingest__stats(in, &st);
+	CHECK_EQ_U(st.unwind_cut, 1);
+
 	/* exec renames the process; exit marks it exited but keeps its data. */
 	memset(&task, 0, sizeof(task));
 	task.hdr.type = PROFD_REC_EXEC;
@@ -208,6 +235,7 @@ int main(void)
 	CHECK(pi.exited);
 	ingest__stats(in, &st);
 	CHECK_EQ_U(st.execs, 1);
+	CHECK_EQ_U(st.samples, 6);
 	CHECK_EQ_U(st.exits, 1);
 	CHECK_EQ_U(st.malformed, 8);
 

@@ -211,13 +211,19 @@ static void test_ranges(void)
 	CHECK_EQ_U(value_of(r, 10, 11, sa), 4);
 	CHECK_EQ_U(value_of(r, 10, 11, sb), 8);
 
-	/* Whole buckets: bucket 0 starts before 1 ns, bucket 2 starts at the exclusive end. */
+	/*
+	 * Whole buckets overlapping the range: bucket 0 holds 1 ns, so it counts; bucket 2 starts
+	 * at the exclusive end, so it does not, until the end moves 1 ns past its start.
+	 */
 	q = range(1, 2 * SEC);
 	CHECK_EQ_I(run_query(s, &q, r), 0);
-	CHECK_EQ_U(r->total, 12);
+	CHECK_EQ_U(r->total, 15);
 	q = range(1, 2 * SEC + 1);
 	CHECK_EQ_I(run_query(s, &q, r), 0);
-	CHECK_EQ_U(r->total, 28);
+	CHECK_EQ_U(r->total, 31);
+	q = range(SEC + 1, SEC + 2); /* a window inside one bucket finds that bucket */
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->total, 12);
 	q = range(3 * SEC, 10 * SEC);
 	CHECK_EQ_I(run_query(s, &q, r), 0);
 	CHECK_EQ_U(r->n, 0);

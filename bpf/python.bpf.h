@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * CPython frames, read from the sampled thread's interpreter state. Only raw values leave the
+ * kernel: (code object address, instruction offset, flags) per frame, newest first. The thread
+ * is found without glibc internals: PyThreadState.thread_id equals pthread_self(), which on
+ * x86_64 is the thread pointer in fsbase. Included by sample.bpf.c only.
+ */
+#ifndef PROFD_PYTHON_BPF_H
+#define PROFD_PYTHON_BPF_H
+
+#define PY_MAX_THREADS_WALK 1024 /* threads (across interpreters) examined to find a tstate */
+#define PY_FRAME_BUF 128	 /* bytes read per frame, at most */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32); /* tgid */
+	__type(value, struct profd_py_proc);
+} py_procs SEC(".maps");
+
+/* tid -> PyThreadState*, revalidated on every use (tids and tstates are reused). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} py_tstates SEC(".maps");
+
+/*
+ * Per-CPU state of one walk. Loop state lives here, not on the stack: the verifier tracks stack
+ * scalars precisely and would explore every iteration count of a bpf_loop callback separately,
+ * while map contents are plain unknown scalars whose states converge after one pass.
+ */
+struct py_scratch {
+	struct profd_py_frame frames[PROFD_MAX_PY_FRAMES];
+	__u8 buf[PY_FRAME_BUF];
+	__u64 frame;
+	__u64 interp;
+	__u64 ts;
+	__u64 found;
+	__u64 fsbase;
+	__u32 n;
+	__u32 interps;
+	__u32 read_err;
+	__u32 __pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct py_scratch);
+} py_scratch_map SEC(".maps");
+
+static __always_inline __u64 read_ptr(__u64 addr)
+{
+	__u64 v = 0;
+
+	if (bpf_probe_read_user(&v, sizeof(v), (void *)addr))
+		return 0;
+	return v;
+}
+
+struct py_loop_ctx {
+	const struct profd_py_proc *py;
+	struct py_scratch *s;
+};
+
+static long py_find_cb(__u32 i, void *arg)
+{
+	struct py_loop_ctx *c = arg;
+	const struct profd_py_proc *py = c->py;
+	struct py_scratch *s = c->s;
+
+	if (!s->ts) {
+		/* This interpreter's threads are done: on to the next interpreter. */
+		if (++s->interps > 8)
+			return 1;
+		s->interp = read_ptr(s->interp + py->interp_next);
+		if (!s->interp)
+			return 1;
+		s->ts = read_ptr(s->interp + py->interp_threads_head);
+		return 0;
+	}
+	if (read_ptr(s->ts + py->ts_thread_id) == s->fsbase) {
+		s->found = s->ts;
+		return 1;
+	}
+	s->ts = read_ptr(s->ts + py->ts_next);
+	return 0;
+}
+
+static __always_inline __u64 py_find_tstate(const struct profd_py_proc *py, struct py_scratch *s,
+					    __u32 tid, __u64 fsbase)
+{
+	struct py_loop_ctx c = { .py = py, .s = s };
+	__u64 *cached = bpf_map_lookup_elem(&py_tstates, &tid);
+	__u64 found;
+
+	if (cached && *cached && read_ptr(*cached + py->ts_thread_id) == fsbase)
+		return *cached;
+	s->fsbase = fsbase;
+	s->found = 0;
+	s->interps = 0;
+	s->interp = read_ptr(py->runtime_addr + py->rt_interp_head);
+	if (!s->interp)
+		return 0;
+	s->ts = read_ptr(s->interp + py->interp_threads_head);
+	bpf_loop(PY_MAX_THREADS_WALK, py_find_cb, &c, 0);
+	found = s->found;
+	if (found)
+		bpf_map_update_elem(&py_tstates, &tid, &found, BPF_ANY);
+	return found;
+}
+
+/* A field of the frame just read into s->buf, at a daemon-supplied offset. */
+static __always_inline __u64 buf_u64(const struct py_scratch *s, __u16 off)
+{
+	if (off > PY_FRAME_BUF - 8)
+		return 0;
+	return *(const __u64 *)&s->buf[off];
+}
+
+static __always_inline __u32 buf_u32(const struct py_scratch *s, __u16 off)
+{
+	if (off > PY_FRAME_BUF - 4)
+		return 0;
+	return *(const __u32 *)&s->buf[off];
+}
+
+static __always_inline __u8 buf_u8(const struct py_scratch *s, __u16 off)
+{
+	if (off > PY_FRAME_BUF - 1)
+		return 0;
+	return s->buf[off];
+}
+
+static long py_walk_cb(__u32 i, void *arg)
+{
+	struct py_loop_ctx *c = arg;
+	const struct profd_py_proc *py = c->py;
+	struct py_scratch *s = c->s;
+	struct profd_py_frame *out;
+	__u32 size = py->fr_size, n = s->n;
+	__u64 code, ptr;
+	__u32 flags = 0;
+
+	if (!s->frame || n >= PROFD_MAX_PY_FRAMES)
+		return 1;
+	if (size > PY_FRAME_BUF)
+		size = PY_FRAME_BUF;
+	if (bpf_probe_read_user(s->buf, size, (void *)s->frame)) {
+		s->read_err = 1;
+		return 1;
+	}
+	code = buf_u64(s, py->fr_code) & ~(__u64)py->code_tag_mask;
+	if (py->lasti_kind == PROFD_PY_LASTI_PTR) {
+		ptr = buf_u64(s, py->fr_lasti);
+		ptr = ptr > code ? ptr - code : 0;
+		if (ptr > 0xffffffffull)
+			ptr = 0;
+	} else {
+		ptr = buf_u32(s, py->fr_lasti);
+	}
+	if (py->fr_is_entry != PROFD_PY_NO_FIELD && buf_u8(s, py->fr_is_entry))
+		flags |= PROFD_PYF_ENTRY;
+	if (py->fr_owner != PROFD_PY_NO_FIELD && py->boundary_owner &&
+	    buf_u8(s, py->fr_owner) >= py->boundary_owner)
+		flags |= PROFD_PYF_BOUNDARY;
+
+	out = &s->frames[n & (PROFD_MAX_PY_FRAMES - 1)];
+	out->code = code;
+	out->lasti = (__u32)ptr;
+	out->flags = flags;
+	s->n = n + 1;
+	s->frame = buf_u64(s, py->fr_back);
+	return 0;
+}
+
+/*
+ * Read the Python frames of the current thread into rec after its n_ips addresses. Sets
+ * rec->nr_py and rec->py_status; returns the bytes appended.
+ */
+static __always_inline __u32 py_collect(struct profd_sample_rec *rec, __u32 n_ips)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	const struct profd_py_proc *py;
+	struct py_loop_ctx c;
+	struct py_scratch *s;
+	__u32 zero = 0, bytes, n;
+	__u64 ts, fsbase, frame;
+
+	py = bpf_map_lookup_elem(&py_procs, &rec->pid);
+	if (!py)
+		return 0;
+	s = bpf_map_lookup_elem(&py_scratch_map, &zero);
+	if (!s)
+		return 0;
+#if defined(__TARGET_ARCH_x86)
+	fsbase = BPF_CORE_READ(task, thread.fsbase);
+#else
+	fsbase = 0;
+#endif
+	ts = fsbase ? py_find_tstate(py, s, rec->tid, fsbase) : 0;
+	if (!ts) {
+		rec->py_status = PROFD_PY_NO_TSTATE;
+		return 0;
+	}
+	frame = read_ptr(ts + py->ts_frame);
+	if (frame && py->cframe_current != PROFD_PY_NO_FIELD)
+		frame = read_ptr(frame + py->cframe_current);
+	s->frame = frame;
+	s->n = 0;
+	s->read_err = 0;
+	c.py = py;
+	c.s = s;
+	bpf_loop(PROFD_MAX_PY_FRAMES, py_walk_cb, &c, 0);
+
+	n = s->n;
+	rec->py_status = s->read_err ? PROFD_PY_READ_ERR : PROFD_PY_OK;
+	if (n >= PROFD_MAX_PY_FRAMES && s->frame && !s->read_err)
+		rec->flags |= PROFD_SAMPLE_PY_TRUNC;
+	if (n > PROFD_MAX_PY_FRAMES)
+		n = PROFD_MAX_PY_FRAMES;
+	if (n_ips > 2 * PROFD_MAX_STACK)
+		n_ips = 2 * PROFD_MAX_STACK;
+	bytes = n * sizeof(struct profd_py_frame);
+	if (bytes > sizeof(s->frames))
+		bytes = sizeof(s->frames);
+	if (bytes && bpf_probe_read_kernel(&rec->ips[n_ips], bytes, s->frames))
+		return 0;
+	rec->nr_py = bytes / sizeof(struct profd_py_frame);
+	return bytes;
+}
+
+#endif
