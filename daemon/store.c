@@ -133,7 +133,7 @@ static struct bucket *bucket_for(struct store *s, uint64_t idx)
 
 /* Returns the entry for the key in b (new ones zeroed, *created set), NULL on -ENOMEM. */
 static struct entry *bucket_entry(struct store *s, struct bucket *b, uint32_t pid, uint32_t tid,
-				  uint32_t stack, bool *created)
+				  uint32_t stack, uint32_t uid, bool *created)
 {
 	uint32_t h = store_entry_hash(pid, tid, stack), i, k;
 	struct entry *e;
@@ -146,7 +146,7 @@ static struct entry *bucket_entry(struct store *s, struct bucket *b, uint32_t pi
 	}
 	for (i = h & b->mask; (k = b->tab[i]); i = (i + 1) & b->mask) {
 		e = &b->e[k - 1];
-		if (e->stack == stack && e->tid == tid && e->pid == pid)
+		if (e->stack == stack && e->tid == tid && e->pid == pid && e->uid == uid)
 			return e;
 	}
 	if (b->n == b->cap) {
@@ -169,6 +169,7 @@ static struct entry *bucket_entry(struct store *s, struct bucket *b, uint32_t pi
 	e->pid = pid;
 	e->tid = tid;
 	e->stack = stack;
+	e->uid = uid;
 	b->tab[i] = ++b->n;
 	*created = true;
 	return e;
@@ -234,13 +235,20 @@ static void enforce_cap(struct store *s)
 int store__add(struct store *s, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack,
 	       enum store_value col, uint64_t value)
 {
+	struct store_process_info pi;
 	uint64_t idx;
 	struct bucket *b;
 	struct entry *e;
 	bool created = false;
+	uint32_t uid;
 
 	if (!s || (unsigned int)col >= STORE_VALUE__COUNT || !stack || stack > s->nstacks)
 		return -EINVAL;
+	/*
+	 * Who owned the process at this moment, kept with the data: when the pid is reused by
+	 * another user, old samples stay the old owner's. No owner known: nobody's but root's.
+	 */
+	uid = store__process(s, pid, &pi) ? pi.uid : STORE_UID_UNKNOWN;
 	idx = ts_ns / s->bucket_ns;
 	if (col == STORE_VALUE_CPU_SAMPLES)
 		s->samples += value;
@@ -253,7 +261,7 @@ int store__add(struct store *s, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint
 	b = bucket_for(s, idx);
 	if (!b)
 		goto nomem;
-	e = bucket_entry(s, b, pid, tid, stack, &created);
+	e = bucket_entry(s, b, pid, tid, stack, uid, &created);
 	if (!e) {
 		if (!b->n) {
 			/* Do not leave an empty bucket behind. */
@@ -381,9 +389,8 @@ static bool pid_listed(const uint32_t *sorted, size_t n, uint32_t pid)
 int store__query(struct store *s, const struct store_query *q, store_query_cb cb, void *ctx)
 {
 	struct agg a = {0};
-	uint32_t *pids = NULL, first, last, memo_pid = 0;
+	uint32_t *pids = NULL, first, last;
 	uint64_t first_idx, nentries = 0;
-	bool memo_valid = false, memo_ok = false;
 	int err = 0;
 
 	if (!s || !q || !cb || (q->npids && !q->pids))
@@ -430,18 +437,8 @@ int store__query(struct store *s, const struct store_query *q, store_query_cb cb
 				continue;
 			if (pids && !pid_listed(pids, q->npids, e->pid))
 				continue;
-			if (q->filter_uid) {
-				if (!memo_valid || memo_pid != e->pid) {
-					struct store_process_info pi;
-
-					memo_pid = e->pid;
-					memo_valid = true;
-					memo_ok =
-					    store__process(s, e->pid, &pi) && pi.uid == q->uid;
-				}
-				if (!memo_ok)
-					continue;
-			}
+			if (q->filter_uid && e->uid != q->uid)
+				continue;
 			err = agg_add(&a, e);
 			if (err)
 				goto out;

@@ -128,6 +128,9 @@ struct store_process_info {
 bool store__process(const struct store *s, uint32_t pid, struct store_process_info *out);
 const char *store__thread_name(const struct store *s, uint32_t pid, uint32_t tid);
 
+/* The owner of data whose process had no uid recorded: matches no uid filter. */
+#define STORE_UID_UNKNOWN UINT32_MAX
+
 /* A query over a time range. */
 struct store_query {
 	uint64_t start_ns; /* inclusive */
@@ -135,7 +138,7 @@ struct store_query {
 	const uint32_t *pids; /* NULL / 0: any */
 	size_t npids;
 	uint32_t tid;	   /* 0: any */
-	bool filter_uid;   /* only processes whose uid is `uid` */
+	bool filter_uid;   /* only data of processes owned by `uid` when it was sampled */
 	uint32_t uid;
 };
 

@@ -38,7 +38,7 @@ struct entry {
 	uint32_t pid;
 	uint32_t tid;
 	uint32_t stack;
-	uint32_t pad;
+	uint32_t uid; /* the process's uid when the entry was made: a reused pid keeps apart */
 	uint64_t v[STORE_VALUE__COUNT];
 };
 

@@ -686,11 +686,45 @@ static void test_processes(void)
 	free(r);
 }
 
+/*
+ * A pid reused by another user: the old process's samples stay its owner's, the new process's
+ * are the new owner's, even inside one time bucket. Access control depends on it.
+ */
+static void test_pid_reuse(void)
+{
+	struct store *s = store__new(NULL);
+	struct qres *r = calloc(1, sizeof(*r));
+	uint32_t sa = stack1(s, "a", 1);
+	struct store_query q = range(0, UINT64_MAX);
+
+	CHECK_EQ_I(store__set_process(s, 100, 0, "rootjob"), 0);
+	CHECK_EQ_I(store__add(s, 10, 100, 100, sa, STORE_VALUE_CPU_SAMPLES, 5), 0);
+	store__process_exited(s, 100);
+	CHECK_EQ_I(store__set_process(s, 100, 1000, "userjob"), 0);
+	CHECK_EQ_I(store__add(s, 20, 100, 100, sa, STORE_VALUE_CPU_SAMPLES, 7), 0);
+
+	q.filter_uid = true;
+	q.uid = 1000;
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->total, 7);
+	q.uid = 0;
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->total, 5);
+	/* Root sees both under the one pid. */
+	q.filter_uid = false;
+	CHECK_EQ_I(run_query(s, &q, r), 0);
+	CHECK_EQ_U(r->total, 12);
+	CHECK_EQ_U(r->n, 1);
+	store__free(s);
+	free(r);
+}
+
 int main(void)
 {
 	test_intern();
 	test_ranges();
 	test_filters();
+	test_pid_reuse();
 	test_out_of_order();
 	test_eviction();
 	test_compact_explicit();
