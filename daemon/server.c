@@ -180,6 +180,16 @@ static void on_shutdown(uv_shutdown_t *req, int status)
 }
 
 /* Stop taking requests; close once what is queued (a final error) has reached the kernel. */
+/* Admitted connections of one uid right now. */
+static unsigned int clients_of_uid(const struct server *s, uint32_t uid)
+{
+	unsigned int n = 0;
+
+	for (const struct conn *c = s->conns; c; c = c->next)
+		n += c->admitted && c->peer.uid == uid;
+	return n;
+}
+
 static void conn_drain_and_close(struct conn *c)
 {
 	if (c->closing || c->draining)
@@ -585,6 +595,18 @@ static void on_connection(uv_stream_t *listener, int status)
 		pr_warn("server: SO_PEERCRED failed: %s", strerror(-err));
 		goto fail;
 	}
+	/*
+	 * One user must not be able to hold every slot and lock others (root included) out: each
+	 * non-root uid gets a share of the slots. Root is only bound by the global limit.
+	 */
+	if (c->peer.uid != 0 && clients_of_uid(s, c->peer.uid) >= s->opts.max_clients_per_uid) {
+		pr_warn("server: client pid %d uid %u: refused, uid %u already has %u connections",
+			c->peer.pid, c->peer.uid, c->peer.uid, s->opts.max_clients_per_uid);
+		conn_send_error(c, PROFD__ERROR_CODE__ERROR_BUSY,
+				"busy: too many connections from your user, try again later");
+		conn_drain_and_close(c);
+		return;
+	}
 	if (s->nclients >= s->opts.max_clients) {
 		pr_warn("server: client pid %d uid %u: refused, %u clients already connected",
 			c->peer.pid, c->peer.uid, s->nclients);
@@ -770,6 +792,8 @@ struct server *server__new(uv_loop_t *loop, const struct server_opts *opts)
 		s->opts.socket_mode = DEFAULT_SOCKET_MODE;
 	if (!s->opts.max_clients)
 		s->opts.max_clients = DEFAULT_MAX_CLIENTS;
+	if (!s->opts.max_clients_per_uid)
+		s->opts.max_clients_per_uid = s->opts.max_clients / 4 ? s->opts.max_clients / 4 : 1;
 	if (!s->opts.idle_timeout_ms)
 		s->opts.idle_timeout_ms = DEFAULT_IDLE_TIMEOUT_MS;
 	if (!s->opts.max_pending_write)

@@ -41,6 +41,8 @@ struct server_opts {
 	server_handle_fn handle;
 	void *ctx;
 	unsigned int max_clients;  /* 0 means 64 */
+	unsigned int max_clients_per_uid; /* connections of one non-root uid; 0 means a quarter
+					   * of max_clients */
 	uint64_t idle_timeout_ms;  /* a connection with no complete request for this long is
 				    * closed; 0 means 30000 */
 	size_t max_pending_write;  /* bytes queued to one client before it is treated as stuck and

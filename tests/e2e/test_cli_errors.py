@@ -2,6 +2,7 @@
 # profctl's one-line errors and exit codes, and SO_PEERCRED access control against the real
 # daemon: a non-root user sees only processes running under its own uid.
 import os
+import sys
 import pwd
 import grp
 import subprocess
@@ -73,6 +74,27 @@ try:
         # nobody's processes here: its burn fixture, and the profctl/setpriv it just ran.
         check(r.returncode == 0 and "burn" in roots and roots <= {"burn", "profctl", "setpriv"},
               f"nobody's system-wide dump holds only its own processes: {roots}")
+        # One user cannot hold every connection slot: its 17th connection is refused as busy
+        # (a quarter of the 64 slots each), and root is still served while it holds 16.
+        hog = subprocess.Popen(
+            ["setpriv", f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups",
+             sys.executable, "-c",
+             "import socket, struct, sys\n"
+             "conns = []\n"
+             "for i in range(17):\n"
+             "    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); conns.append(s)\n"
+             "s = conns[-1]; s.settimeout(5)\n"
+             "n = struct.unpack('>I', s.recv(4))[0]; body = s.recv(n)\n"
+             "print('busy' if b'busy' in body else 'served', flush=True)\n"
+             "sys.stdin.read()\n", d.sock],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        first = hog.stdout.readline()
+        check("busy" in first, f"a user's 17th connection is refused as busy: {first!r}")
+        r = d.ctl("status")
+        check(r.returncode == 0, "root is served while another user holds 16 connections")
+        hog.stdin.close()
+        hog.wait(10)
+
         root_roots = {s.split(";")[0] for s in
                       parse_folded(d.ctl("dump", "flamegraph", "--format", "folded").stdout)}
         check("rootburn" in root_roots and "rootburn" not in roots,
