@@ -114,6 +114,8 @@ struct conn;
  * -EPROTO (PROFCTL_EXIT_PROTOCOL) for an inconsistent profile, -ENODATA
  * (PROFCTL_EXIT_NO_SAMPLES) for an empty one. Implemented in cmd_dump.c.
  */
+/* Tell a non-root user, on stderr, that the daemon showed only their own processes. */
+void cli_note_filtered(const Profd__Profile *p);
 int dump_fetch(struct conn *c, const Profd__DumpRequest *dreq, Profd__Response **out,
 	       struct cli_error *e);
 /*

@@ -353,6 +353,15 @@ static uint64_t profile_total(const Profd__Profile *p)
 	return total;
 }
 
+void cli_note_filtered(const Profd__Profile *p)
+{
+	if (p && p->has_only_uid)
+		fprintf(stderr,
+			"profctl: note: only processes of uid %u are shown; root sees every "
+			"process\n",
+			p->only_uid);
+}
+
 int dump_fetch(struct conn *c, const Profd__DumpRequest *dreq, Profd__Response **out,
 	       struct cli_error *e)
 {
@@ -426,6 +435,7 @@ int cmd_dump(int argc, char **argv, const struct global_opts *g)
 	conn__free(c);
 	if (err)
 		return cli_error_print(&e);
+	cli_note_filtered(resp->profile);
 	if (a.output) {
 		struct render_ctx rc = {resp->profile, &a};
 

@@ -231,6 +231,10 @@ static int handle_dump(struct daemon *d, const struct server_peer *peer,
 		snprintf(msg, sizeof(msg), "building the profile failed: %s", strerror(-err));
 		return reply_error(PROFD__ERROR_CODE__ERROR_INTERNAL, msg, frame, len);
 	}
+	if (peer->uid != 0) {
+		profile->has_only_uid = true;
+		profile->only_uid = peer->uid;
+	}
 	resp.msg_case = PROFD__RESPONSE__MSG_PROFILE;
 	resp.profile = profile;
 	err = wire_pack_response(&resp, FRAME_MAX_REPLY, frame, len);

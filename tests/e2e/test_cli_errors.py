@@ -68,6 +68,8 @@ try:
                   user=user)
         check(r.returncode == 0 and "work_a" in r.stdout,
               f"nobody sees its own process: {r.returncode} {r.stderr!r}")
+        check(f"only processes of uid {user[0]} are shown" in r.stderr,
+              f"nobody is told the view is filtered: {r.stderr!r}")
 
         r = d.ctl("dump", "flamegraph", "--format", "folded", user=user)
         roots = {l.split(";")[0] for l in r.stdout.splitlines() if l}
