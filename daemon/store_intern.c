@@ -473,6 +473,8 @@ int store__compact(struct store *s)
 		if (s->strtab[i] && s->strtab[i]->refs)
 			nstr++;
 	if (ns == s->nstacks && nf == s->nframes && nstr == s->nstr) {
+		/* Nothing is dead after all: say so, or the cap loop would compact forever. */
+		s->dead_bytes = 0;
 		err = 0;
 		goto out;
 	}
