@@ -96,6 +96,7 @@ struct dump_args {
 	uint64_t since_ns;
 	enum dump_format format; /* never DEFAULT after a successful parse */
 	const char *output;	 /* NULL: stdout */
+	bool python_only;	 /* hide native frames between Python frames */
 	uint64_t timeout_ns;	 /* 0: global or default */
 };
 

@@ -26,7 +26,7 @@
 void cmd_dump_usage(FILE *f)
 {
 	fputs("Usage: profctl [--socket PATH] dump flamegraph [--pid N]... [--tid N]\n"
-	      "               [--since DURATION] [--format FORMAT] [-o FILE]\n"
+	      "               [--since DURATION] [--format FORMAT] [-o FILE] [--python-only]\n"
 	      "               [--timeout DURATION]\n"
 	      "\n"
 	      "Fetch the samples the daemon holds and render them as a flame graph, or write\n"
@@ -48,6 +48,8 @@ void cmd_dump_usage(FILE *f)
 	      "                       .speedscope.json, .json), else folded\n"
 	      "  -o, --output FILE    write FILE (atomically: a temporary file, then rename)\n"
 	      "                       instead of standard output\n"
+	      "  --python-only        hide the native frames between Python frames (the\n"
+	      "                       interpreter's); C extensions above and main below stay\n"
 	      "  --timeout DURATION   how long to wait for the daemon (default 60s)\n"
 	      "  -h, --help           show this help\n"
 	      "\n"
@@ -56,6 +58,7 @@ void cmd_dump_usage(FILE *f)
 	      "\n"
 	      "Examples:\n"
 	      "  profctl dump flamegraph --pid 1234 --since 30s -o cpu.svg\n"
+	      "  profctl dump flamegraph --pid 1234 --python-only --format folded\n"
 	      "  profctl dump flamegraph --since 5m > all.folded\n"
 	      "  profctl dump flamegraph --pid 1234 --format folded | flamegraph.pl > cpu.svg\n"
 	      "  profctl dump flamegraph --pid 1234 -o cpu.pb.gz && go tool pprof -top cpu.pb.gz\n"
@@ -119,7 +122,8 @@ int dump_parse_args(int argc, char **argv, struct dump_args *a, struct cli_error
 	    {"pid", required_argument, NULL, 'p'},    {"tid", required_argument, NULL, 'T'},
 	    {"since", required_argument, NULL, 's'},  {"format", required_argument, NULL, 'f'},
 	    {"output", required_argument, NULL, 'o'}, {"timeout", required_argument, NULL, 't'},
-	    {"help", no_argument, NULL, 'h'},	      {0},
+	    {"python-only", no_argument, NULL, 'P'},  {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
 	uint32_t id;
 	int opt, err;
@@ -202,6 +206,9 @@ int dump_parse_args(int argc, char **argv, struct dump_args *a, struct cli_error
 				return bad_value(
 				    e, "--timeout", optarg,
 				    "is not a duration from 1ms to 24h (like 30s, 5m)");
+			break;
+		case 'P':
+			a->python_only = true;
 			break;
 		case 'h':
 			a->help = true;
@@ -436,6 +443,8 @@ int cmd_dump(int argc, char **argv, const struct global_opts *g)
 	if (err)
 		return cli_error_print(&e);
 	cli_note_filtered(resp->profile);
+	if (a.python_only)
+		profile_python_only(resp->profile);
 	if (a.output) {
 		struct render_ctx rc = {resp->profile, &a};
 

@@ -586,3 +586,31 @@ uint32_t flame__max_depth(const struct flame *f)
 {
 	return f->max_depth;
 }
+
+void profile_python_only(Profd__Profile *p)
+{
+	for (size_t i = 0; i < p->n_stacks; i++) {
+		Profd__Stack *st = p->stacks[i];
+		size_t first = SIZE_MAX, last = 0, n = 0;
+
+		/* The Python frames nearest the leaf and the root; natives between them go. */
+		for (size_t j = 0; j < st->n_frames; j++) {
+			if (p->frames[st->frames[j]]->kind != PROFD__FRAME_KIND__FRAME_PYTHON)
+				continue;
+			if (first == SIZE_MAX)
+				first = j;
+			last = j;
+		}
+		if (first == SIZE_MAX)
+			continue;
+		for (size_t j = 0; j < st->n_frames; j++) {
+			bool between = j > first && j < last;
+
+			if (between &&
+			    p->frames[st->frames[j]]->kind == PROFD__FRAME_KIND__FRAME_NATIVE)
+				continue;
+			st->frames[n++] = st->frames[j];
+		}
+		st->n_frames = n;
+	}
+}

@@ -66,6 +66,14 @@ struct flame_node {
 	enum flame_kind kind;
 };
 
+/*
+ * --python-only: drop the native frames that lie between Python frames of a stack (the
+ * interpreter's own), keeping native frames above the newest Python frame (C extensions,
+ * libraries) and below the oldest (main). Rewrites p's stacks in place; p must have passed
+ * profile_check.
+ */
+void profile_python_only(Profd__Profile *p);
+
 struct flame_opts {
 	bool process_root;    /* put each sample's process name under the root */
 	uint32_t value_index; /* which column of Sample.values to sum */

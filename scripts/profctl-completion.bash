@@ -79,7 +79,7 @@ _profctl()
 		if [[ $prev == dump ]]; then
 			mapfile -t COMPREPLY < <(compgen -W "flamegraph --help" -- "$cur")
 		else
-			mapfile -t COMPREPLY < <(compgen -W "--pid --tid --since --format -o --output
+			mapfile -t COMPREPLY < <(compgen -W "--pid --tid --since --format -o --output --python-only
 				--timeout --help" -- "$cur")
 		fi
 		;;

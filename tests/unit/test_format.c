@@ -431,6 +431,44 @@ static void test_svg_escaping(void)
 	free(a);
 }
 
+/*
+ * --python-only: the interpreter's native frames between Python frames go; the C extension above
+ * the newest Python frame, the kernel, and main below the oldest stay.
+ */
+static void test_python_only(void)
+{
+	struct fixture fx;
+	uint32_t f_main, f_eval, f_mod, f_fn, f_ext, f_k, f_eval2;
+	char *out;
+
+	fx_init(&fx);
+	f_main = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "main");
+	f_eval = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "PyObject_Call");
+	f_eval2 = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "_PyFunction_Vectorcall");
+	f_mod = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_PYTHON, "<module>");
+	fx.frames[f_mod].has_file = 1;
+	fx.frames[f_mod].file = fx_str(&fx, "/srv/app.py");
+	fx.frames[f_mod].has_line = 1;
+	fx.frames[f_mod].line = 3;
+	f_fn = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_PYTHON, "train");
+	fx.frames[f_fn].has_file = 1;
+	fx.frames[f_fn].file = fx_str(&fx, "/srv/app.py");
+	fx.frames[f_fn].has_line = 1;
+	fx.frames[f_fn].line = 9;
+	f_ext = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "sha256_block");
+	f_k = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_KERNEL, "clear_page");
+	fx_sample(&fx,
+		  fx_stack(&fx, 7,
+			   (uint32_t[]){f_main, f_mod, f_eval, f_eval2, f_fn, f_ext, f_k}),
+		  7, 4);
+	fx_sample(&fx, fx_stack(&fx, 2, (uint32_t[]){f_main, f_eval}), 7, 1);
+	profile_python_only(&fx.p);
+	out = render(format_folded, &fx.p, false);
+	CHECK_STREQ(out, "main;<module> (app.py:3);train (app.py:9);sha256_block;clear_page_[k] 4\n"
+			 "main;PyObject_Call 1\n");
+	free(out);
+}
+
 int main(void)
 {
 	test_frame_names();
@@ -440,5 +478,6 @@ int main(void)
 	test_flame_tree();
 	test_svg();
 	test_svg_escaping();
+	test_python_only();
 	return CHECK_DONE();
 }
