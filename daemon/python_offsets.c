@@ -10,7 +10,9 @@
  * 3.8 to 3.12, x86_64, default (GIL) builds. Every number was printed with offsetof()/sizeof()
  * by a program compiled against each version's own headers (Py_BUILD_CORE, internal/ headers
  * included), and the live frames of real interpreters were walked with them.
+ * One group of fields per line, hence no clang-format here.
  */
+/* clang-format off */
 static const struct py_layout layouts[] = {
 	{
 		.version = PY_VER(3, 8),
@@ -76,6 +78,7 @@ static const struct py_layout layouts[] = {
 		.bytes_size = 16, .bytes_data = 32,
 	},
 };
+/* clang-format on */
 
 int py_layout_static(uint16_t version, struct py_layout *out)
 {
@@ -113,6 +116,7 @@ struct dbg_layout {
 	uint8_t code_tag_mask;
 };
 
+/* clang-format off */
 static const struct dbg_layout dbg_layouts[] = {
 	{
 		.minor = 13, .n = 73, .rt_interp_head = 5,
@@ -142,16 +146,20 @@ static const struct dbg_layout dbg_layouts[] = {
 		.code_tag_mask = 1,
 	},
 };
+/* clang-format on */
 
 _Static_assert(PY_DEBUG_OFFSETS_MAX == 95 * 8, "PY_DEBUG_OFFSETS_MAX covers 3.14");
 
 #define DEBUG_COOKIE "xdebugpy"
-/* Sizes beyond these are not CPython's structs: a wrong index picked some other value. */
-#define DBG_STRUCT_MAX (1u << 16)
+/*
+ * Sizes beyond this are not CPython's structs (PyInterpreterState is ~190 KiB in 3.13): a wrong
+ * index picked some other value. Offsets must also fit the sampler's u16 fields.
+ */
+#define DBG_STRUCT_MAX (1u << 24)
 
 static bool field_ok(uint64_t off, uint64_t size, unsigned int width)
 {
-	return size > 0 && size < DBG_STRUCT_MAX && off + width <= size;
+	return size > 0 && size < DBG_STRUCT_MAX && off + width <= size && off < PROFD_PY_NO_FIELD;
 }
 
 int py_layout_from_debug(const void *buf, size_t len, uint32_t *hexversion, bool *free_threaded,
@@ -198,8 +206,9 @@ int py_layout_from_debug(const void *buf, size_t len, uint32_t *hexversion, bool
 	    !field_ok(v[dl->co_linetable], v[dl->co_size], 8) ||
 	    !field_ok(v[dl->co_firstlineno], v[dl->co_size], 4) ||
 	    /* co_code_adaptive is the last member, a one-element array */
-	    v[dl->co_code_adaptive] >= v[dl->co_size] || v[dl->co_size] - v[dl->co_code_adaptive] > 8 ||
-	    v[dl->rt_interp_head] >= DBG_STRUCT_MAX || v[dl->bytes_ob_size] >= 64 ||
+	    v[dl->co_code_adaptive] >= v[dl->co_size] ||
+	    v[dl->co_size] - v[dl->co_code_adaptive] > 8 ||
+	    v[dl->rt_interp_head] >= PROFD_PY_NO_FIELD || v[dl->bytes_ob_size] >= 64 ||
 	    v[dl->bytes_ob_sval] >= 64 || v[dl->str_state] >= 64 || v[dl->str_length] >= 64 ||
 	    (v[dl->str_ascii_size] != 40 && v[dl->str_ascii_size] != 48))
 		return -EINVAL;

@@ -15,7 +15,7 @@ endforeach()
 target_link_libraries(fixture_demo PRIVATE pthread)
 
 foreach(t cpu_split kernel_frames system_wide exited bad_input cli_errors lifecycle systemd_unit top
-          svg_browser diff formats)
+          python svg_browser diff formats)
   add_test(NAME e2e.${t}
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_${t}.py)
   set_tests_properties(e2e.${t} PROPERTIES
@@ -23,3 +23,4 @@ foreach(t cpu_split kernel_frames system_wide exited bad_input cli_errors lifecy
     ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e")
 endforeach()
 # Nine interpreters, each profiled twice, and the first run fetches CPython 3.14.
+set_tests_properties(e2e.python PROPERTIES TIMEOUT 900)
