@@ -13,6 +13,17 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Set before load: true restricts sampling to the tgids in target_pids. */
 const volatile bool filter_pids = false;
+/*
+ * Wake the daemon only when this much data waits; otherwise it drains on its own timer. A
+ * wake-up per sample would cost the sampled thread an interrupt on its way back to user mode.
+ */
+const volatile __u64 wakeup_bytes = 1 << 20;
+
+static __always_inline __u64 rb_flags(void *rb)
+{
+	return bpf_ringbuf_query(rb, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
+									 : BPF_RB_NO_WAKEUP;
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -125,7 +136,7 @@ int profd_sample(struct bpf_perf_event_data *ctx)
 	if (size > sizeof(*rec))
 		size = sizeof(*rec);
 	rec->hdr.size = size;
-	if (bpf_ringbuf_output(&events, rec, size, 0))
+	if (bpf_ringbuf_output(&events, rec, size, rb_flags(&events)))
 		count(PROFD_CNT_RINGBUF_FULL);
 	return 0;
 }
@@ -149,7 +160,7 @@ static __always_inline void task_event(__u32 type)
 	rec->pid = tgid;
 	rec->uid = (__u32)bpf_get_current_uid_gid();
 	bpf_probe_read_kernel_str(rec->comm, sizeof(rec->comm), task->group_leader->comm);
-	bpf_ringbuf_submit(rec, 0);
+	bpf_ringbuf_submit(rec, rb_flags(&events));
 }
 
 SEC("tp_btf/sched_process_exec")

@@ -26,10 +26,14 @@
 #define CAP_PERFMON_BIT 38
 #define CAP_BPF_BIT 39
 
+/* How stale the newest samples in a dump may be. */
+#define DRAIN_INTERVAL_MS 100
+
 struct app {
 	struct daemon d;
 	uv_loop_t *loop;
 	uv_poll_t rb_poll;
+	uv_timer_t rb_timer;
 	uv_signal_t sigint, sigterm;
 	bool polling;
 	int exit_code;
@@ -104,6 +108,16 @@ static void on_ringbuf_readable(uv_poll_t *h, int status, int events)
 		return;
 	}
 	n = sampler__drain(app->d.sampler);
+	if (n < 0 && n != -EINTR)
+		pr_warn("ring buffer: %s", strerror(-n));
+}
+
+/* The regular drain: the kernel side only wakes us when the ring buffer fills up. */
+static void on_drain_timer(uv_timer_t *h)
+{
+	struct app *app = h->data;
+	int n = sampler__drain(app->d.sampler);
+
 	if (n < 0 && n != -EINTR)
 		pr_warn("ring buffer: %s", strerror(-n));
 }
@@ -257,6 +271,9 @@ int main(int argc, char **argv)
 	app.rb_poll.data = &app;
 	app.polling = true;
 	uv_poll_start(&app.rb_poll, UV_READABLE, on_ringbuf_readable);
+	uv_timer_init(app.loop, &app.rb_timer);
+	app.rb_timer.data = &app;
+	uv_timer_start(&app.rb_timer, on_drain_timer, DRAIN_INTERVAL_MS, DRAIN_INTERVAL_MS);
 
 	snprintf(status, sizeof(status), "sampling %s at %u Hz, serving %s",
 		 cfg.npids ? "target processes" : "all processes", cfg.frequency_hz,
@@ -272,8 +289,10 @@ out:
 	 * Close every handle (the ring buffer poll before its fd goes away), remove the socket,
 	 * let libuv run the close callbacks, then detach from the kernel.
 	 */
-	if (app.polling)
+	if (app.polling) {
 		uv_poll_stop(&app.rb_poll);
+		uv_timer_stop(&app.rb_timer);
+	}
 	server__close(app.d.server);
 	uv_walk(app.loop, close_walk, NULL);
 	uv_run(app.loop, UV_RUN_DEFAULT);

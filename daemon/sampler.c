@@ -198,6 +198,7 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 		goto fail;
 	}
 	s->skel->rodata->filter_pids = opts->npids > 0;
+	s->skel->rodata->wakeup_bytes = opts->ringbuf_size / 4;
 	err = bpf_map__set_max_entries(s->skel->maps.events, (__u32)opts->ringbuf_size);
 	if (err) {
 		pr_err("sampler: ring buffer size %llu: %s",

@@ -33,7 +33,10 @@ struct sampler;
 struct sampler *sampler__new(const struct sampler_opts *opts);
 /* Detaches every program and closes the perf events. Accepts NULL. */
 void sampler__free(struct sampler *s);
-/* The ring buffer's epoll fd: readable when records are waiting. */
+/*
+ * The ring buffer's epoll fd: readable when a quarter of the ring buffer is waiting. Records are
+ * not announced one by one (that would interrupt every sampled thread): drain on a timer too.
+ */
 int sampler__fd(const struct sampler *s);
 /* Drain the ring buffer. Returns the number of records or a negative errno. */
 int sampler__drain(struct sampler *s);
