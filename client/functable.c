@@ -33,11 +33,11 @@ static void add_sat(uint64_t *dst, uint64_t v)
 	*dst = *dst > UINT64_MAX - v ? UINT64_MAX : *dst + v;
 }
 
-/* The display name of frame f, malloc'd, one line. NULL on ENOMEM. */
+/* The function name of frame f (lines and addresses merged), malloc'd, one line. */
 static char *frame_name(const Profd__Profile *p, const Profd__Frame *f)
 {
 	char small[256], *s;
-	size_t need = profile_frame_name(p, f, small, sizeof(small));
+	size_t need = profile_function_name(p, f, small, sizeof(small));
 
 	s = malloc(need + 1);
 	if (!s)
@@ -45,7 +45,7 @@ static char *frame_name(const Profd__Profile *p, const Profd__Frame *f)
 	if (need < sizeof(small))
 		memcpy(s, small, need + 1);
 	else
-		profile_frame_name(p, f, s, need + 1);
+		profile_function_name(p, f, s, need + 1);
 	/* Names reach a terminal: no escape sequences, no line breaks. */
 	for (char *c = s; *c; c++)
 		if ((unsigned char)*c < 0x20 || *c == 0x7f)

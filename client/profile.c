@@ -91,7 +91,8 @@ append(char *buf, size_t len, size_t *pos, const char *fmt, ...)
 		*pos += (size_t)n;
 }
 
-size_t profile_frame_name(const Profd__Profile *p, const Profd__Frame *f, char *buf, size_t len)
+static size_t frame_name(const Profd__Profile *p, const Profd__Frame *f, char *buf, size_t len,
+			 bool function)
 {
 	const char *name = profile_string(p, f->name);
 	size_t pos = 0;
@@ -104,7 +105,7 @@ size_t profile_frame_name(const Profd__Profile *p, const Profd__Frame *f, char *
 	if (f->kind == PROFD__FRAME_KIND__FRAME_PYTHON) {
 		const char *file = f->has_file ? profile_string(p, f->file) : "";
 
-		if (*file && f->has_line && f->line)
+		if (*file && f->has_line && f->line && !function)
 			append(buf, len, &pos, " (%s:%" PRIu32 ")", base_name(file), f->line);
 		else if (*file)
 			append(buf, len, &pos, " (%s)", base_name(file));
@@ -112,7 +113,9 @@ size_t profile_frame_name(const Profd__Profile *p, const Profd__Frame *f, char *
 		const char *module = f->has_module ? profile_string(p, f->module) : "";
 
 		/* Without a symbol, where it was is the only thing worth showing. */
-		if (*module)
+		if (*module && function)
+			append(buf, len, &pos, " (%s)", base_name(module));
+		else if (*module)
 			append(buf, len, &pos, " (%s+0x%" PRIx64 ")", base_name(module),
 			       f->address);
 		else if (f->has_address)
@@ -123,6 +126,17 @@ size_t profile_frame_name(const Profd__Profile *p, const Profd__Frame *f, char *
 	else if (f->kind == PROFD__FRAME_KIND__FRAME_GPU)
 		append(buf, len, &pos, "_[g]");
 	return pos;
+}
+
+size_t profile_frame_name(const Profd__Profile *p, const Profd__Frame *f, char *buf, size_t len)
+{
+	return frame_name(p, f, buf, len, false);
+}
+
+size_t profile_function_name(const Profd__Profile *p, const Profd__Frame *f, char *buf,
+			     size_t len)
+{
+	return frame_name(p, f, buf, len, true);
 }
 
 const char *profile_process_name(const Profd__Profile *p, uint32_t pid)

@@ -239,7 +239,7 @@ static void test_names(void)
 {
 	struct fixture fx;
 	struct functable *t;
-	uint32_t f_k, f_bad, f_py;
+	uint32_t f_k, f_bad, f_py, f_py2, f_unk1, f_unk2;
 
 	fx_init(&fx, 0);
 	f_k = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_KERNEL, "schedule", 0xffffffff81000000ull);
@@ -249,7 +249,18 @@ static void test_names(void)
 	fx.frames[f_py].file = fx_str(&fx, "/srv/app/model.py");
 	fx.frames[f_py].has_line = 1;
 	fx.frames[f_py].line = 42;
+	f_py2 = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_PYTHON, "train", 0);
+	fx.frames[f_py2].has_file = 1;
+	fx.frames[f_py2].file = fx.frames[f_py].file;
+	fx.frames[f_py2].has_line = 1;
+	fx.frames[f_py2].line = 57;
+	f_unk1 = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "[unknown]", 0x10);
+	f_unk2 = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "[unknown]", 0x20);
+	fx.frames[f_unk1].has_module = fx.frames[f_unk2].has_module = 1;
+	fx.frames[f_unk1].module = fx.frames[f_unk2].module = fx_str(&fx, "/lib/libcrypto.so.3");
 	fx_sample(&fx, STACK(&fx, f_py, f_bad, f_k), 5);
+	fx_sample(&fx, STACK(&fx, f_py2, f_unk1), 2);
+	fx_sample(&fx, STACK(&fx, f_py2, f_unk2), 3);
 	t = functable__new(&fx.p);
 	CHECK(t != NULL);
 	if (!t)
@@ -257,7 +268,9 @@ static void test_names(void)
 	check_row(t, "schedule_[k]", 5, 5);
 	/* An escape sequence in a symbol must not reach the terminal. */
 	check_row(t, "evil?[2Jname", 0, 5);
-	check_row(t, "train (model.py:42)", 0, 5);
+	/* One row per function: every line of a Python function, every address of a module. */
+	check_row(t, "train (model.py)", 0, 10);
+	check_row(t, "[unknown] (libcrypto.so.3)", 5, 5);
 	functable__free(t);
 }
 
