@@ -1,0 +1,445 @@
+#!/usr/bin/env python3
+"""profd benchmarks. Run as root after building (cmake --build build):
+
+  sudo bench/run.py overhead [--rounds 13] [--work 450]
+        slowdown of a CPU-bound program under profd at 99 and 999 Hz and under perf at 999 Hz,
+        the work_a share each reports (true value 0.75), daemon CPU per sample
+  sudo bench/run.py busy [--seconds 30]
+        daemon CPU per sample at 999 Hz with both CPUs running the CPU-bound program
+  sudo bench/run.py soak [--minutes 10]
+        daemon RSS over time at 99 Hz system-wide, CPU per sample, dump latency
+  sudo bench/run.py hour [--minutes 8] [--load exec|steady]
+        emulated hour of system-wide 99 Hz samples (999 Hz, 100 ms buckets, every CPU busy with
+        exec-heavy shell loops or with the CPU-bound program) and the latency of `profctl dump`
+        over all of it
+
+profd always runs system-wide (no --pid). Every timing is a median over runs made in the same
+invocation, reported beside a baseline from the same invocation: the machine is shared and
+its speed drifts, so absolute times mean little.
+"""
+import argparse
+import json
+import os
+import platform
+import random
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("PROFD_BUILD", os.path.join(ROOT, "build"))
+PROFD = os.path.join(BUILD, "bin", "profd")
+PROFCTL = os.path.join(BUILD, "bin", "profctl")
+
+# Exec-heavy loads: many short-lived processes from many binaries and libraries, so the daemon
+# sees a steady stream of new processes, mappings and distinct stacks, as on a busy host.
+EXEC_LOADS = [
+    "while :; do find /usr -name '*.so*' 2>/dev/null | xargs -n 20 ls -l > /dev/null; done",
+    "while :; do for m in json email http.client xml.dom.minidom sqlite3 argparse; do "
+    "python3 -c \"import $m\"; done; find /usr/share -type f 2>/dev/null | head -3000 | "
+    "xargs -n 50 wc -c > /dev/null; done",
+]
+
+MiB = 2**20
+
+
+def machine():
+    model = "?"
+    mem = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                mem = f"{int(line.split()[1]) / 2**20:.1f} GiB"
+                break
+    load = open("/proc/loadavg").read().split()[:3]
+    print(f"machine: nproc {os.cpu_count()}, kernel {platform.release()}, CPU {model}, "
+          f"memory {mem}, load average before {' '.join(load)}", flush=True)
+
+
+def build_work(tmp):
+    exe = os.path.join(tmp, "work")
+    subprocess.run(["cc", "-O1", "-g", "-fno-omit-frame-pointer", "-fno-inline",
+                    "-fno-optimize-sibling-calls", os.path.join(ROOT, "bench", "work.c"),
+                    "-o", exe], check=True)
+    return exe
+
+
+class Profd:
+    def __init__(self, tmp, *args):
+        self.sock = os.path.join(tmp, f"profd-{random.randrange(1 << 30)}.sock")
+        self.proc = subprocess.Popen([PROFD, "--socket", self.sock, "--quiet", *args])
+        deadline = time.time() + 20
+        while not os.path.exists(self.sock):
+            if time.time() > deadline or self.proc.poll() is not None:
+                raise SystemExit("bench: profd did not start")
+            time.sleep(0.02)
+
+    def ctl(self, *args):
+        return subprocess.run([PROFCTL, "--socket", self.sock, *args], capture_output=True,
+                              text=True, check=True).stdout
+
+    def status(self):
+        return json.loads(self.ctl("status", "--json"))
+
+    def settle(self, limit=10.0):
+        """Wait until the start-up scan of running processes is over (under 2% of a CPU), so
+        that it does not land inside a timed run."""
+        deadline = time.time() + limit
+        prev = self.status()["daemon_cpu_ns"]
+        while time.time() < deadline:
+            time.sleep(0.25)
+            cur = self.status()["daemon_cpu_ns"]
+            if cur - prev < 5_000_000:
+                return
+            prev = cur
+
+    def wakeups(self):
+        """Context switches of the daemon so far: about one per wakeup of its event loop."""
+        n = 0
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                    n += int(line.split()[1])
+        return n
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(30)
+
+
+def start_loads(cmds):
+    # Own session each, so that killpg also ends the finds, xargs and pythons they started.
+    return [subprocess.Popen(["sh", "-c", c], start_new_session=True) for c in cmds]
+
+
+def stop_loads(loads):
+    for p in loads:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
+
+
+def run_work(work, rounds, prefix=()):
+    r = subprocess.run([*prefix, work, str(rounds)], capture_output=True, text=True, check=True)
+    return float(r.stdout.strip().splitlines()[-1])
+
+
+def folded_split(text):
+    """Share of work_a among samples under work_a or work_b, and their count."""
+    a = b = 0
+    for line in text.splitlines():
+        stack, _, n = line.rpartition(" ")
+        frames = stack.split(";")
+        if "work_a" in frames:
+            a += int(n)
+        elif "work_b" in frames:
+            b += int(n)
+    return a / (a + b) if a + b else float("nan"), a + b
+
+
+def perf_split(data):
+    """Share of work_a from `perf report --children`, whose first column is the share of samples
+    with the symbol anywhere on the stack:  '    75.04%     0.00%  [.] work_a'."""
+    out = subprocess.run(["perf", "report", "-i", data, "--stdio", "--children", "--sort",
+                          "sym", "-g", "none"], capture_output=True, text=True).stdout
+    pct = {}
+    for line in out.splitlines():
+        m = re.match(r"\s*([\d.]+)%\s+([\d.]+)%\s+\[\.\]\s+(\S+)\s*$", line)
+        if m:
+            pct[m.group(3)] = float(m.group(1))
+    a, b = pct.get("work_a", 0.0), pct.get("work_b", 0.0)
+    return a / (a + b) if a + b else float("nan")
+
+
+def quartiles(xs):
+    if len(xs) < 2:
+        return xs[0], xs[0]
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return q[0], q[2]
+
+
+def overhead(args):
+    machine()
+    tmp = args.tmp
+    work = build_work(tmp)
+    modes = ["none", "profd-99", "profd-999"] + (["perf-999"] if shutil.which("perf") else [])
+    times = {m: [] for m in modes}
+    splits = {m: [] for m in modes if m != "none"}
+    per_sample = {m: [] for m in modes if m.startswith("profd")}
+    for r in range(args.rounds):
+        order = modes[:]
+        random.shuffle(order)
+        for m in order:
+            if m == "none":
+                times[m].append(run_work(work, args.work))
+            elif m.startswith("profd"):
+                hz = m.split("-")[1]
+                d = Profd(tmp, "--frequency", hz)
+                try:
+                    d.settle()
+                    st0 = d.status()
+                    p = subprocess.Popen([work, str(args.work)], stdout=subprocess.PIPE,
+                                         text=True)
+                    out, _ = p.communicate()
+                    st1 = d.status()
+                    times[m].append(float(out.strip()))
+                    s, _ = folded_split(d.ctl("dump", "flamegraph", "--format", "folded",
+                                              "--pid", str(p.pid)))
+                    splits[m].append(s)
+                    ds = st1["samples_received"] - st0["samples_received"]
+                    if ds > 0:
+                        per_sample[m].append((st1["daemon_cpu_ns"] - st0["daemon_cpu_ns"]) / ds)
+                finally:
+                    d.stop()
+            else:
+                data = os.path.join(tmp, "perf.data")
+                times[m].append(run_work(work, args.work,
+                                         ["perf", "record", "-q", "-F", "999", "-g", "-o", data,
+                                          "--"]))
+                splits[m].append(perf_split(data))
+        print(f"round {r + 1:2}/{args.rounds} ({' '.join(order)}): " +
+              ", ".join(f"{m} {times[m][-1]:.3f}s" for m in modes), flush=True)
+    base = statistics.median(times["none"])
+    print(f"\nworkload: work {args.work} (work_a 75% + work_b 25% of iterations), "
+          f"{args.rounds} rounds, modes in random order within each round, profd system-wide")
+    print(f"{'mode':<10} {'median s':>9} {'min s':>7} {'max s':>7} {'IQR s':>13} "
+          f"{'ratio':>7} {'slowdown':>9} {'paired':>8} {'work_a share':>13}")
+    for m in modes:
+        xs = times[m]
+        med = statistics.median(xs)
+        q1, q3 = quartiles(xs)
+        # Ratio of each run to the baseline run of the same round: drift of the machine's
+        # speed between rounds cancels out.
+        paired = statistics.median(x / b for x, b in zip(xs, times["none"]))
+        sp = "-"
+        if m in splits:
+            v = [s for s in splits[m] if s == s]
+            sp = f"{statistics.median(v):.3f}" if v else "nan"
+        print(f"{m:<10} {med:9.3f} {min(xs):7.3f} {max(xs):7.3f} {q1:6.3f}-{q3:6.3f} "
+              f"{med / base:7.4f} {100 * (med / base - 1):8.2f}% {paired:8.4f} {sp:>13}")
+    for m in splits:
+        v = [s for s in splits[m] if s == s]
+        if v:
+            print(f"work_a share {m}: median {statistics.median(v):.4f}, "
+                  f"min {min(v):.4f}, max {max(v):.4f} (true 0.75)")
+    for m, v in per_sample.items():
+        if v:
+            print(f"daemon CPU per sample {m} (one CPU busy): median {statistics.median(v):.0f} "
+                  f"ns, min {min(v):.0f}, max {max(v):.0f} over {len(v)} runs")
+
+
+def cpu_per_sample(st0, st1):
+    ds = st1["samples_received"] - st0["samples_received"]
+    return (st1["daemon_cpu_ns"] - st0["daemon_cpu_ns"]) / ds if ds > 0 else float("nan"), ds
+
+
+def busy(args):
+    machine()
+    tmp = args.tmp
+    work = build_work(tmp)
+    d = Profd(tmp, "--frequency", str(args.hz))
+    loads = []
+    try:
+        d.settle()
+        loop = f"while :; do {work} 1000 > /dev/null; done"
+        loads = start_loads([loop] * os.cpu_count())
+        time.sleep(2)
+        per = []
+        st0 = d.status()
+        first, w0 = st0, d.wakeups()
+        t0 = time.time()
+        while time.time() - t0 < args.seconds:
+            time.sleep(args.seconds / 5)
+            st1 = d.status()
+            c, n = cpu_per_sample(st0, st1)
+            per.append(c)
+            print(f"  interval: {n} samples, {c:.0f} ns daemon CPU per sample", flush=True)
+            st0 = st1
+        print(f"\nbusy: {args.hz} Hz system-wide, {os.cpu_count()} copies of work looping, "
+              f"{args.seconds:.0f} s in 5 intervals")
+        print(f"daemon CPU per sample: median {statistics.median(per):.0f} ns, "
+              f"min {min(per):.0f}, max {max(per):.0f}; lost {st1['samples_lost_ringbuf']}, "
+              f"stacks {st1['stacks']}")
+        n = st1["samples_received"] - first["samples_received"]
+        print(f"daemon context switches per sample: {(d.wakeups() - w0) / max(1, n):.3f}")
+    finally:
+        stop_loads(loads)
+        d.stop()
+
+
+def soak(args):
+    machine()
+    tmp = args.tmp
+    d = Profd(tmp, "--frequency", str(args.hz))
+    loads = start_loads(["while :; do ls -R /usr/share > /dev/null; done"] * args.load)
+    try:
+        t0 = time.time()
+        series = []
+        st0 = d.status()
+        while time.time() - t0 < args.minutes * 60:
+            time.sleep(args.every)
+            st = d.status()
+            series.append((time.time() - t0, st["daemon_rss_bytes"], st["samples_received"]))
+            print(f"t={series[-1][0]:6.0f}s rss={st['daemon_rss_bytes'] / MiB:7.2f} MiB "
+                  f"samples={st['samples_received']} stacks={st['stacks']} "
+                  f"processes={st['processes']} store={st['store_bytes'] / MiB:.2f} MiB",
+                  flush=True)
+        stop_loads(loads)
+        st1 = d.status()
+        cpu, _ = cpu_per_sample(st0, st1)
+        lat = []
+        for _ in range(5):
+            t = time.time()
+            d.ctl("dump", "flamegraph", "--format", "folded", "-o", os.path.join(tmp, "x"))
+            lat.append(time.time() - t)
+        rss = [s[1] for s in series]
+
+        def rss_at(minute):
+            for t, r, _ in series:
+                if t >= minute * 60 - args.every / 2:
+                    return f"{r / MiB:.2f} MiB"
+            return "-"
+
+        half = rss[len(rss) // 2:]
+        print(f"\nsoak: {args.minutes:g} min system-wide at {args.hz} Hz with {args.load} "
+              f"busy shell loop(s) (ls -R /usr/share)")
+        print(f"samples: {st1['samples_received']}, stacks {st1['stacks']}, "
+              f"lost {st1['samples_lost_ringbuf']}, evicted {st1['samples_evicted']}")
+        print(f"daemon CPU per sample: {cpu:.0f} ns (everything the daemon did: start-up scan, "
+              f"idle wakeups, status polls)")
+        print(f"RSS at 2/5/10 min: {rss_at(2)} / {rss_at(5)} / {rss_at(10)}; peak "
+              f"{max(rss) / MiB:.2f} MiB; second half min/max "
+              f"{min(half) / MiB:.2f}/{max(half) / MiB:.2f} MiB")
+        print(f"profctl dump (folded, whole window): median {statistics.median(lat) * 1000:.0f} "
+              f"ms of 5 (min {min(lat) * 1000:.0f}, max {max(lat) * 1000:.0f})")
+    finally:
+        stop_loads(loads)
+        d.stop()
+
+
+def time_dump(d, fmt, path, n):
+    lat = []
+    for _ in range(n):
+        t = time.perf_counter()
+        d.ctl("dump", "flamegraph", "--format", fmt, "-o", path)
+        lat.append(time.perf_counter() - t)
+    return lat
+
+
+def hour(args):
+    """One hour at 99 Hz on 2 CPUs is 712,800 samples in 3,600 one-second buckets. At 999 Hz
+    with 100 ms buckets both CPUs busy produce the same number of samples in as many buckets in
+    about 6 minutes."""
+    machine()
+    tmp = args.tmp
+    target = 99 * 3600 * os.cpu_count()
+    d = Profd(tmp, "--frequency", "999", "--bucket", "100ms")
+    loads = []
+    try:
+        d.settle()
+        st0 = d.status()
+        w0 = d.wakeups()
+        if args.load == "exec":
+            cmds = EXEC_LOADS[:os.cpu_count()]
+        else:
+            work = build_work(tmp)
+            cmds = [f"while :; do {work} 1000 > /dev/null; done"] * os.cpu_count()
+        loads = start_loads(cmds)
+        t0 = time.time()
+        prev = st0
+        per = []
+        while time.time() - t0 < args.minutes * 60:
+            time.sleep(args.every)
+            st = d.status()
+            c, n = cpu_per_sample(prev, st)
+            per.append(c)
+            prev = st
+            print(f"t={time.time() - t0:5.0f}s samples={st['samples_received']} "
+                  f"(+{n}, {c:.0f} ns CPU each) stacks={st['stacks']} "
+                  f"processes={st['processes']} rss={st['daemon_rss_bytes'] / MiB:.1f} MiB "
+                  f"store={st['store_bytes'] / MiB:.1f} MiB", flush=True)
+            if st["samples_received"] - st0["samples_received"] >= target:
+                break
+        stop_loads(loads)
+        loads = []
+        w1 = d.wakeups()
+        time.sleep(1)
+        st1 = d.status()
+        cpu, nsamples = cpu_per_sample(st0, st1)
+        span = (st1["newest_ns"] - st1["oldest_ns"]) / 1e9
+        folded = os.path.join(tmp, "hour.folded")
+        svg = os.path.join(tmp, "hour.svg")
+        lat_f = time_dump(d, "folded", folded, args.dumps)
+        lat_s = time_dump(d, "svg", svg, args.dumps)
+        # Baseline from the same run: a status round trip, i.e. process start-up and connect.
+        lat_0 = []
+        for _ in range(args.dumps):
+            t = time.perf_counter()
+            d.status()
+            lat_0.append(time.perf_counter() - t)
+        lines = sum(1 for _ in open(folded))
+        kind = "exec-heavy shell loops" if args.load == "exec" else "loops of the work program"
+        print(f"\nhour (emulated): 999 Hz, 100 ms buckets, {len(cmds)} {kind}, "
+              f"{time.time() - t0:.0f} s")
+        print(f"samples received: {nsamples} (target {target}), lost "
+              f"{st1['samples_lost_ringbuf']}, evicted {st1['samples_evicted']}; data span "
+              f"{span:.1f} s = {span * 10:.0f} buckets of 100 ms")
+        print(f"stacks {st1['stacks']}, frames {st1['frames']}, processes {st1['processes']}, "
+              f"store {st1['store_bytes'] / MiB:.1f} MiB, daemon RSS "
+              f"{st1['daemon_rss_bytes'] / MiB:.1f} MiB")
+        print(f"daemon CPU per sample under this load: {cpu:.0f} ns overall; per interval "
+              f"median {statistics.median(per):.0f}, min {min(per):.0f}, max {max(per):.0f}; "
+              f"{(w1 - w0) / max(1, nsamples):.3f} context switches per sample")
+        print(f"output: folded {os.path.getsize(folded) / MiB:.1f} MiB ({lines} lines), "
+              f"svg {os.path.getsize(svg) / MiB:.1f} MiB")
+        for name, lat in (("status (baseline)", lat_0), ("dump --format folded", lat_f),
+                          ("dump --format svg", lat_s)):
+            print(f"profctl {name:<21} median {statistics.median(lat) * 1000:7.1f} ms of "
+                  f"{len(lat)} (min {min(lat) * 1000:.1f}, max {max(lat) * 1000:.1f})")
+    finally:
+        stop_loads(loads)
+        d.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    o = sub.add_parser("overhead")
+    o.add_argument("--rounds", type=int, default=13)
+    o.add_argument("--work", type=int, default=450)
+    b = sub.add_parser("busy")
+    b.add_argument("--seconds", type=float, default=30)
+    b.add_argument("--hz", type=int, default=999)
+    s = sub.add_parser("soak")
+    s.add_argument("--minutes", type=float, default=10)
+    s.add_argument("--hz", type=int, default=99)
+    s.add_argument("--load", type=int, default=1)
+    s.add_argument("--every", type=float, default=10)
+    h = sub.add_parser("hour")
+    h.add_argument("--minutes", type=float, default=8, help="stop loading after this long")
+    h.add_argument("--every", type=float, default=10)
+    h.add_argument("--dumps", type=int, default=5)
+    h.add_argument("--load", choices=["exec", "steady"], default="exec",
+                   help="exec: many short-lived programs (worst case for distinct stacks); "
+                   "steady: the CPU-bound work program on every CPU (few stacks)")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("bench: run as root (profd needs BPF)")
+    # Removed at the end: an hour's folded dump alone is hundreds of MiB.
+    with tempfile.TemporaryDirectory(prefix="profd-bench-") as a.tmp:
+        {"overhead": overhead, "busy": busy, "soak": soak, "hour": hour}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    main()
