@@ -29,6 +29,13 @@
 #include <unistd.h>
 
 #define DEFAULT_MAX_ELF_FILES 256
+/* Symbol tables kept at most (one very large library still fits: the newest is never evicted). */
+#define DEFAULT_MAX_SYM_BYTES (96ull << 20)
+
+static uint64_t sym_table_bytes(const struct sym_table *t)
+{
+	return (uint64_t)t->cap * sizeof(*t->syms) + t->pool_cap;
+}
 #define PID_BUCKETS 1024
 /* A miss re-reads maps (or stats the perf map) at most this often per pid. */
 #define REREAD_INTERVAL_NS (100 * NSEC_PER_MSEC)
@@ -85,6 +92,7 @@ struct elf_slot {
 	uint64_t size;
 	struct timespec mtime;
 	uint32_t gen; /* bumped on eviction: umaps holding an older one re-resolve */
+	uint64_t bytes; /* memory of its symbol table, counted in symbolizer.bytes */
 	bool used;
 	bool failed; /* not a usable ELF file: a negative entry */
 	int prev, next;
@@ -95,6 +103,8 @@ struct symbolizer {
 	char *proc_root;
 	char *debug_root;
 	unsigned int max_elf;
+	uint64_t max_bytes;   /* symbol tables kept, in bytes, across the ELF cache */
+	uint64_t bytes;	      /* symbol table bytes of the slots in use */
 	struct elf_slot *slots;
 	unsigned int n_used;
 	int lru_head, lru_tail; /* most recently used at head */
@@ -144,8 +154,10 @@ static void lru_touch(struct symbolizer *s, int i)
 	lru_push_head(s, i);
 }
 
-static void slot_clear(struct elf_slot *e)
+static void slot_clear(struct symbolizer *s, struct elf_slot *e)
 {
+	s->bytes -= e->bytes;
+	e->bytes = 0;
 	elf_image__fini(&e->img);
 	free(e->path);
 	e->path = NULL;
@@ -170,7 +182,7 @@ static int slot_take(struct symbolizer *s)
 	victim = s->lru_tail;
 	lru_unlink(s, victim);
 	pr_debug("symbolize: %s: evicted from the ELF cache", s->slots[victim].path);
-	slot_clear(&s->slots[victim]);
+	slot_clear(s, &s->slots[victim]);
 	return victim;
 }
 
@@ -265,7 +277,7 @@ static int resolve_slot(struct symbolizer *s, uint32_t pid, struct umap *m)
 		/* Rewritten in place since we parsed it: those symbols are stale. */
 		pr_debug("symbolize: %s: changed on disk, reloading", m->path);
 		lru_unlink(s, i);
-		slot_clear(e);
+		slot_clear(s, e);
 		s->n_used--;
 	}
 	if (!elf_read_build_id_fd(fd, build_id)) {
@@ -297,7 +309,19 @@ static int resolve_slot(struct symbolizer *s, uint32_t pid, struct umap *m)
 		pr_info("symbolize: %s: not a usable ELF file (%s)", m->path, strerror(-err));
 		e->failed = true;
 	}
+	e->bytes = sym_table_bytes(&e->img.syms);
+	s->bytes += e->bytes;
 	lru_push_head(s, i);
+	/* Big symbol tables (a libLLVM, a libtorch) are what the memory bound is about. */
+	while (s->bytes > s->max_bytes && s->lru_tail != i) {
+		int victim = s->lru_tail;
+
+		lru_unlink(s, victim);
+		pr_debug("symbolize: %s: evicted from the ELF cache (%llu bytes of symbols kept)",
+			 s->slots[victim].path, (unsigned long long)s->bytes);
+		slot_clear(s, &s->slots[victim]);
+		s->n_used--;
+	}
 found:
 	m->slot = i;
 	m->gen = s->slots[i].gen;
@@ -706,6 +730,7 @@ struct symbolizer *symbolizer__new(const struct symbolizer_opts *opts)
 	s->proc_root = strdup(o.proc_root ? o.proc_root : "/proc");
 	s->debug_root = strdup(o.debug_root ? o.debug_root : "/usr/lib/debug");
 	s->max_elf = o.max_elf_files ? o.max_elf_files : DEFAULT_MAX_ELF_FILES;
+	s->max_bytes = o.max_sym_bytes ? o.max_sym_bytes : DEFAULT_MAX_SYM_BYTES;
 	if (s->max_elf > INT32_MAX / 2) {
 		err = -EINVAL;
 		goto err;
@@ -750,7 +775,7 @@ void symbolizer__free(struct symbolizer *s)
 	}
 	for (unsigned int i = 0; s->slots && i < s->max_elf; i++)
 		if (s->slots[i].used)
-			slot_clear(&s->slots[i]);
+			slot_clear(s, &s->slots[i]);
 	free(s->slots);
 	ksyms__free(s->ksyms);
 	elf_image__fini(&s->vdso);

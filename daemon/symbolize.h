@@ -33,6 +33,8 @@ struct symbolizer_opts {
 	const char *debug_root;
 	/* Files kept open in the ELF cache; 0 means a default (256). */
 	unsigned int max_elf_files;
+	/* Bytes of symbol tables kept across those files; 0 means a default (96 MiB). */
+	uint64_t max_sym_bytes;
 	/* Skip /proc/kallsyms (tests, or a kernel that hides addresses). */
 	bool no_kernel;
 };

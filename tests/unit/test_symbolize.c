@@ -490,6 +490,28 @@ static void test_lru(void)
 		EXPECT_SYM(s, c.pid, c.main_alpha, "fix_main_alpha", exe_path, v_alpha);
 		EXPECT_SYM(s, c.pid, c.lib_alpha, "fixlib_alpha", lib_path, l_alpha);
 	}
+	symbolizer__free(s);
+
+	/* The same with a byte bound instead: one byte keeps only the newest symbol table. */
+	o.max_elf_files = 0;
+	o.max_sym_bytes = 1;
+	s = symbolizer__new(&o);
+	CHECK(s != NULL);
+	logbuf[0] = '\0';
+	log_set_level(LOG_LVL_DEBUG); /* main() already routes log lines into logbuf */
+	for (int i = 0; s && i < 3; i++) {
+		EXPECT_SYM(s, c.pid, c.main_alpha, "fix_main_alpha", exe_path, v_alpha);
+		EXPECT_SYM(s, c.pid, c.lib_alpha, "fixlib_alpha", lib_path, l_alpha);
+	}
+	log_set_level(LOG_LVL_INFO);
+	/* Each of the six lookups loaded its file and pushed the other one out. */
+	{
+		int evictions = 0;
+
+		for (const char *p = logbuf; (p = strstr(p, "evicted from the ELF cache")); p++)
+			evictions++;
+		CHECK(evictions >= 5);
+	}
 	child_stop(&c);
 	symbolizer__free(s);
 }
