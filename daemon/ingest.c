@@ -62,6 +62,7 @@ struct ingest {
 	struct addr_entry *addrs;
 	size_t addr_fill;
 	uint64_t store_gen;
+	uint64_t kernel_gen;
 	struct pid_entry *pids;
 	size_t pid_cap; /* power of two */
 	size_t pid_fill;
@@ -469,9 +470,11 @@ static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, 
 		return 0;
 	}
 	store__stats(in->store, &st);
-	if (st.generation != in->store_gen) {
+	if (st.generation != in->store_gen ||
+	    symbolizer__kernel_generation(in->sym) != in->kernel_gen) {
 		addr_cache_wipe(in);
 		in->store_gen = st.generation;
+		in->kernel_gen = symbolizer__kernel_generation(in->sym);
 	}
 
 	comm_copy(comm, rec->comm);

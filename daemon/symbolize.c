@@ -29,6 +29,8 @@
 #include <unistd.h>
 
 #define DEFAULT_MAX_ELF_FILES 256
+/* How often /proc/modules is compared, at most: kernel symbols of new modules show then. */
+#define KSYMS_RECHECK_NS (10ull * 1000000000ull)
 /* Symbol tables kept at most (one very large library still fits: the newest is never evicted). */
 #define DEFAULT_MAX_SYM_BYTES (96ull << 20)
 
@@ -111,6 +113,11 @@ struct symbolizer {
 	struct pid_state *pids[PID_BUCKETS];
 	struct pid_state *last;
 	struct ksyms *ksyms;
+	/* Modules come and go: kallsyms is read again when /proc/modules changes. */
+	uint64_t modules_sum;
+	uint64_t modules_checked_ns;
+	uint64_t modules_recheck_ns;
+	uint64_t kernel_gen; /* bumped when kernel symbols were read again */
 	bool vdso_tried, vdso_ok;
 	uint64_t vdso_size;
 	struct elf_image vdso;
@@ -702,8 +709,54 @@ int symbolizer__user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct s
 	return 0;
 }
 
+/* A checksum of /proc/modules (names, sizes, load addresses); 0 when unreadable. */
+static uint64_t modules_sum(const struct symbolizer *s)
+{
+	char path[PATH_MAX], *buf;
+	uint64_t h = 1469598103934665603ull;
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/modules", s->proc_root);
+	if (procfs_read_file(path, 4u << 20, &buf, &len))
+		return 0;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)buf[i]) * 1099511628211ull;
+	free(buf);
+	return h;
+}
+
+static void kernel_refresh(struct symbolizer *s)
+{
+	char path[PATH_MAX];
+	uint64_t now = mono_ns(), sum;
+	struct ksyms *k;
+
+	if (now - s->modules_checked_ns < s->modules_recheck_ns)
+		return;
+	s->modules_checked_ns = now;
+	sum = modules_sum(s);
+	if (sum == s->modules_sum)
+		return;
+	snprintf(path, sizeof(path), "%s/kallsyms", s->proc_root);
+	k = ksyms__load(path);
+	if (!k)
+		return;
+	pr_debug("symbolize: kernel modules changed: %zu kernel text symbols", ksyms__count(k));
+	ksyms__free(s->ksyms);
+	s->ksyms = k;
+	s->modules_sum = sum;
+	s->kernel_gen++;
+}
+
+uint64_t symbolizer__kernel_generation(const struct symbolizer *s)
+{
+	return s->kernel_gen;
+}
+
 int symbolizer__kernel(struct symbolizer *s, uint64_t addr, struct sym_result *out)
 {
+	if (s->ksyms)
+		kernel_refresh(s);
 	*out = (struct sym_result){.module = module_kernel, .address = addr};
 	if (s->ksyms && ksyms__find(s->ksyms, addr, &out->name, &out->module))
 		out->name = NULL;
@@ -731,6 +784,7 @@ struct symbolizer *symbolizer__new(const struct symbolizer_opts *opts)
 	s->debug_root = strdup(o.debug_root ? o.debug_root : "/usr/lib/debug");
 	s->max_elf = o.max_elf_files ? o.max_elf_files : DEFAULT_MAX_ELF_FILES;
 	s->max_bytes = o.max_sym_bytes ? o.max_sym_bytes : DEFAULT_MAX_SYM_BYTES;
+	s->modules_recheck_ns = o.kernel_recheck_ns ? o.kernel_recheck_ns : KSYMS_RECHECK_NS;
 	if (s->max_elf > INT32_MAX / 2) {
 		err = -EINVAL;
 		goto err;
@@ -753,6 +807,8 @@ struct symbolizer *symbolizer__new(const struct symbolizer_opts *opts)
 		else
 			pr_debug("symbolize: %s: %zu kernel text symbols", path,
 				 ksyms__count(s->ksyms));
+		s->modules_sum = modules_sum(s);
+		s->modules_checked_ns = mono_ns();
 	}
 	return s;
 err:

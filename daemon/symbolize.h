@@ -35,6 +35,8 @@ struct symbolizer_opts {
 	unsigned int max_elf_files;
 	/* Bytes of symbol tables kept across those files; 0 means a default (96 MiB). */
 	uint64_t max_sym_bytes;
+	/* How often /proc/modules is compared to re-read kallsyms; 0 means 10 s. */
+	uint64_t kernel_recheck_ns;
 	/* Skip /proc/kallsyms (tests, or a kernel that hides addresses). */
 	bool no_kernel;
 };
@@ -55,6 +57,12 @@ int symbolizer__user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct s
 
 /* The process replaced its image (exec) or exited: drop what is cached for the pid. */
 void symbolizer__forget_pid(struct symbolizer *s, uint32_t pid);
+
+/*
+ * Bumped each time kernel symbols are read again (a module was loaded or removed): kernel
+ * results cached by the caller are stale then.
+ */
+uint64_t symbolizer__kernel_generation(const struct symbolizer *s);
 
 /* Whether kernel symbols are available (kallsyms readable with real addresses). */
 bool symbolizer__has_kernel(const struct symbolizer *s);

@@ -768,6 +768,39 @@ static void test_fake_proc(void)
 	CHECK_STREQ(r.module, "[kernel.kallsyms]");
 	symbolizer__free(s);
 
+	/*
+	 * A module loaded after start: when /proc/modules changes, kallsyms is read again and the
+	 * generation moves, so callers drop what they cached.
+	 */
+	{
+		static const char ks2[] = "ffffffff81000000 T _stext\n"
+					  "ffffffffa0000000 t mod_fn\t[ext4]\n"
+					  "ffffffffa0002000 t late_fn\t[late]\n";
+		struct symbolizer_opts o2 = o;
+		uint64_t gen;
+
+		snprintf(path, sizeof(path), "%s/modules", proc);
+		write_file(path, "ext4 1000 0 - Live 0xffffffffa0000000\n", 38);
+		o2.kernel_recheck_ns = 1; /* look at /proc/modules on every lookup */
+		s = symbolizer__new(&o2);
+		CHECK(s != NULL);
+		gen = symbolizer__kernel_generation(s);
+		CHECK_EQ_I(symbolizer__kernel(s, 0xffffffffa0002010ull, &r), 0);
+		CHECK_STREQ(r.name, "other_fn"); /* the nearest symbol before it, for now */
+		CHECK_EQ_U(symbolizer__kernel_generation(s), gen);
+		snprintf(path, sizeof(path), "%s/kallsyms", proc);
+		write_file(path, ks2, sizeof(ks2) - 1);
+		snprintf(path, sizeof(path), "%s/modules", proc);
+		write_file(path, "late 100 0 - Live 0xffffffffa0002000\n", 37);
+		CHECK_EQ_I(symbolizer__kernel(s, 0xffffffffa0002010ull, &r), 0);
+		CHECK_STREQ(r.name, "late_fn");
+		CHECK_STREQ(r.module, "late");
+		CHECK_EQ_U(symbolizer__kernel_generation(s), gen + 1);
+		symbolizer__free(s);
+		snprintf(path, sizeof(path), "%s/kallsyms", proc);
+		write_file(path, kallsyms, sizeof(kallsyms) - 1);
+	}
+
 	/* kptr_restrict: every address zero means no kernel symbols. */
 	snprintf(path, sizeof(path), "%s/kallsyms", proc);
 	write_file(path, "0000000000000000 T _stext\n0000000000000000 t helper_fn\n", 52);
