@@ -401,8 +401,12 @@ static Profd__Profile *lay_out(struct build *bd, struct carver *c, const struct 
 		profd__frame__init(pf);
 		pf->kind = proto_kind(f->kind);
 		pf->name = sidx(bd, f->name);
-		/* Kernel addresses would defeat KASLR for callers who are not root. */
-		pf->has_address = !(meta && meta->hide_kernel_addresses && f->kind == FRAME_KIND_KERNEL);
+		/*
+		 * Named kernel frames are kept per function, without an address; and kernel
+		 * addresses would defeat KASLR for callers who are not root.
+		 */
+		pf->has_address = f->address != 0 && !(meta && meta->hide_kernel_addresses &&
+							f->kind == FRAME_KIND_KERNEL);
 		pf->address = pf->has_address ? f->address : 0;
 		if (f->module) {
 			pf->has_module = 1;

@@ -296,18 +296,22 @@ static void python_check(struct ingest *in, struct pid_entry *e, uint64_t now)
 	}
 }
 
-static uint32_t intern_sym(struct ingest *in, enum frame_kind kind, const struct sym_result *r,
-			   uint64_t addr)
+/*
+ * Native user frames are kept per address (pprof has one location per address). A named kernel
+ * frame is kept per function: its instruction addresses are many (every exec, page fault and
+ * syscall path ends somewhere else) and would multiply the stacks for nothing a kernel frame is
+ * read for, and an absolute kernel address is not for every reader anyway (KASLR).
+ */
+static uint32_t intern_sym(struct ingest *in, enum frame_kind kind, const struct sym_result *r)
 {
 	struct frame_key key = {
 		.kind = kind,
 		.name = r->name ? r->name : "[unknown]",
 		.module = r->module,
-		.address = r->address,
+		.address = kind == FRAME_KIND_KERNEL && r->name ? 0 : r->address,
 		.build_id = r->build_id,
 	};
 
-	(void)addr;
 	return store__intern_frame(in->store, &key);
 }
 
@@ -340,7 +344,7 @@ static uint32_t frame_for(struct ingest *in, uint64_t owner, uint32_t pid, uint6
 		r.address = addr;
 		r.build_id = NULL;
 	}
-	frame = intern_sym(in, kernel ? FRAME_KIND_KERNEL : FRAME_KIND_NATIVE, &r, addr);
+	frame = intern_sym(in, kernel ? FRAME_KIND_KERNEL : FRAME_KIND_NATIVE, &r);
 	if (!frame)
 		return 0;
 	/*
