@@ -28,7 +28,7 @@ enum profd_record_type {
 #define PROFD_SAMPLE_USTACK_ERR (1u << 1)    /* bpf_get_stack() failed for the user stack */
 #define PROFD_SAMPLE_USTACK_TRUNC (1u << 2)  /* user stack filled every slot: likely truncated */
 #define PROFD_SAMPLE_KSTACK_TRUNC (1u << 3)  /* kernel stack filled every slot */
-#define PROFD_SAMPLE_KERNEL_THREAD (1u << 4) /* no user address space (kthread) */
+#define PROFD_SAMPLE_KERNEL_THREAD (1u << 4) /* a kernel thread (PF_KTHREAD) */
 
 struct profd_rec_hdr {
 	__u32 type; /* enum profd_record_type */

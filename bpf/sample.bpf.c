@@ -123,9 +123,10 @@ int profd_sample(struct bpf_perf_event_data *ctx)
 			un = PROFD_MAX_STACK;
 			rec->flags |= PROFD_SAMPLE_USTACK_TRUNC;
 		}
-	} else {
-		rec->flags |= PROFD_SAMPLE_KERNEL_THREAD;
 	}
+	/* PF_KTHREAD: a kernel thread has no user stack to miss (an exiting process has none too). */
+	if (bpf_get_current_task_btf()->flags & 0x00200000)
+		rec->flags |= PROFD_SAMPLE_KERNEL_THREAD;
 	rec->nr_kernel = kn;
 	rec->nr_user = un;
 	rec->nr_py = 0;

@@ -82,6 +82,9 @@ struct py_act {
 static const struct frame_key key_no_stack = { .kind = FRAME_KIND_UNKNOWN, .name = "[no stack]" };
 static const struct frame_key key_truncated = { .kind = FRAME_KIND_UNKNOWN,
 						.name = "[truncated]" };
+/* A process's sample with kernel frames only: exiting (no address space) or unreadable stack. */
+static const struct frame_key key_no_user = { .kind = FRAME_KIND_UNKNOWN,
+					      .name = "[no user stack]" };
 
 static inline uint64_t hash64(uint64_t x)
 {
@@ -534,6 +537,13 @@ static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, 
 	while (next_act < nact)
 		put_act(in, &acts[next_act++], &n);
 
+	if (n > 0 && nuser == 0 && !next_act && !(rec->flags & PROFD_SAMPLE_KERNEL_THREAD)) {
+		/* Kernel frames alone would look like the root of the process's work. */
+		uint32_t f = store__intern_frame(in->store, &key_no_user);
+
+		if (f)
+			in->frame_buf[n++] = f;
+	}
 	if (rec->flags &
 	    (PROFD_SAMPLE_USTACK_TRUNC | PROFD_SAMPLE_KSTACK_TRUNC | PROFD_SAMPLE_PY_TRUNC)) {
 		uint32_t f = store__intern_frame(in->store, &key_truncated);

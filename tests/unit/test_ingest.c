@@ -161,6 +161,26 @@ int main(void)
 	CHECK_STREQ(names, "[no stack]");
 	CHECK_EQ_U(count, 1);
 
+	/* A process sampled in the kernel with no user stack (exiting) gets a root that says so. */
+	fill(me, 1, 0);
+	rec.tid = me + 4;
+	rec.ips[0] = 0xffffffff81000000ull;
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	{
+		struct store_query q = { .end_ns = UINT64_MAX, .pids = &me, .npids = 1,
+					 .tid = me + 4 };
+		struct collect c = { 0 };
+		const uint32_t *frames;
+		size_t n = 0;
+
+		store__query(store, &q, collect_cb, &c);
+		CHECK_EQ_I(c.keys, 1);
+		CHECK(store__stack(store, c.stack, &frames, &n));
+		CHECK_EQ_U(n, 2);
+		if (n == 2)
+			CHECK_STREQ(store__frame(store, frames[1])->name, "[no user stack]");
+	}
+
 	/* A truncated user stack ends (at its root) with [truncated]. */
 	fill(me, 0, 1);
 	rec.tid = me + 1;
@@ -190,7 +210,7 @@ int main(void)
 	rec.ips[0] = 0x10;
 	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
 	ingest__stats(in, &st);
-	CHECK_EQ_U(st.samples, 5);
+	CHECK_EQ_U(st.samples, 6);
 
 	/*
 	 * A caller outside every mapping is a broken frame-pointer chain: the stack is cut there,
@@ -235,7 +255,7 @@ int main(void)
 	CHECK(pi.exited);
 	ingest__stats(in, &st);
 	CHECK_EQ_U(st.execs, 1);
-	CHECK_EQ_U(st.samples, 6);
+	CHECK_EQ_U(st.samples, 7);
 	CHECK_EQ_U(st.exits, 1);
 	CHECK_EQ_U(st.malformed, 8);
 
