@@ -307,11 +307,16 @@ static void python_check(struct ingest *in, struct pid_entry *e, uint64_t now)
  */
 static uint32_t intern_sym(struct ingest *in, enum frame_kind kind, const struct sym_result *r)
 {
+	/*
+	 * A user address outside every known mapping (the process exec'd or exited before its maps
+	 * were read) is a randomized number that tells nothing: all of them are one frame.
+	 */
+	bool unmapped = kind == FRAME_KIND_NATIVE && r->module && !strcmp(r->module, "[unknown]");
 	struct frame_key key = {
 		.kind = kind,
 		.name = r->name ? r->name : "[unknown]",
-		.module = r->module,
-		.address = kind == FRAME_KIND_KERNEL && r->name ? 0 : r->address,
+		.module = unmapped ? NULL : r->module,
+		.address = (kind == FRAME_KIND_KERNEL && r->name) || unmapped ? 0 : r->address,
 		.build_id = r->build_id,
 	};
 
@@ -376,7 +381,8 @@ static bool is_unmapped(const struct ingest *in, uint32_t frame_id)
 {
 	const struct store_frame *f = store__frame(in->store, frame_id);
 
-	return f && f->kind == FRAME_KIND_NATIVE && f->module && !strcmp(f->module, "[unknown]");
+	/* intern_sym() keeps no module (and no address) for these. */
+	return f && f->kind == FRAME_KIND_NATIVE && !f->module && !strcmp(f->name, "[unknown]");
 }
 
 static bool is_eval_frame(const struct ingest *in, uint32_t frame_id)
