@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include "intern.h"
+#include "hash.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -15,11 +16,8 @@ struct intern {
 
 static uint64_t hash(const void *key, size_t len)
 {
-	const unsigned char *p = key;
-	uint64_t h = 14695981039346656037ull;
+	uint64_t h = hash_bytes(key, len);
 
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ p[i]) * 1099511628211ull;
 	return h ^ (h >> 31);
 }
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include "profile.h"
+#include "hash.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -220,11 +221,7 @@ struct flame {
 
 static uint64_t hash_str(const char *s)
 {
-	uint64_t h = 14695981039346656037ull;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
+	return hash_bytes(s, strlen(s));
 }
 
 static uint64_t hash_node(uint32_t parent, uint32_t name)

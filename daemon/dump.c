@@ -7,6 +7,7 @@
  * so dump__free() is a single free() and building costs one large allocation.
  */
 #include "dump.h"
+#include "hash.h"
 
 #include <errno.h>
 #include <stdalign.h>
@@ -32,16 +33,6 @@ static void *vec_push(struct vec *v, size_t item)
 		v->cap = ncap;
 	}
 	return (char *)v->p + item * v->n++;
-}
-
-static inline uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	x ^= x >> 33;
-	return x;
 }
 
 /* uint64 key -> dense index, insert-only, for processes and threads. */
@@ -73,7 +64,7 @@ static int64_t idxmap_get_or_add(struct idxmap *m, uint64_t key, bool *created)
 {
 	uint32_t i;
 
-	for (i = (uint32_t)mix64(key) & m->mask; m->vals[i]; i = (i + 1) & m->mask)
+	for (i = (uint32_t)hash_mix64(key) & m->mask; m->vals[i]; i = (i + 1) & m->mask)
 		if (m->keys[i] == key)
 			return m->vals[i] - 1;
 	if ((m->n + 1) * 2 > m->mask + 1) {
@@ -88,7 +79,7 @@ static int64_t idxmap_get_or_add(struct idxmap *m, uint64_t key, bool *created)
 
 			if (!m->vals[j])
 				continue;
-			for (k = (uint32_t)mix64(m->keys[j]) & g.mask; g.vals[k];
+			for (k = (uint32_t)hash_mix64(m->keys[j]) & g.mask; g.vals[k];
 			     k = (k + 1) & g.mask)
 				;
 			g.keys[k] = m->keys[j];
@@ -97,7 +88,7 @@ static int64_t idxmap_get_or_add(struct idxmap *m, uint64_t key, bool *created)
 		g.n = m->n;
 		idxmap_fini(m);
 		*m = g;
-		for (i = (uint32_t)mix64(key) & m->mask; m->vals[i]; i = (i + 1) & m->mask)
+		for (i = (uint32_t)hash_mix64(key) & m->mask; m->vals[i]; i = (i + 1) & m->mask)
 			;
 	}
 	m->keys[i] = key;
@@ -123,7 +114,7 @@ static uint32_t str_hash(const char *p)
 		h ^= (unsigned char)*p;
 		h *= 0x100000001b3ull;
 	}
-	return (uint32_t)mix64(h);
+	return (uint32_t)hash_mix64(h);
 }
 
 static int strset_grow(struct strset *ss)

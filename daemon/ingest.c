@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "abi.h"
+#include "hash.h"
 #include "log.h"
 #include "timeutil.h"
 
@@ -86,16 +87,6 @@ static const struct frame_key key_truncated = { .kind = FRAME_KIND_UNKNOWN,
 static const struct frame_key key_no_user = { .kind = FRAME_KIND_UNKNOWN,
 					      .name = "[no user stack]" };
 
-static inline uint64_t hash64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	x ^= x >> 33;
-	return x;
-}
-
 struct ingest *ingest__new(const struct ingest_opts *opts)
 {
 	struct ingest *in = calloc(1, sizeof(*in));
@@ -145,7 +136,7 @@ static struct pid_entry *pid_find(struct ingest *in, uint32_t pid)
 {
 	size_t mask = in->pid_cap - 1;
 
-	for (size_t i = hash64(pid) & mask;; i = (i + 1) & mask) {
+	for (size_t i = hash_mix64(pid) & mask;; i = (i + 1) & mask) {
 		struct pid_entry *e = &in->pids[i];
 
 		if (e->pid == pid && !e->tombstone)
@@ -174,7 +165,7 @@ static int pid_table_grow(struct ingest *in)
 
 		if (!e->pid || e->tombstone)
 			continue;
-		for (i = hash64(e->pid) & mask; t[i].pid; i = (i + 1) & mask)
+		for (i = hash_mix64(e->pid) & mask; t[i].pid; i = (i + 1) & mask)
 			;
 		t[i] = *e;
 	}
@@ -194,7 +185,7 @@ static struct pid_entry *pid_insert(struct ingest *in, uint32_t pid)
 	if ((in->pid_fill + 1) * 4 > in->pid_cap * 3 && pid_table_grow(in))
 		return NULL;
 	mask = in->pid_cap - 1;
-	for (size_t i = hash64(pid) & mask;; i = (i + 1) & mask) {
+	for (size_t i = hash_mix64(pid) & mask;; i = (i + 1) & mask) {
 		struct pid_entry *e = &in->pids[i];
 
 		if (e->pid == 0) {
@@ -333,7 +324,7 @@ static uint32_t frame_for(struct ingest *in, uint64_t owner, uint32_t pid, uint6
 	size_t i;
 	int err;
 
-	for (i = hash64(addr ^ (owner * 0x9e3779b97f4a7c15ull)) & mask; in->addrs[i].owner;
+	for (i = hash_mix64(addr ^ (owner * 0x9e3779b97f4a7c15ull)) & mask; in->addrs[i].owner;
 	     i = (i + 1) & mask) {
 		if (in->addrs[i].owner == owner && in->addrs[i].addr == addr) {
 			in->stats.addr_cache_hits++;
@@ -363,7 +354,7 @@ static uint32_t frame_for(struct ingest *in, uint64_t owner, uint32_t pid, uint6
 		return frame;
 	if (in->addr_fill >= ADDR_CACHE_MAX_FILL) {
 		addr_cache_wipe(in);
-		for (i = hash64(addr ^ (owner * 0x9e3779b97f4a7c15ull)) & mask; in->addrs[i].owner;
+		for (i = hash_mix64(addr ^ (owner * 0x9e3779b97f4a7c15ull)) & mask; in->addrs[i].owner;
 		     i = (i + 1) & mask)
 			;
 	}

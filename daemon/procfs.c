@@ -104,17 +104,6 @@ int procfs_read_file(const char *path, size_t max, char **buf, size_t *len)
 	return err;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* 1..16 hex digits followed by the byte stop; *p moves past stop. */
 static int take_hex(char **p, char stop, uint64_t *out)
 {
@@ -122,7 +111,7 @@ static int take_hex(char **p, char stop, uint64_t *out)
 	char *s = *p;
 	int i, d;
 
-	for (i = 0; (d = hexval(s[i])) >= 0; i++) {
+	for (i = 0; (d = parse_hex_digit(s[i])) >= 0; i++) {
 		if (i == 16)
 			return -EINVAL;
 		v = v << 4 | (uint64_t)d;

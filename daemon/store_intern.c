@@ -36,15 +36,9 @@ struct stack_rec {
 
 /* --- hashing -------------------------------------------------------------------------------- */
 
-static uint32_t hash_bytes(const char *p, size_t n)
+static uint32_t str_hash(const char *p, size_t n)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= (unsigned char)p[i];
-		h *= 0x100000001b3ull;
-	}
-	return (uint32_t)store_mix64(h);
+	return (uint32_t)hash_mix64(hash_bytes(p, n));
 }
 
 static uint32_t stack_hash(const uint32_t *frames, size_t n)
@@ -53,7 +47,7 @@ static uint32_t stack_hash(const uint32_t *frames, size_t n)
 
 	for (size_t i = 0; i < n; i++)
 		h = (h ^ frames[i]) * 0x9e3779b97f4a7c15ull + (h >> 29);
-	return (uint32_t)store_mix64(h);
+	return (uint32_t)hash_mix64(h);
 }
 
 static uint32_t str_hash_of(const struct str *st)
@@ -65,11 +59,11 @@ static uint32_t frame_hash(enum frame_kind kind, const struct str *name, const s
 			   uint64_t address, const struct str *file, uint32_t line,
 			   const struct str *build_id)
 {
-	uint64_t h = store_mix64(address ^ ((uint64_t)kind << 56) ^ ((uint64_t)line << 24));
+	uint64_t h = hash_mix64(address ^ ((uint64_t)kind << 56) ^ ((uint64_t)line << 24));
 
-	h = store_mix64(h ^ str_hash_of(name));
-	h = store_mix64(h ^ ((uint64_t)str_hash_of(module) << 32) ^ str_hash_of(file));
-	h = store_mix64(h ^ str_hash_of(build_id));
+	h = hash_mix64(h ^ str_hash_of(name));
+	h = hash_mix64(h ^ ((uint64_t)str_hash_of(module) << 32) ^ str_hash_of(file));
+	h = hash_mix64(h ^ str_hash_of(build_id));
 	return (uint32_t)h;
 }
 
@@ -132,7 +126,7 @@ static struct str *str_intern(struct store *s, const char *p, int *err)
 	if (!p)
 		return NULL;
 	len = store_clip_len(p, MAX_STRING);
-	h = hash_bytes(p, len);
+	h = str_hash(p, len);
 	for (i = h & s->strmask; (st = s->strtab[i]); i = (i + 1) & s->strmask)
 		if (st->hash == h && st->len == len && !memcmp(st->s, p, len))
 			return st;

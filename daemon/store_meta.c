@@ -45,7 +45,7 @@ static void pmap_fini(struct store *s, struct pmap *m)
 
 static void *pmap_get(const struct pmap *m, uint64_t key)
 {
-	uint32_t i = (uint32_t)store_mix64(key) & m->mask;
+	uint32_t i = (uint32_t)hash_mix64(key) & m->mask;
 
 	for (;; i = (i + 1) & m->mask) {
 		if (!m->slots[i].val)
@@ -57,7 +57,7 @@ static void *pmap_get(const struct pmap *m, uint64_t key)
 
 static void pmap_put_slot(struct pslot *slots, uint32_t mask, uint64_t key, void *val)
 {
-	uint32_t i = (uint32_t)store_mix64(key) & mask;
+	uint32_t i = (uint32_t)hash_mix64(key) & mask;
 
 	while (slots[i].val)
 		i = (i + 1) & mask;
@@ -100,7 +100,7 @@ static void pmap_del_slot(struct pmap *m, uint32_t i)
 		j = (j + 1) & m->mask;
 		if (!m->slots[j].val)
 			return;
-		home = (uint32_t)store_mix64(m->slots[j].key) & m->mask;
+		home = (uint32_t)hash_mix64(m->slots[j].key) & m->mask;
 		/* Move j into the hole unless its home lies cyclically in (i, j]. */
 		if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
 			m->slots[i] = m->slots[j];

@@ -25,6 +25,7 @@
 #ifndef PROFD_STORE_PRIV_H
 #define PROFD_STORE_PRIV_H
 
+#include "hash.h"
 #include "store.h"
 
 #include <errno.h>
@@ -165,19 +166,9 @@ static inline void store_mem_free(struct store *s, void *p, size_t n)
 
 /* --- hashing and id tables ------------------------------------------------------------------ */
 
-static inline uint64_t store_mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	x ^= x >> 33;
-	return x;
-}
-
 static inline uint32_t store_entry_hash(uint32_t pid, uint32_t tid, uint32_t stack)
 {
-	return (uint32_t)store_mix64(((uint64_t)pid << 32 | tid) ^
+	return (uint32_t)hash_mix64(((uint64_t)pid << 32 | tid) ^
 				     ((uint64_t)stack * 0x9e3779b97f4a7c15ull));
 }
 

@@ -12,6 +12,7 @@
  */
 #include "symbolize.h"
 
+#include "hash.h"
 #include "procfs.h"
 #include "symbolize_elf.h"
 #include "log.h"
@@ -713,14 +714,13 @@ int symbolizer__user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct s
 static uint64_t modules_sum(const struct symbolizer *s)
 {
 	char path[PATH_MAX], *buf;
-	uint64_t h = 1469598103934665603ull;
+	uint64_t h;
 	size_t len;
 
 	snprintf(path, sizeof(path), "%s/modules", s->proc_root);
 	if (procfs_read_file(path, 4u << 20, &buf, &len))
 		return 0;
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ (unsigned char)buf[i]) * 1099511628211ull;
+	h = hash_bytes(buf, len);
 	free(buf);
 	return h;
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /* Kernel symbols: the text symbols of /proc/kallsyms, loaded once and sorted by address. */
 #include "symbolize_elf.h"
+#include "parse.h"
 
 #include "procfs.h"
 
@@ -65,17 +66,6 @@ static int mod_index(struct ksyms *k, const char *name, size_t len, uint32_t *id
 	return 0;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /*
  * One line, "ADDR TYPE NAME" optionally followed by "\t[MODULE]". Returns 1 for a text symbol
  * (fields filled; name and module not NUL-terminated), 0 for a valid line to skip, -EINVAL.
@@ -88,7 +78,7 @@ static int parse_line(const char *line, size_t len, uint64_t *addr, const char *
 	int i, d;
 	char type;
 
-	for (i = 0; p < end && (d = hexval(*p)) >= 0; i++, p++) {
+	for (i = 0; p < end && (d = parse_hex_digit(*p)) >= 0; i++, p++) {
 		if (i == 16)
 			return -EINVAL;
 		v = v << 4 | (uint64_t)d;

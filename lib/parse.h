@@ -11,6 +11,18 @@
  */
 int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 int parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out);
+/* The value of one hexadecimal digit, or -1. */
+static inline int parse_hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
 /* Hexadecimal, with or without 0x; same rules. */
 int parse_hex_u64(const char *s, uint64_t *out);
 /*
