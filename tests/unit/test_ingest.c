@@ -62,10 +62,14 @@ static void fill(uint32_t pid, uint16_t nk, uint16_t nu)
 	memcpy(rec.comm, "test_ingest", 12);
 }
 
-/* The frame names of the only stack in the store for pid, leaf first, joined by ';'. */
-static void stack_names(struct store *s, uint32_t pid, char *out, size_t len, uint64_t *count)
+/*
+ * The frame names of the only stack in the store for pid (and tid, unless 0), leaf first, joined
+ * by ';'; "" unless exactly one stack matches.
+ */
+static void stack_names(struct store *s, uint32_t pid, uint32_t tid, char *out, size_t len,
+			uint64_t *count)
 {
-	struct store_query q = { .end_ns = UINT64_MAX, .pids = &pid, .npids = 1 };
+	struct store_query q = { .end_ns = UINT64_MAX, .pids = &pid, .npids = 1, .tid = tid };
 	struct collect c = { 0 };
 	const uint32_t *frames;
 	size_t n;
@@ -140,7 +144,7 @@ int main(void)
 	rec.ips[1] = (uint64_t)(uintptr_t)&caller_fn + 5;
 	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
 	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
-	stack_names(store, me, names, sizeof(names), &count);
+	stack_names(store, me, 0, names, sizeof(names), &count);
 	CHECK_STREQ(names, "leaf_fn;caller_fn");
 	CHECK_EQ_U(count, 2);
 	ingest__stats(in, &st);
@@ -157,7 +161,7 @@ int main(void)
 	rec.flags = PROFD_SAMPLE_KERNEL_THREAD;
 	memcpy(rec.comm, "kthreadd\0", 9);
 	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
-	stack_names(store, 2, names, sizeof(names), &count);
+	stack_names(store, 2, 0, names, sizeof(names), &count);
 	CHECK_STREQ(names, "[no stack]");
 	CHECK_EQ_U(count, 1);
 
@@ -166,20 +170,8 @@ int main(void)
 	rec.tid = me + 4;
 	rec.ips[0] = 0xffffffff81000000ull;
 	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
-	{
-		struct store_query q = { .end_ns = UINT64_MAX, .pids = &me, .npids = 1,
-					 .tid = me + 4 };
-		struct collect c = { 0 };
-		const uint32_t *frames;
-		size_t n = 0;
-
-		store__query(store, &q, collect_cb, &c);
-		CHECK_EQ_I(c.keys, 1);
-		CHECK(store__stack(store, c.stack, &frames, &n));
-		CHECK_EQ_U(n, 2);
-		if (n == 2)
-			CHECK_STREQ(store__frame(store, frames[1])->name, "[no user stack]");
-	}
+	stack_names(store, me, me + 4, names, sizeof(names), &count);
+	CHECK_STREQ(names, "[unknown];[no user stack]");
 
 	/* A truncated user stack ends (at its root) with [truncated]. */
 	fill(me, 0, 1);
@@ -187,22 +179,8 @@ int main(void)
 	rec.flags = PROFD_SAMPLE_USTACK_TRUNC;
 	rec.ips[0] = (uint64_t)(uintptr_t)&leaf_fn;
 	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
-	{
-		struct store_query q = { .end_ns = UINT64_MAX, .pids = &me, .npids = 1,
-					 .tid = me + 1 };
-		struct collect c = { 0 };
-		const uint32_t *frames;
-		size_t n = 0;
-
-		store__query(store, &q, collect_cb, &c);
-		CHECK_EQ_I(c.keys, 1);
-		CHECK(store__stack(store, c.stack, &frames, &n));
-		CHECK_EQ_U(n, 2);
-		if (n == 2) {
-			CHECK_STREQ(store__frame(store, frames[0])->name, "leaf_fn");
-			CHECK_STREQ(store__frame(store, frames[1])->name, "[truncated]");
-		}
-	}
+	stack_names(store, me, me + 1, names, sizeof(names), &count);
+	CHECK_STREQ(names, "leaf_fn;[truncated]");
 
 	/* An address no mapping covers: [unknown], kept, not dropped. */
 	fill(me, 0, 1);
@@ -222,20 +200,8 @@ int main(void)
 	rec.ips[1] = 0x10;
 	rec.ips[2] = (uint64_t)(uintptr_t)&caller_fn + 5;
 	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
-	{
-		struct store_query q = { .end_ns = UINT64_MAX, .pids = &me, .npids = 1,
-					 .tid = me + 3 };
-		struct collect c = { 0 };
-		const uint32_t *frames;
-		size_t n = 0;
-
-		store__query(store, &q, collect_cb, &c);
-		CHECK_EQ_I(c.keys, 1);
-		CHECK(store__stack(store, c.stack, &frames, &n));
-		CHECK_EQ_U(n, 1);
-		if (n == 1)
-			CHECK_STREQ(store__frame(store, frames[0])->name, "leaf_fn");
-	}
+	stack_names(store, me, me + 3, names, sizeof(names), &count);
+	CHECK_STREQ(names, "leaf_fn");
 	ingest__stats(in, &st);
 	CHECK_EQ_U(st.unwind_cut, 1);
 
