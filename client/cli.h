@@ -46,6 +46,14 @@ int cli_error_print(const struct cli_error *e);
  */
 int cli_bad_option(int c, char **argv, const struct option *longopts, const char *cmd,
 		   struct cli_error *e);
+/*
+ * Fill e for a bad option value: "CMD: OPT 'VAL' WHAT; see 'profctl CMD --help'", exit code
+ * PROFCTL_EXIT_USAGE. Returns -EINVAL.
+ */
+int cli_bad_value(struct cli_error *e, const char *cmd, const char *opt, const char *val,
+		  const char *what);
+/* Parse --timeout VAL (1ms to 24h) into *out; on error fill e as cli_bad_value. Returns 0 or -EINVAL. */
+int cli_parse_timeout(const char *cmd, const char *val, uint64_t *out, struct cli_error *e);
 /* The exit code for an Error reply's code. */
 int cli_exit_for_error(Profd__ErrorCode code);
 /*

@@ -62,9 +62,7 @@ void cmd_diff_usage(FILE *f)
 
 static int bad_value(struct cli_error *e, const char *opt, const char *val, const char *what)
 {
-	cli_error_set(e, PROFCTL_EXIT_USAGE, "diff: %s '%s' %s; see 'profctl diff --help'", opt,
-		      val, what);
-	return -EINVAL;
+	return cli_bad_value(e, "diff", opt, val, what);
 }
 
 struct diff {
@@ -264,12 +262,9 @@ int diff_parse_args(int argc, char **argv, struct diff_args *a, struct cli_error
 			a->output = optarg;
 			break;
 		case 't':
-			err = parse_duration_ns(optarg, 1000000ull, PROFCTL_MAX_TIMEOUT_NS,
-						&a->timeout_ns);
+			err = cli_parse_timeout("diff", optarg, &a->timeout_ns, e);
 			if (err)
-				return bad_value(
-				    e, "--timeout", optarg,
-				    "is not a duration from 1ms to 24h (like 30s, 5m)");
+				return err;
 			break;
 		case 'h':
 			a->help = true;

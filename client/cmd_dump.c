@@ -69,9 +69,7 @@ void cmd_dump_usage(FILE *f)
 
 static int bad_value(struct cli_error *e, const char *opt, const char *val, const char *what)
 {
-	cli_error_set(e, PROFCTL_EXIT_USAGE, "dump: %s '%s' %s; see 'profctl dump --help'", opt,
-		      val, what);
-	return -EINVAL;
+	return cli_bad_value(e, "dump", opt, val, what);
 }
 
 static int parse_id(const char *opt, const char *val, uint32_t *out, struct cli_error *e)
@@ -200,12 +198,9 @@ int dump_parse_args(int argc, char **argv, struct dump_args *a, struct cli_error
 			a->output = optarg;
 			break;
 		case 't':
-			err = parse_duration_ns(optarg, 1000000ull, PROFCTL_MAX_TIMEOUT_NS,
-						&a->timeout_ns);
+			err = cli_parse_timeout("dump", optarg, &a->timeout_ns, e);
 			if (err)
-				return bad_value(
-				    e, "--timeout", optarg,
-				    "is not a duration from 1ms to 24h (like 30s, 5m)");
+				return err;
 			break;
 		case 'P':
 			a->python_only = true;

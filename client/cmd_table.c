@@ -61,9 +61,7 @@ void cmd_table_usage(FILE *f)
 static int bad_value(const char *cmd, struct cli_error *e, const char *opt, const char *val,
 		     const char *what)
 {
-	cli_error_set(e, PROFCTL_EXIT_USAGE, "%s: %s '%s' %s; see 'profctl %s --help'", cmd, opt,
-		      val, what, cmd);
-	return -EINVAL;
+	return cli_bad_value(e, cmd, opt, val, what);
 }
 
 static int parse_id(const char *cmd, const char *opt, const char *val, uint32_t *out,

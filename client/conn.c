@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include "conn.h"
+#include "parse.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -43,6 +44,22 @@ int cli_error_print(const struct cli_error *e)
 {
 	fprintf(stderr, "profctl: %s\n", e->msg);
 	return e->code;
+}
+
+int cli_bad_value(struct cli_error *e, const char *cmd, const char *opt, const char *val,
+		  const char *what)
+{
+	cli_error_set(e, PROFCTL_EXIT_USAGE, "%s: %s '%s' %s; see 'profctl %s --help'", cmd, opt,
+		      val, what, cmd);
+	return -EINVAL;
+}
+
+int cli_parse_timeout(const char *cmd, const char *val, uint64_t *out, struct cli_error *e)
+{
+	if (parse_duration_ns(val, 1000000ull, PROFCTL_MAX_TIMEOUT_NS, out))
+		return cli_bad_value(e, cmd, "--timeout", val,
+				     "is not a duration from 1ms to 24h (like 30s, 5m)");
+	return 0;
 }
 
 int cli_bad_option(int c, char **argv, const struct option *longopts, const char *cmd,
