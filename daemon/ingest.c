@@ -454,7 +454,6 @@ static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, 
 	struct py_act acts[PROFD_MAX_PY_FRAMES];
 	size_t nact = 0, next_act = 0;
 	char comm[PROFD_COMM_LEN];
-	struct store_stats st;
 	struct pid_entry *pe;
 	uint64_t owner;
 	int err;
@@ -473,11 +472,10 @@ static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, 
 		in->stats.malformed++;
 		return 0;
 	}
-	store__stats(in->store, &st);
-	if (st.generation != in->store_gen ||
+	if (store__generation(in->store) != in->store_gen ||
 	    symbolizer__kernel_generation(in->sym) != in->kernel_gen) {
 		addr_cache_wipe(in);
-		in->store_gen = st.generation;
+		in->store_gen = store__generation(in->store);
 		in->kernel_gen = symbolizer__kernel_generation(in->sym);
 	}
 
@@ -599,7 +597,6 @@ static int handle_task(struct ingest *in, const struct profd_task_rec *rec, size
 int ingest__record(struct ingest *in, const void *data, size_t size)
 {
 	const struct profd_rec_hdr *hdr = data;
-	uint64_t t0 = mono_ns();
 	int err = 0;
 
 	in->stats.records++;
@@ -609,7 +606,7 @@ int ingest__record(struct ingest *in, const void *data, size_t size)
 	}
 	switch (hdr->type) {
 	case PROFD_REC_SAMPLE:
-		err = handle_sample(in, data, hdr->size, t0);
+		err = handle_sample(in, data, hdr->size, mono_ns());
 		break;
 	case PROFD_REC_EXEC:
 	case PROFD_REC_EXIT:
@@ -619,6 +616,5 @@ int ingest__record(struct ingest *in, const void *data, size_t size)
 		in->stats.malformed++;
 		break;
 	}
-	in->stats.busy_ns += mono_ns() - t0;
 	return err;
 }

@@ -33,7 +33,6 @@ struct ingest_stats {
 	uint64_t execs;
 	uint64_t exits;
 	uint64_t store_errors; /* samples the store refused (allocation failure) */
-	uint64_t busy_ns;      /* time spent in ingest__record */
 	uint64_t addr_cache_hits;
 	uint64_t addr_cache_misses;
 	uint64_t unwind_cut;	   /* user stacks cut at a return address outside every mapping */

@@ -512,6 +512,11 @@ void store__stats(const struct store *s, struct store_stats *out)
 	out->interned_bytes = store_interned_bytes(s);
 }
 
+uint64_t store__generation(const struct store *s)
+{
+	return s ? s->generation : 0;
+}
+
 uint64_t store__bucket_ns(const struct store *s)
 {
 	return s ? s->bucket_ns : DEFAULT_BUCKET_NS;

@@ -154,6 +154,8 @@ typedef int (*store_query_cb)(uint32_t pid, uint32_t tid, uint32_t stack,
 int store__query(struct store *s, const struct store_query *q, store_query_cb cb, void *ctx);
 
 void store__stats(const struct store *s, struct store_stats *out);
+/* store__stats().generation alone, for hot paths that only check their cached ids. */
+uint64_t store__generation(const struct store *s);
 
 /*
  * Drop interned frames, stacks and strings no bucket refers to and renumber the rest densely
