@@ -3,105 +3,10 @@
 #include "check.h"
 #include "format.h"
 #include "profile.h"
+#include "profile_fixture.h"
 
 #include <errno.h>
 #include <unistd.h>
-
-#define NSTR 32
-#define NFRAME 16
-#define NSTACK 8
-#define NSAMPLE 16
-#define NPROC 4
-
-/* A profile in static storage that tests fill through the helpers below. */
-struct fixture {
-	Profd__Profile p;
-	char *strings[NSTR];
-	Profd__Frame frames[NFRAME];
-	Profd__Frame *frame_ptrs[NFRAME];
-	Profd__Stack stacks[NSTACK];
-	Profd__Stack *stack_ptrs[NSTACK];
-	uint32_t stack_frames[NSTACK][8];
-	Profd__Sample samples[NSAMPLE];
-	Profd__Sample *sample_ptrs[NSAMPLE];
-	uint64_t values[NSAMPLE];
-	Profd__Process procs[NPROC];
-	Profd__Process *proc_ptrs[NPROC];
-};
-
-static void fx_init(struct fixture *fx)
-{
-	memset(fx, 0, sizeof(*fx));
-	profd__profile__init(&fx->p);
-	fx->strings[0] = "";
-	fx->p.strings = fx->strings;
-	fx->p.n_strings = 1;
-	fx->p.frames = fx->frame_ptrs;
-	fx->p.stacks = fx->stack_ptrs;
-	fx->p.samples = fx->sample_ptrs;
-	fx->p.processes = fx->proc_ptrs;
-}
-
-static uint32_t fx_str(struct fixture *fx, const char *s)
-{
-	for (uint32_t i = 0; i < fx->p.n_strings; i++)
-		if (strcmp(fx->strings[i], s) == 0)
-			return i;
-	fx->strings[fx->p.n_strings] = (char *)s;
-	return (uint32_t)fx->p.n_strings++;
-}
-
-static uint32_t fx_frame(struct fixture *fx, Profd__FrameKind kind, const char *name)
-{
-	size_t i = fx->p.n_frames++;
-	Profd__Frame *f = &fx->frames[i];
-
-	profd__frame__init(f);
-	f->kind = kind;
-	f->name = fx_str(fx, name);
-	fx->frame_ptrs[i] = f;
-	return (uint32_t)i;
-}
-
-/* Frames given root first, as people read stacks; stored leaf first, as the wire has them. */
-static uint32_t fx_stack(struct fixture *fx, size_t n, const uint32_t *root_first)
-{
-	size_t i = fx->p.n_stacks++;
-	Profd__Stack *s = &fx->stacks[i];
-
-	profd__stack__init(s);
-	for (size_t k = 0; k < n; k++)
-		fx->stack_frames[i][k] = root_first[n - 1 - k];
-	s->frames = fx->stack_frames[i];
-	s->n_frames = n;
-	fx->stack_ptrs[i] = s;
-	return (uint32_t)i;
-}
-
-static void fx_sample(struct fixture *fx, uint32_t stack, uint32_t pid, uint64_t value)
-{
-	size_t i = fx->p.n_samples++;
-	Profd__Sample *s = &fx->samples[i];
-
-	profd__sample__init(s);
-	s->stack = stack;
-	s->pid = pid;
-	s->tid = pid;
-	fx->values[i] = value;
-	s->values = &fx->values[i];
-	s->n_values = 1;
-	fx->sample_ptrs[i] = s;
-}
-
-static void fx_proc(struct fixture *fx, uint32_t pid, const char *name)
-{
-	size_t i = fx->p.n_processes++;
-
-	profd__process__init(&fx->procs[i]);
-	fx->procs[i].pid = pid;
-	fx->procs[i].name = fx_str(fx, name);
-	fx->proc_ptrs[i] = &fx->procs[i];
-}
 
 /*
  * Two processes; kernel, native and unknown frames; two stacks sharing main;work.

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "format.h"
 #include "profile.h"
+#include "profile_fixture.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -15,140 +16,6 @@
 
 #include "profile.pb-c.h"
 #include "wire.h"
-
-#define NSTR 48
-#define NFRAME 16
-#define NSTACK 8
-#define NSAMPLE 16
-#define NPROC 4
-
-struct fixture {
-	Profd__Profile p;
-	char *strings[NSTR];
-	Profd__Frame frames[NFRAME];
-	Profd__Frame *frame_ptrs[NFRAME];
-	Profd__Stack stacks[NSTACK];
-	Profd__Stack *stack_ptrs[NSTACK];
-	uint32_t stack_frames[NSTACK][8];
-	Profd__Sample samples[NSAMPLE];
-	Profd__Sample *sample_ptrs[NSAMPLE];
-	uint64_t values[NSAMPLE];
-	Profd__Process procs[NPROC];
-	Profd__Process *proc_ptrs[NPROC];
-	Profd__Thread threads[NPROC];
-	Profd__Thread *thread_ptrs[NPROC];
-	Profd__ValueType vt;
-	Profd__ValueType *vt_ptr;
-};
-
-static uint32_t fx_str(struct fixture *fx, const char *s)
-{
-	for (uint32_t i = 0; i < fx->p.n_strings; i++)
-		if (strcmp(fx->strings[i], s) == 0)
-			return i;
-	fx->strings[fx->p.n_strings] = (char *)s;
-	return (uint32_t)fx->p.n_strings++;
-}
-
-static void fx_init(struct fixture *fx)
-{
-	memset(fx, 0, sizeof(*fx));
-	profd__profile__init(&fx->p);
-	fx->strings[0] = "";
-	fx->p.strings = fx->strings;
-	fx->p.n_strings = 1;
-	fx->p.frames = fx->frame_ptrs;
-	fx->p.stacks = fx->stack_ptrs;
-	fx->p.samples = fx->sample_ptrs;
-	fx->p.processes = fx->proc_ptrs;
-	fx->p.threads = fx->thread_ptrs;
-	profd__value_type__init(&fx->vt);
-	fx->vt.type = fx_str(fx, "samples");
-	fx->vt.unit = fx_str(fx, "count");
-	fx->vt_ptr = &fx->vt;
-	fx->p.value_types = &fx->vt_ptr;
-	fx->p.n_value_types = 1;
-}
-
-/* A frame; module and file may be NULL, line 0 means none. */
-static uint32_t fx_frame(struct fixture *fx, Profd__FrameKind kind, const char *name,
-			 const char *module, uint64_t address, const char *file, uint32_t line)
-{
-	size_t i = fx->p.n_frames++;
-	Profd__Frame *f = &fx->frames[i];
-
-	profd__frame__init(f);
-	f->kind = kind;
-	f->name = fx_str(fx, name);
-	if (module) {
-		f->has_module = 1;
-		f->module = fx_str(fx, module);
-	}
-	f->has_address = 1;
-	f->address = address;
-	if (file) {
-		f->has_file = 1;
-		f->file = fx_str(fx, file);
-	}
-	if (line) {
-		f->has_line = 1;
-		f->line = line;
-	}
-	fx->frame_ptrs[i] = f;
-	return (uint32_t)i;
-}
-
-/* Frames given root first; stored leaf first as on the wire. */
-static uint32_t fx_stack(struct fixture *fx, size_t n, const uint32_t *root_first)
-{
-	size_t i = fx->p.n_stacks++;
-	Profd__Stack *s = &fx->stacks[i];
-
-	profd__stack__init(s);
-	for (size_t k = 0; k < n; k++)
-		fx->stack_frames[i][k] = root_first[n - 1 - k];
-	s->frames = fx->stack_frames[i];
-	s->n_frames = n;
-	fx->stack_ptrs[i] = s;
-	return (uint32_t)i;
-}
-
-static void fx_sample(struct fixture *fx, uint32_t stack, uint32_t pid, uint32_t tid,
-		      uint64_t value)
-{
-	size_t i = fx->p.n_samples++;
-	Profd__Sample *s = &fx->samples[i];
-
-	profd__sample__init(s);
-	s->stack = stack;
-	s->pid = pid;
-	s->tid = tid;
-	fx->values[i] = value;
-	s->values = &fx->values[i];
-	s->n_values = 1;
-	fx->sample_ptrs[i] = s;
-}
-
-static void fx_proc(struct fixture *fx, uint32_t pid, const char *name)
-{
-	size_t i = fx->p.n_processes++;
-
-	profd__process__init(&fx->procs[i]);
-	fx->procs[i].pid = pid;
-	fx->procs[i].name = fx_str(fx, name);
-	fx->proc_ptrs[i] = &fx->procs[i];
-}
-
-static void fx_thread(struct fixture *fx, uint32_t pid, uint32_t tid, const char *name)
-{
-	size_t i = fx->p.n_threads++;
-
-	profd__thread__init(&fx->threads[i]);
-	fx->threads[i].pid = pid;
-	fx->threads[i].tid = tid;
-	fx->threads[i].name = fx_str(fx, name);
-	fx->thread_ptrs[i] = &fx->threads[i];
-}
 
 /*
  * pid 100 "app", threads 100 "app" and 101 "worker"; pid 200 "py" (no thread names).
@@ -160,25 +27,25 @@ static void fx_standard(struct fixture *fx)
 {
 	uint32_t f_main, f_work, f_sched, f_step, f_unk, f_mod, f_work2;
 
-	fx_init(fx);
-	f_main =
-	    fx_frame(fx, PROFD__FRAME_KIND__FRAME_NATIVE, "main", "/usr/bin/app", 0x1100, NULL, 0);
+	fx_init_samples(fx, 0);
+	f_main = fx_frame_full(fx, PROFD__FRAME_KIND__FRAME_NATIVE, "main", "/usr/bin/app", 0x1100,
+			       NULL, 0);
 	fx->frames[f_main].has_build_id = 1;
 	fx->frames[f_main].build_id = fx_str(fx, "abcd");
-	f_work = fx_frame(fx, PROFD__FRAME_KIND__FRAME_NATIVE, "work", "/usr/bin/app", 0x1200,
-			  "/src/app.c", 7);
+	f_work = fx_frame_full(fx, PROFD__FRAME_KIND__FRAME_NATIVE, "work", "/usr/bin/app", 0x1200,
+			       "/src/app.c", 7);
 	fx->frames[f_work].has_build_id = 1;
 	fx->frames[f_work].build_id = fx_str(fx, "abcd");
-	f_sched = fx_frame(fx, PROFD__FRAME_KIND__FRAME_KERNEL, "schedule", "[kernel.kallsyms]",
-			   0xffffffff81000010ull, NULL, 0);
-	f_step =
-	    fx_frame(fx, PROFD__FRAME_KIND__FRAME_PYTHON, "step", NULL, 0x30, "/srv/train.py", 42);
-	f_unk = fx_frame(fx, PROFD__FRAME_KIND__FRAME_NATIVE, "[unknown]", "/usr/lib/libfoo.so",
-			 0x1a2b, NULL, 0);
-	f_mod = fx_frame(fx, PROFD__FRAME_KIND__FRAME_PYTHON, "<module>", NULL, 0x10,
-			 "/srv/train.py", 1);
-	f_work2 = fx_frame(fx, PROFD__FRAME_KIND__FRAME_NATIVE, "work", "/usr/bin/app", 0x1210,
-			   "/src/app.c", 9);
+	f_sched = fx_frame_full(fx, PROFD__FRAME_KIND__FRAME_KERNEL, "schedule",
+				"[kernel.kallsyms]", 0xffffffff81000010ull, NULL, 0);
+	f_step = fx_frame_full(fx, PROFD__FRAME_KIND__FRAME_PYTHON, "step", NULL, 0x30,
+			       "/srv/train.py", 42);
+	f_unk = fx_frame_full(fx, PROFD__FRAME_KIND__FRAME_NATIVE, "[unknown]",
+			      "/usr/lib/libfoo.so", 0x1a2b, NULL, 0);
+	f_mod = fx_frame_full(fx, PROFD__FRAME_KIND__FRAME_PYTHON, "<module>", NULL, 0x10,
+			      "/srv/train.py", 1);
+	f_work2 = fx_frame_full(fx, PROFD__FRAME_KIND__FRAME_NATIVE, "work", "/usr/bin/app", 0x1210,
+				"/src/app.c", 9);
 	fx->frames[f_work2].has_build_id = 1;
 	fx->frames[f_work2].build_id = fx_str(fx, "abcd");
 
@@ -188,11 +55,11 @@ static void fx_standard(struct fixture *fx)
 	uint32_t s_py = fx_stack(fx, 2, (uint32_t[]){f_mod, f_step});
 	uint32_t s_none = fx_stack(fx, 0, NULL);
 
-	fx_sample(fx, s_py, 200, 200, 5);
-	fx_sample(fx, s_sched, 100, 100, 3);
-	fx_sample(fx, s_unk, 100, 101, 4);
-	fx_sample(fx, s_work2, 100, 100, 2);
-	fx_sample(fx, s_none, 200, 200, 1);
+	fx_sample_tid(fx, s_py, 200, 200, 5);
+	fx_sample_tid(fx, s_sched, 100, 100, 3);
+	fx_sample_tid(fx, s_unk, 100, 101, 4);
+	fx_sample_tid(fx, s_work2, 100, 100, 2);
+	fx_sample_tid(fx, s_none, 200, 200, 1);
 	fx_proc(fx, 100, "app");
 	fx_proc(fx, 200, "py");
 	fx_thread(fx, 100, 100, "app");
@@ -421,28 +288,18 @@ out_gz:
 /* A value column other than CPU samples keeps its type and unit; no period: no cpu time. */
 static void test_pprof_value_types(void)
 {
-	Profd__ValueType vts[2], *vt_ptrs[2] = {&vts[0], &vts[1]};
-	uint64_t values[2] = {7, 123456};
 	Perftools__Profiles__Profile *pp;
 	struct fixture fx;
 	size_t len, raw_len;
 	uint8_t *raw = NULL;
 	char *gz;
 
-	fx_init(&fx);
-	uint32_t f = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_GPU, "sgemm", NULL, 0, NULL, 0);
+	fx_init_samples(&fx, 0);
+	uint32_t f = fx_frame_full(&fx, PROFD__FRAME_KIND__FRAME_GPU, "sgemm", NULL, 0, NULL, 0);
 	uint32_t s = fx_stack(&fx, 1, (uint32_t[]){f});
 
-	fx_sample(&fx, s, 9, 9, 0);
-	fx.samples[0].values = values;
-	fx.samples[0].n_values = 2;
-	profd__value_type__init(&vts[0]);
-	profd__value_type__init(&vts[1]);
-	vts[0] = fx.vt;
-	vts[1].type = fx_str(&fx, "gpu_time");
-	vts[1].unit = fx_str(&fx, "nanoseconds");
-	fx.p.value_types = vt_ptrs;
-	fx.p.n_value_types = 2;
+	fx_value_type(&fx, "gpu_time", "nanoseconds");
+	fx_sample_values(&fx, s, 9, 9, 2, (uint64_t[]){7, 123456});
 	fx.p.frequency_hz = 50; /* period_ns unset: 1e9 / 50 */
 
 	gz = render(format_pprof, &fx.p, NULL, &len);
@@ -482,21 +339,21 @@ static void test_pprof_main_mapping(void)
 	uint8_t *raw = NULL;
 	char *gz;
 
-	fx_init(&fx);
+	fx_init_samples(&fx, 0);
 	uint32_t k =
-	    fx_frame(&fx, PROFD__FRAME_KIND__FRAME_KERNEL, "schedule", NULL, 0x10, NULL, 0);
-	uint32_t c = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "memcpy", "/usr/lib/libc.so.6",
-			      0x20, NULL, 0);
-	uint32_t l = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "start",
-			      "/usr/lib/ld-linux-x86-64.so.2", 0x30, NULL, 0);
+	    fx_frame_full(&fx, PROFD__FRAME_KIND__FRAME_KERNEL, "schedule", NULL, 0x10, NULL, 0);
+	uint32_t c = fx_frame_full(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "memcpy",
+				   "/usr/lib/libc.so.6", 0x20, NULL, 0);
+	uint32_t l = fx_frame_full(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "start",
+				   "/usr/lib/ld-linux-x86-64.so.2", 0x30, NULL, 0);
 	uint32_t t1 =
-	    fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "t1", "/opt/one", 0x40, NULL, 0);
-	uint32_t t2 = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "t2", "/opt/two.so.d/two",
-			       0x50, NULL, 0);
+	    fx_frame_full(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "t1", "/opt/one", 0x40, NULL, 0);
+	uint32_t t2 = fx_frame_full(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "t2", "/opt/two.so.d/two",
+				    0x50, NULL, 0);
 
-	fx_sample(&fx, fx_stack(&fx, 2, (uint32_t[]){l, k}), 1, 1, 50);
-	fx_sample(&fx, fx_stack(&fx, 3, (uint32_t[]){t1, c, c}), 1, 1, 2);
-	fx_sample(&fx, fx_stack(&fx, 2, (uint32_t[]){t2, c}), 2, 2, 3);
+	fx_sample_tid(&fx, fx_stack(&fx, 2, (uint32_t[]){l, k}), 1, 1, 50);
+	fx_sample_tid(&fx, fx_stack(&fx, 3, (uint32_t[]){t1, c, c}), 1, 1, 2);
+	fx_sample_tid(&fx, fx_stack(&fx, 2, (uint32_t[]){t2, c}), 2, 2, 3);
 	gz = render(format_pprof, &fx.p, NULL, &len);
 	if (gz)
 		raw = gunzip(gz, len, &raw_len);
@@ -562,7 +419,7 @@ static void test_speedscope(void)
 	free(text);
 
 	/* Nothing sampled: still a valid file, with no profiles. */
-	fx_init(&fx);
+	fx_init_samples(&fx, 0);
 	text = render(format_speedscope, &fx.p, NULL, &len);
 	CHECK(text && strstr(text, "\"profiles\": []\n}\n") != NULL);
 	CHECK(text && strstr(text, "\"name\": \"profd profile\"") != NULL);
@@ -645,7 +502,7 @@ static void test_json(void)
 	free(again);
 	free(text);
 
-	fx_init(&fx);
+	fx_init_samples(&fx, 0);
 	text = render(format_json, &fx.p, NULL, &len);
 	CHECK(text && strstr(text, "  \"frames\": [],\n  \"stacks\": [],\n  \"samples\": []\n}\n"));
 	free(text);

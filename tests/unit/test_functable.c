@@ -3,120 +3,26 @@
 #include "check.h"
 #include "functable.h"
 #include "profile.h"
+#include "profile_fixture.h"
 
 #include <errno.h>
 
-#define NSTR 32
-#define NFRAME 16
-#define NSTACK 12
-#define NSAMPLE 16
-#define NV 2
-
-/* A profile in static storage that tests fill through the helpers below. */
-struct fixture {
-	Profd__Profile p;
-	char *strings[NSTR];
-	Profd__Frame frames[NFRAME];
-	Profd__Frame *frame_ptrs[NFRAME];
-	Profd__Stack stacks[NSTACK];
-	Profd__Stack *stack_ptrs[NSTACK];
-	uint32_t stack_frames[NSTACK][8];
-	Profd__Sample samples[NSAMPLE];
-	Profd__Sample *sample_ptrs[NSAMPLE];
-	uint64_t values[NSAMPLE][NV];
-	Profd__ValueType vts[NV];
-	Profd__ValueType *vt_ptrs[NV];
-};
-
-static uint32_t fx_str(struct fixture *fx, const char *s)
-{
-	for (uint32_t i = 0; i < fx->p.n_strings; i++)
-		if (strcmp(fx->strings[i], s) == 0)
-			return i;
-	fx->strings[fx->p.n_strings] = (char *)s;
-	return (uint32_t)fx->p.n_strings++;
-}
-
-static void fx_value_type(struct fixture *fx, const char *type, const char *unit)
-{
-	size_t i = fx->p.n_value_types++;
-
-	profd__value_type__init(&fx->vts[i]);
-	fx->vts[i].type = fx_str(fx, type);
-	fx->vts[i].unit = fx_str(fx, unit);
-	fx->vt_ptrs[i] = &fx->vts[i];
-}
-
-static void fx_init(struct fixture *fx, uint64_t period_ns)
-{
-	memset(fx, 0, sizeof(*fx));
-	profd__profile__init(&fx->p);
-	fx->strings[0] = "";
-	fx->p.strings = fx->strings;
-	fx->p.n_strings = 1;
-	fx->p.frames = fx->frame_ptrs;
-	fx->p.stacks = fx->stack_ptrs;
-	fx->p.samples = fx->sample_ptrs;
-	fx->p.value_types = fx->vt_ptrs;
-	fx->p.has_period_ns = period_ns != 0;
-	fx->p.period_ns = period_ns;
-	fx_value_type(fx, "samples", "count");
-}
-
-static uint32_t fx_frame(struct fixture *fx, Profd__FrameKind kind, const char *name,
-			 uint64_t address)
-{
-	size_t i = fx->p.n_frames++;
-	Profd__Frame *f = &fx->frames[i];
-
-	profd__frame__init(f);
-	f->kind = kind;
-	f->name = fx_str(fx, name);
-	f->has_address = 1;
-	f->address = address;
-	fx->frame_ptrs[i] = f;
-	return (uint32_t)i;
-}
-
+/* A native frame at an address of its own, so equal names are still distinct frames. */
 static uint32_t fx_native(struct fixture *fx, const char *name)
 {
-	return fx_frame(fx, PROFD__FRAME_KIND__FRAME_NATIVE, name, 0x1000 + fx->p.n_frames * 16);
+	return fx_frame_at(fx, PROFD__FRAME_KIND__FRAME_NATIVE, name, 0x1000 + fx->p.n_frames * 16);
 }
 
-/* Frames given root first, as people read stacks; stored leaf first, as the wire has them. */
-static uint32_t fx_stack(struct fixture *fx, size_t n, const uint32_t *root_first)
+/* The process does not matter to the table: every sample is in pid and tid 100. */
+static void sample(struct fixture *fx, uint32_t stack, uint64_t v)
 {
-	size_t i = fx->p.n_stacks++;
-	Profd__Stack *s = &fx->stacks[i];
-
-	profd__stack__init(s);
-	for (size_t k = 0; k < n; k++)
-		fx->stack_frames[i][k] = root_first[n - 1 - k];
-	s->frames = fx->stack_frames[i];
-	s->n_frames = n;
-	fx->stack_ptrs[i] = s;
-	return (uint32_t)i;
+	fx_sample(fx, stack, 100, v);
 }
 
-static void fx_sample2(struct fixture *fx, uint32_t stack, uint64_t v0, uint64_t v1)
+/* A sample with both columns of test_gpu_columns: CPU samples and GPU nanoseconds. */
+static void sample2(struct fixture *fx, uint32_t stack, uint64_t v0, uint64_t v1)
 {
-	size_t i = fx->p.n_samples++;
-	Profd__Sample *s = &fx->samples[i];
-
-	profd__sample__init(s);
-	s->stack = stack;
-	s->pid = 100;
-	s->tid = 100;
-	fx->values[i][0] = v0;
-	fx->values[i][1] = v1;
-	s->values = fx->values[i];
-	s->n_values = fx->p.n_value_types;
-	fx->sample_ptrs[i] = s;
-}
-
-static void fx_sample(struct fixture *fx, uint32_t stack, uint64_t v)
-{
-	fx_sample2(fx, stack, v, 0);
+	fx_sample_values(fx, stack, 100, 100, 2, (uint64_t[]){v0, v1});
 }
 
 #define STACK(fx, ...)                                                                             \
@@ -137,7 +43,7 @@ static void fx_standard(struct fixture *fx)
 {
 	uint32_t f_main, f_run, f_wa, f_sa, f_sa2, f_other, f_wb, f_sb, f_rec;
 
-	fx_init(fx, 0);
+	fx_init_samples(fx, 0);
 	f_main = fx_native(fx, "main");
 	f_run = fx_native(fx, "run");
 	f_wa = fx_native(fx, "work_a");
@@ -147,15 +53,15 @@ static void fx_standard(struct fixture *fx)
 	f_rec = fx_native(fx, "rec");
 	f_other = fx_native(fx, "other");
 	f_sa2 = fx_native(fx, "spin_a");
-	fx_frame(fx, PROFD__FRAME_KIND__FRAME_KERNEL, "schedule", 0xffffffff81000000ull);
+	fx_frame_at(fx, PROFD__FRAME_KIND__FRAME_KERNEL, "schedule", 0xffffffff81000000ull);
 
-	fx_sample(fx, STACK(fx, f_main, f_run, f_wa, f_sa), 6);
-	fx_sample(fx, STACK(fx, f_main, f_other, f_sa2), 2);
-	fx_sample(fx, STACK(fx, f_main, f_run, f_wb, f_sb), 2);
-	fx_sample(fx, STACK(fx, f_main, f_run), 1);
-	fx_sample(fx, STACK(fx, f_main, f_rec, f_rec, f_rec), 3);
-	fx_sample(fx, fx_stack(fx, 0, NULL), 1);
-	fx_sample(fx, STACK(fx, f_main, f_run, f_wb), 0);
+	sample(fx, STACK(fx, f_main, f_run, f_wa, f_sa), 6);
+	sample(fx, STACK(fx, f_main, f_other, f_sa2), 2);
+	sample(fx, STACK(fx, f_main, f_run, f_wb, f_sb), 2);
+	sample(fx, STACK(fx, f_main, f_run), 1);
+	sample(fx, STACK(fx, f_main, f_rec, f_rec, f_rec), 3);
+	sample(fx, fx_stack(fx, 0, NULL), 1);
+	sample(fx, STACK(fx, f_main, f_run, f_wb), 0);
 }
 
 static const struct functable_row *find(const struct functable *t, const char *name)
@@ -241,26 +147,26 @@ static void test_names(void)
 	struct functable *t;
 	uint32_t f_k, f_bad, f_py, f_py2, f_unk1, f_unk2;
 
-	fx_init(&fx, 0);
-	f_k = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_KERNEL, "schedule", 0xffffffff81000000ull);
+	fx_init_samples(&fx, 0);
+	f_k = fx_frame_at(&fx, PROFD__FRAME_KIND__FRAME_KERNEL, "schedule", 0xffffffff81000000ull);
 	f_bad = fx_native(&fx, "evil\033[2Jname");
-	f_py = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_PYTHON, "train", 0);
+	f_py = fx_frame_at(&fx, PROFD__FRAME_KIND__FRAME_PYTHON, "train", 0);
 	fx.frames[f_py].has_file = 1;
 	fx.frames[f_py].file = fx_str(&fx, "/srv/app/model.py");
 	fx.frames[f_py].has_line = 1;
 	fx.frames[f_py].line = 42;
-	f_py2 = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_PYTHON, "train", 0);
+	f_py2 = fx_frame_at(&fx, PROFD__FRAME_KIND__FRAME_PYTHON, "train", 0);
 	fx.frames[f_py2].has_file = 1;
 	fx.frames[f_py2].file = fx.frames[f_py].file;
 	fx.frames[f_py2].has_line = 1;
 	fx.frames[f_py2].line = 57;
-	f_unk1 = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "[unknown]", 0x10);
-	f_unk2 = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "[unknown]", 0x20);
+	f_unk1 = fx_frame_at(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "[unknown]", 0x10);
+	f_unk2 = fx_frame_at(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "[unknown]", 0x20);
 	fx.frames[f_unk1].has_module = fx.frames[f_unk2].has_module = 1;
 	fx.frames[f_unk1].module = fx.frames[f_unk2].module = fx_str(&fx, "/lib/libcrypto.so.3");
-	fx_sample(&fx, STACK(&fx, f_py, f_bad, f_k), 5);
-	fx_sample(&fx, STACK(&fx, f_py2, f_unk1), 2);
-	fx_sample(&fx, STACK(&fx, f_py2, f_unk2), 3);
+	sample(&fx, STACK(&fx, f_py, f_bad, f_k), 5);
+	sample(&fx, STACK(&fx, f_py2, f_unk1), 2);
+	sample(&fx, STACK(&fx, f_py2, f_unk2), 3);
 	t = functable__new(&fx.p);
 	CHECK(t != NULL);
 	if (!t)
@@ -302,12 +208,12 @@ static struct functable *small_table(struct fixture *fx, uint64_t period_ns)
 {
 	uint32_t f_main, f_comp, f_io;
 
-	fx_init(fx, period_ns);
+	fx_init_samples(fx, period_ns);
 	f_main = fx_native(fx, "main");
 	f_comp = fx_native(fx, "compute");
 	f_io = fx_native(fx, "io");
-	fx_sample(fx, STACK(fx, f_main, f_comp), 3);
-	fx_sample(fx, STACK(fx, f_main, f_io), 1);
+	sample(fx, STACK(fx, f_main, f_comp), 3);
+	sample(fx, STACK(fx, f_main, f_io), 1);
 	return functable__new(&fx->p);
 }
 
@@ -369,12 +275,12 @@ static void test_width(void)
 	uint32_t f_long, f_u;
 	char *s;
 
-	fx_init(&fx, 1000000);
+	fx_init_samples(&fx, 1000000);
 	f_long = fx_native(&fx, "a_very_long_function_name_that_does_not_fit");
 	/* Three 2-byte characters: cut and padded by characters, not bytes. */
 	f_u = fx_native(&fx, "\xc3\xa9t\xc3\xa9_\xc3\xa9");
-	fx_sample(&fx, STACK(&fx, f_long), 2);
-	fx_sample(&fx, STACK(&fx, f_u), 1);
+	sample(&fx, STACK(&fx, f_long), 2);
+	sample(&fx, STACK(&fx, f_u), 1);
 	t = functable__new(&fx.p);
 	CHECK(t != NULL);
 	if (!t)
@@ -410,15 +316,15 @@ static void test_gpu_columns(void)
 	const struct functable_row *r;
 	char *s;
 
-	fx_init(&fx, 10000000);
+	fx_init_samples(&fx, 10000000);
 	fx_value_type(&fx, "gpu_time", "nanoseconds");
 	f_main = fx_native(&fx, "main");
 	f_step = fx_native(&fx, "step");
 	f_launch = fx_native(&fx, "cudaLaunchKernel");
-	f_kern = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_GPU, "gemm", 0);
-	fx_sample2(&fx, STACK(&fx, f_main, f_step), 4, 0);
-	fx_sample2(&fx, STACK(&fx, f_main, f_step, f_launch), 1, 0);
-	fx_sample2(&fx, STACK(&fx, f_main, f_step, f_launch, f_kern), 0, 2500000);
+	f_kern = fx_frame_at(&fx, PROFD__FRAME_KIND__FRAME_GPU, "gemm", 0);
+	sample2(&fx, STACK(&fx, f_main, f_step), 4, 0);
+	sample2(&fx, STACK(&fx, f_main, f_step, f_launch), 1, 0);
+	sample2(&fx, STACK(&fx, f_main, f_step, f_launch, f_kern), 0, 2500000);
 	t = functable__new(&fx.p);
 	CHECK(t != NULL);
 	if (!t)
@@ -479,7 +385,7 @@ static void test_empty(void)
 	struct functable *t;
 	char *s;
 
-	fx_init(&fx, 1000000);
+	fx_init_samples(&fx, 1000000);
 	t = functable__new(&fx.p);
 	CHECK(t != NULL);
 	if (!t)
