@@ -396,6 +396,11 @@ static int detect_in(struct python *py, struct py_proc *p, const struct py_candi
 		log_unsupported(p->pid, major, minor, false, "no PyCode_Type symbol");
 		return PYTHON_UNSUPPORTED;
 	}
+	if (!py_layout_plausible(&p->layout)) {
+		log_unsupported(p->pid, major, minor, false,
+				"object fields beyond what profd reads");
+		return PYTHON_UNSUPPORTED;
+	}
 	p->code_type = pe->code_type + bias;
 	py_layout_to_cfg(&p->layout, runtime, &p->cfg);
 	pr_debug("python: pid %u: CPython %u.%u in %s, _PyRuntime at %#llx", p->pid, major, minor,

@@ -249,17 +249,28 @@ int py_layout_from_debug(const void *buf, size_t len, uint32_t *hexversion, bool
 	return 0;
 }
 
-static uint16_t span(uint16_t cur, uint16_t off, unsigned int width)
+/* The end of field off (width bytes) or cur, whichever is further; in size_t: no wrap. */
+static size_t span(size_t cur, uint16_t off, unsigned int width)
 {
 	if (off == NF)
 		return cur;
-	return off + width > cur ? off + width : cur;
+	return (size_t)off + width > cur ? (size_t)off + width : cur;
+}
+
+static size_t frame_span(const struct py_layout *l)
+{
+	size_t sz = 0;
+
+	sz = span(sz, l->fr_code, 8);
+	sz = span(sz, l->fr_back, 8);
+	sz = span(sz, l->fr_lasti, l->lasti_kind == PROFD_PY_LASTI_INT ? 4 : 8);
+	sz = span(sz, l->fr_owner, 1);
+	sz = span(sz, l->fr_is_entry, 1);
+	return sz;
 }
 
 void py_layout_to_cfg(const struct py_layout *l, uint64_t runtime_addr, struct profd_py_proc *cfg)
 {
-	uint16_t sz = 0;
-
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->runtime_addr = runtime_addr;
 	cfg->version = l->version;
@@ -275,12 +286,8 @@ void py_layout_to_cfg(const struct py_layout *l, uint64_t runtime_addr, struct p
 	cfg->fr_lasti = l->fr_lasti;
 	cfg->fr_owner = l->fr_owner;
 	cfg->fr_is_entry = l->fr_is_entry;
-	sz = span(sz, l->fr_code, 8);
-	sz = span(sz, l->fr_back, 8);
-	sz = span(sz, l->fr_lasti, l->lasti_kind == PROFD_PY_LASTI_INT ? 4 : 8);
-	sz = span(sz, l->fr_owner, 1);
-	sz = span(sz, l->fr_is_entry, 1);
-	cfg->fr_size = sz;
+	/* py_layout_plausible() bounded it to PY_LAYOUT_FRAME_MAX. */
+	cfg->fr_size = (uint16_t)frame_span(l);
 	cfg->lasti_kind = l->lasti_kind;
 	cfg->boundary_owner = l->boundary_owner;
 	cfg->code_tag_mask = l->code_tag_mask;
@@ -288,7 +295,7 @@ void py_layout_to_cfg(const struct py_layout *l, uint64_t runtime_addr, struct p
 
 size_t py_layout_code_span(const struct py_layout *l)
 {
-	uint16_t sz = 0;
+	size_t sz = 0;
 
 	sz = span(sz, l->ob_type, 8);
 	sz = span(sz, l->co_firstlineno, 4);
@@ -297,4 +304,17 @@ size_t py_layout_code_span(const struct py_layout *l)
 	sz = span(sz, l->co_qualname, 8);
 	sz = span(sz, l->co_linetable, 8);
 	return sz;
+}
+
+bool py_layout_plausible(const struct py_layout *l)
+{
+	/*
+	 * The layout of 3.13+ comes from the target's own memory: whatever it says, the daemon
+	 * reads at most these many bytes of a frame (the sampler's buffer) and of a code object
+	 * and string header (user space buffers).
+	 */
+	return frame_span(l) <= PY_LAYOUT_FRAME_MAX && py_layout_code_span(l) <= PY_LAYOUT_CODE_MAX &&
+	       (size_t)l->str_state + 4 <= l->str_compact_data &&
+	       (size_t)l->str_length + 8 <= l->str_compact_data &&
+	       l->str_compact_data <= PY_LAYOUT_STR_HDR_MAX;
 }

@@ -57,6 +57,15 @@ int py_layout_from_debug(const void *buf, size_t len, uint32_t *hexversion, bool
 			 struct py_layout *out);
 
 /* Fill the sampler's view from a layout (fr_size computed to cover every frame field read). */
+/* Bytes of a frame, a code object head and a string header the daemon reads at most. */
+#define PY_LAYOUT_FRAME_MAX 128	 /* PY_FRAME_BUF in bpf/python.bpf.h */
+#define PY_LAYOUT_CODE_MAX 256
+#define PY_LAYOUT_STR_HDR_MAX 96
+/*
+ * Whether every field of l lies inside what the daemon reads of the object holding it. A layout
+ * read from a process (3.13+) that fails this is refused: the process gets native frames only.
+ */
+bool py_layout_plausible(const struct py_layout *l);
 void py_layout_to_cfg(const struct py_layout *l, uint64_t runtime_addr, struct profd_py_proc *cfg);
 
 /* Bytes of a code object to read to cover every field the layout names. */

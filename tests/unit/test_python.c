@@ -803,6 +803,31 @@ static void test_debug_offsets(void)
 	CHECK_EQ_I(py_layout_static(0x0308, &l), 0);
 	py_layout_to_cfg(&l, 0, &cfg);
 	CHECK_EQ_U(cfg.fr_size, 108); /* f_lasti (int) at 104 is the last field read */
+
+	/*
+	 * A 3.13+ layout comes from the target's memory: fields beyond what the daemon reads of a
+	 * code object, a frame or a string header are refused, including offsets near 0xffff whose
+	 * end would wrap in 16 bits.
+	 */
+	for (uint16_t minor = 8; minor <= 12; minor++) {
+		CHECK_EQ_I(py_layout_static(0x0300 | minor, &l), 0);
+		CHECK(py_layout_plausible(&l));
+	}
+	fill_314(v);
+	CHECK_EQ_I(py_layout_from_debug(v, sizeof(v), &hex, &ft, &l), 0);
+	CHECK(py_layout_plausible(&l));
+	{
+		struct py_layout bad = l;
+
+		bad.co_filename = 65530;
+		CHECK(!py_layout_plausible(&bad));
+		bad = l;
+		bad.fr_back = 124; /* 8 bytes at 124 end past the 128 the sampler reads */
+		CHECK(!py_layout_plausible(&bad));
+		bad = l;
+		bad.str_length = bad.str_compact_data; /* the length beyond the header read */
+		CHECK(!py_layout_plausible(&bad));
+	}
 }
 
 int main(void)
