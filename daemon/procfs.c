@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause
+#define _GNU_SOURCE /* O_PATH */
 #include "procfs.h"
 
 #include "parse.h"
@@ -17,30 +18,41 @@
 
 int procfs_open_regular(const char *path, uint64_t max_size, struct stat *st)
 {
-	struct stat tmp;
-	int fd, err;
+	char self[64];
+	struct stat tmp, again;
+	int pfd, fd, err;
 
 	if (!st)
 		st = &tmp;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0)
+	/*
+	 * Look before opening: an O_PATH descriptor opens nothing, so a device swapped in under
+	 * the name is never opened (opening some, a watchdog, has effects of its own).
+	 */
+	pfd = open(path, O_PATH | O_CLOEXEC);
+	if (pfd < 0)
 		return -errno;
-	if (fstat(fd, st)) {
+	if (fstat(pfd, st)) {
 		err = -errno;
-		goto fail;
+		close(pfd);
+		return err;
 	}
-	if (!S_ISREG(st->st_mode)) {
-		err = -EINVAL;
-		goto fail;
+	if (!S_ISREG(st->st_mode) || (max_size && (uint64_t)st->st_size > max_size)) {
+		close(pfd);
+		return S_ISREG(st->st_mode) ? -EFBIG : -EINVAL;
 	}
-	if (max_size && (uint64_t)st->st_size > max_size) {
-		err = -EFBIG;
-		goto fail;
+	/* Open that very file, not whatever the name points at by now. */
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+	fd = open(self, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	err = fd < 0 ? -errno : 0;
+	close(pfd);
+	if (err)
+		return err;
+	if (fstat(fd, &again) || again.st_ino != st->st_ino || again.st_dev != st->st_dev ||
+	    !S_ISREG(again.st_mode)) {
+		close(fd);
+		return -ESTALE;
 	}
 	return fd;
-fail:
-	close(fd);
-	return err;
 }
 
 int procfs_read_fd(int fd, size_t max, char **buf, size_t *len)

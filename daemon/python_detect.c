@@ -9,12 +9,14 @@
 
 #include "log.h"
 #include "procfs.h"
+#include "symbolize_elf.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_LOADS 16
@@ -158,9 +160,37 @@ static void scan_needed(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, struct py_elf
  * PT_INTERP, DT_NEEDED, the .PyRuntime section and the _PyRuntime, Py_Version and PyCode_Type
  * symbols (.dynsym, then .symtab for what is still missing). Returns 0 or a negative errno.
  */
-static int scan_elf(struct python *py, uint32_t pid, const char *path, struct py_elf *pe)
+/*
+ * Open the file behind a mapping the way the symbolizer does: the path is the profiled user's to
+ * choose, so through map_files first (the very file mapped), else through the process's root,
+ * non-blocking, regular files only, and only if it is still the mapped inode.
+ */
+static int open_mapping(struct python *py, uint32_t pid, const struct proc_map *m)
 {
 	char full[PATH_MAX];
+	struct stat st;
+	int fd;
+
+	if ((size_t)snprintf(full, sizeof(full), "%s/%u/map_files/%llx-%llx", py->proc_root, pid,
+			     (unsigned long long)m->start,
+			     (unsigned long long)m->end) < sizeof(full)) {
+		fd = procfs_open_regular(full, ELF_FILE_MAX, NULL);
+		if (fd >= 0)
+			return fd;
+	}
+	if ((size_t)snprintf(full, sizeof(full), "%s/%u/root%s", py->proc_root, pid, m->path) >=
+	    sizeof(full))
+		return -ENAMETOOLONG;
+	fd = procfs_open_regular(full, ELF_FILE_MAX, &st);
+	if (fd >= 0 && (uint64_t)st.st_ino != m->inode) {
+		close(fd);
+		return -ESTALE;
+	}
+	return fd;
+}
+
+static int scan_elf(struct python *py, uint32_t pid, const struct proc_map *m, struct py_elf *pe)
+{
 	Elf_Scn *scn = NULL, *symtab = NULL;
 	GElf_Shdr sh, symtab_sh;
 	size_t shstrndx, nph, i;
@@ -170,13 +200,11 @@ static int scan_elf(struct python *py, uint32_t pid, const char *path, struct py
 	int fd, err = 0;
 
 	memset(pe, 0, sizeof(*pe));
-	if ((size_t)snprintf(full, sizeof(full), "%s/%u/root%s", py->proc_root, pid, path) >=
-	    sizeof(full))
-		return -ENAMETOOLONG;
-	fd = open(full, O_RDONLY | O_CLOEXEC);
+	fd = open_mapping(py, pid, m);
 	if (fd < 0)
-		return -errno;
-	e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+		return fd;
+	/* Read, not mapped: the file's owner could truncate it under us (SIGBUS). */
+	e = elf_begin(fd, ELF_C_READ, NULL);
 	if (!e || elf_kind(e) != ELF_K_ELF || gelf_getclass(e) != ELFCLASS64 ||
 	    elf_getphdrnum(e, &nph) || elf_getshdrstrndx(e, &shstrndx)) {
 		err = -ENOEXEC;
@@ -428,7 +456,7 @@ int python_detect_proc(struct python *py, struct py_proc *p)
 	for (i = 0; i < nc; i++)
 		libpython_mapped = libpython_mapped || cand[i].libpython;
 	for (i = 0; i < nc; i++) {
-		if (scan_elf(py, p->pid, cand[i].map->path, &pe))
+		if (scan_elf(py, p->pid, cand[i].map, &pe))
 			continue;
 		if (!cand[i].libpython && strcmp(cand[i].map->path, exe) == 0)
 			exe_needs_libpython = pe.needs_libpython;

@@ -2,6 +2,7 @@
 #include "python_lines.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 
 /*
@@ -9,10 +10,16 @@
  * line reached before the first pair that moves the offset beyond it (CPython's
  * PyCode_Addr2Line of those versions). Line deltas are signed since 3.6.
  */
+/* A decoded line as an int, or -ENOENT when a hostile table pushed it out of range. */
+static int line_or_none(int64_t line)
+{
+	return line < 0 || line > INT_MAX ? -ENOENT : (int)line;
+}
+
 static int lnotab_line(const uint8_t *tab, size_t len, int first_line, uint64_t addr)
 {
 	uint64_t off = 0;
-	int line = first_line;
+	int64_t line = first_line; /* deltas come from the target: no int overflow on a long table */
 	size_t i;
 
 	for (i = 0; i + 1 < len; i += 2) {
@@ -21,7 +28,7 @@ static int lnotab_line(const uint8_t *tab, size_t len, int first_line, uint64_t 
 			break;
 		line += (int8_t)tab[i + 1];
 	}
-	return line;
+	return line_or_none(line);
 }
 
 /*
@@ -32,7 +39,7 @@ static int lnotab_line(const uint8_t *tab, size_t len, int first_line, uint64_t 
 static int linetable_line(const uint8_t *tab, size_t len, int first_line, uint64_t addr)
 {
 	uint64_t start, end = 0;
-	int line = first_line, cur;
+	int64_t line = first_line, cur;
 	size_t i;
 
 	for (i = 0; i + 1 < len; i += 2) {
@@ -45,7 +52,7 @@ static int linetable_line(const uint8_t *tab, size_t len, int first_line, uint64
 			cur = line;
 		}
 		if (start <= addr && addr < end)
-			return cur < 0 ? -ENOENT : cur;
+			return cur < 0 ? -ENOENT : line_or_none(cur);
 	}
 	return -ENOENT;
 }
@@ -94,7 +101,8 @@ enum {
 static int locations_line(const uint8_t *tab, size_t len, int first_line, uint64_t addr)
 {
 	uint64_t start, end = 0;
-	int line = first_line, delta;
+	int64_t line = first_line;
+	int delta;
 	size_t pos = 0;
 	unsigned int code;
 
@@ -114,7 +122,7 @@ static int locations_line(const uint8_t *tab, size_t len, int first_line, uint64
 		}
 		line += delta;
 		if (start <= addr && addr < end)
-			return code == LOC_NONE || line < 0 ? -ENOENT : line;
+			return code == LOC_NONE ? -ENOENT : line_or_none(line);
 		while (pos < len && !(tab[pos] & 0x80))
 			pos++;
 	}

@@ -735,6 +735,16 @@ static void test_decoders(void)
 	CHECK_EQ_I(py_line_at(PY_LINES_LOCATIONS, loc, sizeof(loc), 20, 7), -ENOENT);
 	CHECK_EQ_I(py_line_at(PY_LINES_LOCATIONS, bad_varint, sizeof(bad_varint), 20, 0), -ENOENT);
 	CHECK_EQ_I(py_line_at(PY_LINES_LOCATIONS, NULL, 0, 20, 0), -ENOENT);
+	/* Deltas from a hostile table cannot overflow the line: out of range is "no line". */
+	{
+		static const uint8_t up[] = {0, 127, 0, 127};
+		static const uint8_t up310[] = {2, 127, 2, 127};
+
+		CHECK_EQ_I(py_line_at(PY_LINES_LNOTAB, up, sizeof(up), INT_MAX - 10, 0), -ENOENT);
+		CHECK_EQ_I(py_line_at(PY_LINES_LINETABLE, up310, sizeof(up310), INT_MAX - 10, 3),
+			   -ENOENT);
+		CHECK_EQ_I(py_line_at(PY_LINES_LNOTAB, up, sizeof(up), 1, 0), 255);
+	}
 }
 
 /* A 3.14 _Py_DebugOffsets as its header lays it out, with the values of a GIL build. */
