@@ -18,6 +18,11 @@
 #include "profd.pb-c.h"
 
 #define DIFF_MAX_INPUT (256u << 20) /* bytes of a file, and of a pprof file decompressed */
+/*
+ * A decompressed pprof profile: protobuf-c's decoded form is many times the encoded bytes (an
+ * empty Sample is 2 bytes on the wire, 80 in memory), so this bounds what a crafted file costs.
+ */
+#define DIFF_MAX_PPROF (64u << 20)
 #define DIFF_MAX_LINE (1u << 20)    /* bytes of one folded line */
 #define DIFF_MAX_DEPTH 4096	    /* frames in one stack */
 

@@ -311,14 +311,14 @@ static int gunzip(const char *name, const uint8_t *in, size_t len, uint8_t **out
 			size_t ncap = cap ? cap * 2 : 1u << 16;
 			uint8_t *nb;
 
-			if (cap >= DIFF_MAX_INPUT) {
+			if (cap >= DIFF_MAX_PPROF) {
 				set_err(err, err_len, "%s: larger than %u MiB once decompressed",
-					name, DIFF_MAX_INPUT >> 20);
+					name, DIFF_MAX_PPROF >> 20);
 				rc = -EFBIG;
 				goto out;
 			}
-			if (ncap > DIFF_MAX_INPUT)
-				ncap = DIFF_MAX_INPUT;
+			if (ncap > DIFF_MAX_PPROF)
+				ncap = DIFF_MAX_PPROF;
 			nb = realloc(buf, ncap);
 			if (!nb) {
 				set_err(err, err_len, "%s: out of memory", name);

@@ -312,6 +312,7 @@ static int code_load(struct python *py, struct py_proc *p, uint64_t addr, const 
 	c->name_ptr = get_u64(head + l->co_name);
 	c->linetable_ptr = get_u64(head + l->co_linetable);
 	qual = l->co_qualname != PROFD_PY_NO_FIELD ? get_u64(head + l->co_qualname) : c->name_ptr;
+	c->qualname_ptr = qual;
 	err = read_str(py, p, qual, &c->qualname);
 	if (err)
 		goto fail;
@@ -410,6 +411,8 @@ int python__symbolize(struct python *py, uint32_t pid, const struct profd_py_fra
 	if (c && (c->first_line != (int32_t)get_u32(head + l->co_firstlineno) ||
 		  c->filename_ptr != get_u64(head + l->co_filename) ||
 		  c->name_ptr != get_u64(head + l->co_name) ||
+		  (l->co_qualname != PROFD_PY_NO_FIELD &&
+		   c->qualname_ptr != get_u64(head + l->co_qualname)) ||
 		  c->linetable_ptr != get_u64(head + l->co_linetable))) {
 		code_drop(p, c); /* the address now holds another code object */
 		c = NULL;

@@ -24,7 +24,7 @@ struct py_code {
 	uint64_t addr;
 	/* Re-read and compared on every hit: a different object at a reused address differs. */
 	int32_t first_line;
-	uint64_t filename_ptr, name_ptr, linetable_ptr;
+	uint64_t filename_ptr, name_ptr, qualname_ptr, linetable_ptr;
 	char *qualname, *filename;
 	uint8_t *linetable; /* NULL: unknown, lines are 0 */
 	uint32_t linetable_len;
