@@ -34,7 +34,8 @@ struct addr_entry {
 
 enum py_state {
 	PY_UNKNOWN = 0,	/* not looked at yet */
-	PY_ABSENT,	/* no CPython found (yet: a fresh exec may not have mapped it) */
+	PY_PENDING,	/* the executable needs a libpython the loader has not mapped yet */
+	PY_ABSENT,	/* no CPython in this image (checked again only after an exec) */
 	PY_ACTIVE,	/* the sampler reads its frames */
 	PY_UNSUPPORTED, /* CPython we cannot read: native frames only */
 };
@@ -49,7 +50,7 @@ struct pid_entry {
 	uint64_t py_checked_ns;
 };
 
-/* A process that just started may map libpython after its first samples: look again. */
+/* A process that just exec'd may map its libpython after its first samples: look again. */
 #define PY_RECHECK_WINDOW_NS (10ull * NSEC_PER_SEC)
 #define PY_RECHECK_EVERY_NS (NSEC_PER_SEC / 2)
 
@@ -266,13 +267,11 @@ static void python_check(struct ingest *in, struct pid_entry *e, uint64_t now)
 	struct profd_py_proc cfg;
 	int r;
 
-	if (!in->py || e->py_state == PY_ACTIVE || e->py_state == PY_UNSUPPORTED)
+	if (!in->py || (e->py_state != PY_UNKNOWN && e->py_state != PY_PENDING))
 		return;
-	if (e->py_state == PY_ABSENT &&
+	if (e->py_state == PY_PENDING &&
 	    (now - e->seen_ns > PY_RECHECK_WINDOW_NS || now - e->py_checked_ns < PY_RECHECK_EVERY_NS))
 		return;
-	if (e->py_state == PY_ABSENT)
-		python__forget_pid(in->py, e->pid);
 	e->py_checked_ns = now;
 	r = python__detect(in->py, e->pid, &cfg);
 	if (r == PYTHON_SUPPORTED) {
@@ -285,8 +284,11 @@ static void python_check(struct ingest *in, struct pid_entry *e, uint64_t now)
 		}
 	} else if (r == PYTHON_UNSUPPORTED) {
 		e->py_state = PY_UNSUPPORTED;
+	} else if (r == -EAGAIN) {
+		e->py_state = PY_PENDING; /* not remembered by python__detect: ask again soon */
 	} else {
-		e->py_state = PY_ABSENT; /* not Python, or gone (-ESRCH): look again later */
+		/* Not Python (a detection that cost an ELF read per process), or gone. */
+		e->py_state = PY_ABSENT;
 	}
 }
 
