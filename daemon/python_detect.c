@@ -36,23 +36,20 @@ struct py_elf {
 };
 
 /*
- * "libpython3.11.so.1.0", "libpython3.13t.so", "libpython3.7m.so" -> major, minor and whether
- * the ABI flags say free-threaded. Returns true when name is a libpython.
+ * "3.11", "3.13t", "3.7m" at s: major, minor and whether the ABI flags say free-threaded. Returns
+ * what follows, or NULL when s does not start that way (*major and *ft may be set even then).
  */
-static bool parse_libpython(const char *name, unsigned int *major, unsigned int *minor, bool *ft)
+static const char *parse_version_flags(const char *s, unsigned int *major, unsigned int *minor,
+				       bool *ft)
 {
-	const char *s = name;
 	unsigned int mi = 0;
 
-	if (strncmp(s, "libpython", 9) != 0)
-		return false;
-	s += 9;
 	if (*s < '2' || *s > '3' || s[1] != '.')
-		return false;
+		return NULL;
 	*major = (unsigned int)(*s - '0');
 	s += 2;
 	if (*s < '0' || *s > '9')
-		return false;
+		return NULL;
 	while (*s >= '0' && *s <= '9' && mi < 1000)
 		mi = mi * 10 + (unsigned int)(*s++ - '0');
 	*ft = false;
@@ -61,7 +58,23 @@ static bool parse_libpython(const char *name, unsigned int *major, unsigned int 
 			*ft = true;
 		s++;
 	}
-	if (strncmp(s, ".so", 3) != 0 || (s[3] != '\0' && s[3] != '.'))
+	*minor = mi;
+	return s;
+}
+
+/*
+ * "libpython3.11.so.1.0", "libpython3.13t.so", "libpython3.7m.so" -> major, minor and whether
+ * the ABI flags say free-threaded. Returns true when name is a libpython.
+ */
+static bool parse_libpython(const char *name, unsigned int *major, unsigned int *minor, bool *ft)
+{
+	unsigned int mi;
+	const char *s;
+
+	if (strncmp(name, "libpython", 9) != 0)
+		return false;
+	s = parse_version_flags(name + 9, major, &mi, ft);
+	if (!s || strncmp(s, ".so", 3) != 0 || (s[3] != '\0' && s[3] != '.'))
 		return false;
 	*minor = mi;
 	return true;
@@ -70,27 +83,13 @@ static bool parse_libpython(const char *name, unsigned int *major, unsigned int 
 /* "python3.11", "python3.13t": the name of an interpreter executable. */
 static bool parse_exe_name(const char *name, unsigned int *major, unsigned int *minor, bool *ft)
 {
-	const char *s = name;
-	unsigned int mi = 0;
+	unsigned int mi;
+	const char *s;
 
-	if (strncmp(s, "python", 6) != 0)
+	if (strncmp(name, "python", 6) != 0)
 		return false;
-	s += 6;
-	if (*s < '2' || *s > '3' || s[1] != '.')
-		return false;
-	*major = (unsigned int)(*s - '0');
-	s += 2;
-	if (*s < '0' || *s > '9')
-		return false;
-	while (*s >= '0' && *s <= '9' && mi < 1000)
-		mi = mi * 10 + (unsigned int)(*s++ - '0');
-	*ft = false;
-	while (*s == 'd' || *s == 'm' || *s == 't' || *s == 'u') {
-		if (*s == 't')
-			*ft = true;
-		s++;
-	}
-	if (*s)
+	s = parse_version_flags(name + 6, major, &mi, ft);
+	if (!s || *s)
 		return false;
 	*minor = mi;
 	return true;
