@@ -258,9 +258,9 @@ def check_unsupported(c, folded, log_text, pid):
     py = total(folded, lambda fr: any(pyframe(x) or x in names for x in fr))
     c.check(py == 0, f"no Python-looking frame ({py} samples)", folded,
             lambda fr: any(pyframe(x) or x in names for x in fr))
-    pidre = re.compile(rf"\b{pid}\b")
-    lines = [ln for ln in log_text.splitlines() if pidre.search(ln) and re.search("python", ln,
-                                                                                   re.I)]
+    # The Python module's own lines about this pid (other modules may name its libpython path).
+    pidre = re.compile(rf"\bpython: pid {pid}\b", re.I)
+    lines = [ln for ln in log_text.splitlines() if pidre.search(ln)]
     c.check(len(lines) == 1 and re.search(r"unsupported|not supported|unknown", lines[0], re.I),
             f"one log line says pid {pid} runs a Python profd cannot read (got {lines[:4]})")
 
