@@ -21,6 +21,9 @@ if not shutil.which("tmux"):
     skip("tmux is not installed (scripts/install-deps installs it)")
 
 tmp = tempfile.mkdtemp(prefix="profd-top-")
+# Each session gets its own tmux server: a server that was just killed can still be exiting on
+# its socket when the next new-session connects, and that client then fails with "server exited
+# unexpectedly".
 TMUX = ["tmux", "-L", f"profd-e2e-{os.getpid()}"]
 
 
@@ -29,6 +32,11 @@ def tmux(*args, check=True):
     if check and r.returncode != 0:
         fail(f"tmux {' '.join(args)}: {r.stderr.strip()}")
     return r.stdout
+
+
+def new_server(name):
+    global TMUX
+    TMUX = ["tmux", "-L", f"profd-e2e-{os.getpid()}-{name}"]
 
 
 def screen():
@@ -121,6 +129,7 @@ try:
         rc_file = os.path.join(tmp, "rc")
         stty_file = os.path.join(tmp, "stty")
         env_cmd = f"env PS1='$ ' TERM=xterm-256color sh"
+        new_server("top")
         tmux("new-session", "-d", "-s", "t", "-x", "120", "-y", "40", env_cmd)
         try:
             wait_screen(lambda s: "$" in s, "the shell prompt shows")
@@ -214,6 +223,7 @@ ready = threading.Event()
 threading.Thread(target=fake_daemon, args=(fake, ready), daemon=True).start()
 ready.wait(5)
 out = os.path.join(tmp, "table.txt")
+new_server("progress")
 tmux("new-session", "-d", "-s", "p", "-x", "100", "-y", "10", "env PS1='$ ' sh")
 try:
     tmux("send-keys", "-t", "p",
