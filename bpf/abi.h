@@ -21,6 +21,13 @@ enum profd_record_type {
 	PROFD_REC_SAMPLE = 1, /* struct profd_sample_rec */
 	PROFD_REC_EXEC = 2,   /* struct profd_task_rec: the process replaced its image */
 	PROFD_REC_EXIT = 3,   /* struct profd_task_rec: the whole thread group exited */
+	/*
+	 * struct profd_sample_rec taken at a CUDA launch, not by the timer: from the USDT probe
+	 * profd:cuda_launch in libprofd_cupti.so (corr_id set), or from a uprobe on a libcuda
+	 * launch function in a process without the library (PROFD_SAMPLE_UPROBE, corr_id 0).
+	 * nr_kernel is 0; the user and Python stacks are the launching thread's.
+	 */
+	PROFD_REC_LAUNCH = 4,
 };
 
 /* Flags of struct profd_sample_rec. */
@@ -81,7 +88,7 @@ struct profd_sample_rec {
 	char comm[PROFD_COMM_LEN]; /* thread name */
 	__u16 nr_py;
 	__u16 py_status; /* enum profd_py_status */
-	__u32 __pad;
+	__u32 corr_id;	 /* PROFD_REC_LAUNCH: CUPTI correlation id; 0 otherwise */
 	/* ips, then the Python frames; sized for the most of both. */
 	__u64 ips[2 * PROFD_MAX_STACK + 2 * PROFD_MAX_PY_FRAMES];
 };
@@ -95,6 +102,11 @@ _Static_assert(sizeof(struct profd_sample_rec) ==
 	       "profd_sample_rec layout");
 
 #define PROFD_SAMPLE_PY_TRUNC (1u << 5) /* more Python frames than PROFD_MAX_PY_FRAMES */
+#define PROFD_SAMPLE_UPROBE (1u << 6)	/* PROFD_REC_LAUNCH from a libcuda uprobe */
+
+/* The USDT probe libprofd_cupti.so fires per traced launch: provider, name, arguments. */
+#define PROFD_USDT_PROVIDER "profd"
+#define PROFD_USDT_LAUNCH "cuda_launch" /* (u32 correlation id, u32 callback id) */
 
 /*
  * Where to find a CPython process's threads and frames: filled by the daemon (daemon/python.c)

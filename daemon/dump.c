@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * Store query -> Profile. Two passes: the first walks the query result and numbers what it
- * references (stacks, frames, strings, processes, threads) in first-seen order, so the tables are
- * dense and the output is deterministic for a given store; the second fills the messages. All
- * the Profile's memory is one block sized after the first pass, with the Profile at its start,
- * so dump__free() is a single free() and building costs one large allocation.
+ * Store query -> Profile, and the frame/stack/string tables shared with the GPU module's Trace.
+ * Two passes: the first walks the query result and numbers what it references (stacks, frames,
+ * strings, processes, threads) in first-seen order, so the tables are dense and the output is
+ * deterministic for a given store; the second fills the messages. All the Profile's memory is
+ * one block sized after the first pass, with the Profile at its start, so dump__free() is a
+ * single free() and building costs one large allocation. A Trace's tables are one block too,
+ * opened by its strings array.
  */
 #include "dump.h"
 #include "hash.h"
@@ -97,11 +99,15 @@ static int64_t idxmap_get_or_add(struct idxmap *m, uint64_t key, bool *created)
 	return m->n - 1;
 }
 
-/* Strings by content; the texts stay owned by the store (or are literals) until copied. */
+/*
+ * Strings by content. The texts stay owned by the store (or are literals) until laid out, except
+ * those the caller of dump_tables__string passed: those are copied into `owned`.
+ */
 struct strset {
-	struct vec strs; /* const char * */
-	size_t bytes;	 /* sum of lengths + NULs */
-	uint32_t *tab;	 /* index + 1 */
+	struct vec strs;  /* const char * */
+	size_t bytes;	  /* sum of lengths + NULs */
+	struct vec owned; /* char *: copies to free */
+	uint32_t *tab;	  /* index + 1 */
 	uint32_t *hashes;
 	uint32_t mask;
 };
@@ -143,11 +149,12 @@ static int strset_grow(struct strset *ss)
 	return 0;
 }
 
-/* Returns the index of p (NULL means "") or -ENOMEM. */
-static int64_t strset_index(struct strset *ss, const char *p)
+/* Returns the index of p (NULL means ""), copying a new p when `copy`, or -ENOMEM. */
+static int64_t strset_index(struct strset *ss, const char *p, bool copy)
 {
 	const char **strs = ss->strs.p;
 	const char **slot;
+	char **own;
 	uint32_t h, i, k;
 
 	if (!p)
@@ -162,9 +169,20 @@ static int64_t strset_index(struct strset *ss, const char *p)
 		for (i = h & ss->mask; ss->tab[i]; i = (i + 1) & ss->mask)
 			;
 	}
+	if (copy) {
+		own = vec_push(&ss->owned, sizeof(*own));
+		if (!own)
+			return -ENOMEM;
+		*own = strdup(p);
+		if (!*own) {
+			ss->owned.n--;
+			return -ENOMEM;
+		}
+		p = *own;
+	}
 	slot = vec_push(&ss->strs, sizeof(*slot));
 	if (!slot)
-		return -ENOMEM;
+		return -ENOMEM; /* a copy stays in `owned` until the set is freed */
 	*slot = p;
 	ss->hashes[ss->strs.n - 1] = h;
 	ss->tab[i] = (uint32_t)ss->strs.n;
@@ -172,133 +190,175 @@ static int64_t strset_index(struct strset *ss, const char *p)
 	return (int64_t)ss->strs.n - 1;
 }
 
-struct row {
-	uint32_t pid;
-	uint32_t tid;
-	uint32_t stack; /* dense index */
-	uint64_t v[STORE_VALUE__COUNT];
-};
+static void strset_fini(struct strset *ss)
+{
+	char **own = ss->owned.p;
 
-struct build {
+	for (size_t k = 0; k < ss->owned.n; k++)
+		free(own[k]);
+	free(ss->owned.p);
+	free(ss->strs.p);
+	free(ss->tab);
+	free(ss->hashes);
+}
+
+/* --- frame, stack and string tables -------------------------------------------------------- */
+
+struct dump_tables {
 	struct store *s;
-	struct vec rows;     /* struct row */
+	bool hide_kernel_addresses;
 	struct vec stacks;   /* uint32_t store stack id, by dense index */
 	struct vec frames;   /* uint32_t store frame id, by dense index */
 	uint32_t *stack_map; /* store stack id -> dense index + 1 */
-	uint32_t *frame_map;
-	uint64_t nstack_ids;
+	uint32_t *frame_map; /* store frame id -> dense index + 1 */
+	uint64_t nstack_ids; /* the maps cover ids 1..n */
 	uint64_t nframe_ids;
-	uint64_t stack_frames; /* sum of stack depths */
+	uint64_t stack_frames; /* sum of the depths of the numbered stacks */
 	struct strset strs;
-	struct idxmap procs;	/* pid -> dense index */
-	struct idxmap threads;	/* pid << 32 | tid -> dense index */
-	struct vec proc_pids;	/* uint32_t */
-	struct vec thread_keys; /* uint64_t */
 };
 
-static int collect_row(uint32_t pid, uint32_t tid, uint32_t stack,
-		       const uint64_t values[STORE_VALUE__COUNT], void *ctx)
+/* Zero-extends a map to cover ids 1..n. Returns 0 or -ENOMEM. */
+static int map_resize(uint32_t **map, uint64_t *have, uint64_t n)
 {
-	struct build *bd = ctx;
-	struct row *r;
-	bool created = false;
+	uint32_t *m;
 
-	if (stack > bd->nstack_ids)
-		return -EINVAL;
-	if (!bd->stack_map[stack]) {
-		uint32_t *id = vec_push(&bd->stacks, sizeof(*id));
-
-		if (!id)
-			return -ENOMEM;
-		*id = stack;
-		bd->stack_map[stack] = (uint32_t)bd->stacks.n;
-	}
-	r = vec_push(&bd->rows, sizeof(*r));
-	if (!r)
+	if (n <= *have)
+		return 0;
+	m = realloc(*map, (n + 1) * sizeof(*m));
+	if (!m)
 		return -ENOMEM;
-	r->pid = pid;
-	r->tid = tid;
-	r->stack = bd->stack_map[stack] - 1;
-	memcpy(r->v, values, sizeof(r->v));
-	if (idxmap_get_or_add(&bd->procs, pid, &created) < 0)
-		return -ENOMEM;
-	if (created) {
-		uint32_t *p = vec_push(&bd->proc_pids, sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		*p = pid;
-	}
-	created = false;
-	if (idxmap_get_or_add(&bd->threads, (uint64_t)pid << 32 | tid, &created) < 0)
-		return -ENOMEM;
-	if (created) {
-		uint64_t *k = vec_push(&bd->thread_keys, sizeof(*k));
-
-		if (!k)
-			return -ENOMEM;
-		*k = (uint64_t)pid << 32 | tid;
-	}
+	memset(&m[*have + 1], 0, (n - *have) * sizeof(*m));
+	*map = m;
+	*have = n;
 	return 0;
 }
 
-/* Number the frames of the referenced stacks, then every string, in a fixed order. */
-static int number_frames_and_strings(struct build *bd)
+/* The store interned more since the maps were sized: cover its ids now. Returns 0 or -ENOMEM. */
+static int tables_fit(struct dump_tables *t)
 {
-	const uint32_t *sids = bd->stacks.p;
+	struct store_stats st;
 
-	for (size_t k = 0; k < bd->stacks.n; k++) {
-		const uint32_t *fr;
-		size_t n;
-
-		if (!store__stack(bd->s, sids[k], &fr, &n))
-			return -EINVAL;
-		bd->stack_frames += n;
-		for (size_t j = 0; j < n; j++) {
-			uint32_t *id;
-
-			if (fr[j] > bd->nframe_ids)
-				return -EINVAL;
-			if (bd->frame_map[fr[j]])
-				continue;
-			id = vec_push(&bd->frames, sizeof(*id));
-			if (!id)
-				return -ENOMEM;
-			*id = fr[j];
-			bd->frame_map[fr[j]] = (uint32_t)bd->frames.n;
-		}
-	}
-	if (strset_index(&bd->strs, "") < 0 || strset_index(&bd->strs, "samples") < 0 ||
-	    strset_index(&bd->strs, "count") < 0)
+	store__stats(t->s, &st);
+	if (map_resize(&t->stack_map, &t->nstack_ids, st.stacks) ||
+	    map_resize(&t->frame_map, &t->nframe_ids, st.frames))
 		return -ENOMEM;
-	for (size_t k = 0; k < bd->frames.n; k++) {
-		const struct store_frame *f = store__frame(bd->s, ((uint32_t *)bd->frames.p)[k]);
-
-		if (!f)
-			return -EINVAL;
-		if (strset_index(&bd->strs, f->name) < 0 ||
-		    strset_index(&bd->strs, f->module) < 0 ||
-		    strset_index(&bd->strs, f->file) < 0 ||
-		    strset_index(&bd->strs, f->build_id) < 0)
-			return -ENOMEM;
-	}
-	for (size_t k = 0; k < bd->proc_pids.n; k++) {
-		struct store_process_info pi;
-		const char *name = "";
-
-		if (store__process(bd->s, ((uint32_t *)bd->proc_pids.p)[k], &pi))
-			name = pi.comm;
-		if (strset_index(&bd->strs, name) < 0)
-			return -ENOMEM;
-	}
-	for (size_t k = 0; k < bd->thread_keys.n; k++) {
-		uint64_t key = ((uint64_t *)bd->thread_keys.p)[k];
-
-		if (strset_index(&bd->strs, store__thread_name(bd->s, key >> 32, (uint32_t)key)) <
-		    0)
-			return -ENOMEM;
-	}
 	return 0;
+}
+
+struct dump_tables *dump_tables__new(struct store *s, bool hide_kernel_addresses)
+{
+	struct dump_tables *t;
+
+	if (!s) {
+		errno = EINVAL;
+		return NULL;
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		goto nomem;
+	t->s = s;
+	t->hide_kernel_addresses = hide_kernel_addresses;
+	t->stack_map = calloc(1, sizeof(uint32_t));
+	t->frame_map = calloc(1, sizeof(uint32_t));
+	if (!t->stack_map || !t->frame_map || tables_fit(t) || strset_grow(&t->strs) ||
+	    strset_index(&t->strs, "", false) < 0)
+		goto nomem;
+	return t;
+nomem:
+	dump_tables__free(t);
+	errno = ENOMEM;
+	return NULL;
+}
+
+void dump_tables__free(struct dump_tables *t)
+{
+	if (!t)
+		return;
+	free(t->stacks.p);
+	free(t->frames.p);
+	free(t->stack_map);
+	free(t->frame_map);
+	strset_fini(&t->strs);
+	free(t);
+}
+
+/* Numbers frame `id` and its strings. Returns 0, -EINVAL for an unknown id, or -ENOMEM. */
+static int tables_frame(struct dump_tables *t, uint32_t id)
+{
+	const struct store_frame *f;
+	uint32_t *slot;
+
+	if (id > t->nframe_ids && tables_fit(t))
+		return -ENOMEM;
+	f = store__frame(t->s, id);
+	if (!f || id > t->nframe_ids)
+		return -EINVAL;
+	if (t->frame_map[id])
+		return 0;
+	if (strset_index(&t->strs, f->name, false) < 0 ||
+	    (f->module && strset_index(&t->strs, f->module, false) < 0) ||
+	    (f->file && strset_index(&t->strs, f->file, false) < 0) ||
+	    (f->build_id && strset_index(&t->strs, f->build_id, false) < 0))
+		return -ENOMEM;
+	slot = vec_push(&t->frames, sizeof(*slot));
+	if (!slot)
+		return -ENOMEM;
+	*slot = id;
+	t->frame_map[id] = (uint32_t)t->frames.n;
+	return 0;
+}
+
+int dump_tables__stack(struct dump_tables *t, uint32_t stack_id, uint32_t *idx)
+{
+	const uint32_t *fr;
+	uint32_t *slot;
+	size_t n;
+	int err;
+
+	if (!t || !idx || !stack_id)
+		return -EINVAL;
+	if (stack_id <= t->nstack_ids && t->stack_map[stack_id]) {
+		/* The common case: a stack seen before. */
+		*idx = t->stack_map[stack_id] - 1;
+		return 0;
+	}
+	if (stack_id > t->nstack_ids && tables_fit(t))
+		return -ENOMEM;
+	if (stack_id > t->nstack_ids || !store__stack(t->s, stack_id, &fr, &n))
+		return -EINVAL;
+	/* A failure part way leaves extra frames numbered: harmless, they are valid. */
+	for (size_t j = 0; j < n; j++) {
+		err = tables_frame(t, fr[j]);
+		if (err)
+			return err;
+	}
+	slot = vec_push(&t->stacks, sizeof(*slot));
+	if (!slot)
+		return -ENOMEM;
+	*slot = stack_id;
+	t->stack_map[stack_id] = (uint32_t)t->stacks.n;
+	t->stack_frames += n;
+	*idx = t->stack_map[stack_id] - 1;
+	return 0;
+}
+
+int dump_tables__string(struct dump_tables *t, const char *s, uint32_t *idx)
+{
+	int64_t i;
+
+	if (!t || !idx)
+		return -EINVAL;
+	i = strset_index(&t->strs, s, true);
+	if (i < 0)
+		return (int)i;
+	*idx = (uint32_t)i;
+	return 0;
+}
+
+/* Index of a string numbered before layout (it cannot fail then). */
+static uint32_t sidx(struct dump_tables *t, const char *p)
+{
+	return (uint32_t)strset_index(&t->strs, p, false);
 }
 
 /* Carves aligned pieces out of the one block. */
@@ -328,15 +388,238 @@ static Profd__FrameKind proto_kind(enum frame_kind k)
 		return PROFD__FRAME_KIND__FRAME_PYTHON;
 	case FRAME_KIND_GPU:
 		return PROFD__FRAME_KIND__FRAME_GPU;
+	case FRAME_KIND_NVTX:
+		return PROFD__FRAME_KIND__FRAME_NVTX;
 	default:
 		return PROFD__FRAME_KIND__FRAME_UNKNOWN;
 	}
 }
 
-/* Index of a string numbered in the first pass (it cannot fail then). */
-static uint32_t sidx(struct build *bd, const char *p)
+/* The laid-out tables, for the message that carries them. */
+struct tables_out {
+	char **strings;
+	size_t n_strings;
+	Profd__Frame **frames;
+	size_t n_frames;
+	Profd__Stack **stacks;
+	size_t n_stacks;
+};
+
+/*
+ * Lays out the tables from c (the strings array first); with c->p NULL only measures. Both runs
+ * take the same pieces in the same order.
+ */
+static void tables_lay_out(struct dump_tables *t, struct carver *c, struct tables_out *o)
 {
-	return (uint32_t)strset_index(&bd->strs, p);
+	size_t nstr = t->strs.strs.n, nfr = t->frames.n, nst = t->stacks.n;
+	char **strings = carve(c, nstr * sizeof(char *), alignof(char *));
+	char *text = carve(c, t->strs.bytes, 1);
+	Profd__Frame **frame_ptrs = carve(c, nfr * sizeof(void *), alignof(void *));
+	Profd__Frame *frames = carve(c, nfr * sizeof(*frames), alignof(Profd__Frame));
+	Profd__Stack **stack_ptrs = carve(c, nst * sizeof(void *), alignof(void *));
+	Profd__Stack *stacks = carve(c, nst * sizeof(*stacks), alignof(Profd__Stack));
+	uint32_t *stack_frames = carve(c, t->stack_frames * sizeof(uint32_t), alignof(uint32_t));
+	const char **src = t->strs.strs.p;
+
+	if (!c->p)
+		return;
+	for (size_t k = 0; k < nstr; k++) {
+		size_t len = strlen(src[k]) + 1;
+
+		memcpy(text, src[k], len);
+		strings[k] = text;
+		text += len;
+	}
+	o->n_strings = nstr;
+	o->strings = strings;
+
+	for (size_t k = 0; k < nfr; k++) {
+		const struct store_frame *f = store__frame(t->s, ((uint32_t *)t->frames.p)[k]);
+		Profd__Frame *pf = &frames[k];
+
+		profd__frame__init(pf);
+		pf->kind = proto_kind(f->kind);
+		pf->name = sidx(t, f->name);
+		/*
+		 * Named kernel frames are kept per function, without an address; and kernel
+		 * addresses would defeat KASLR for callers who are not root.
+		 */
+		pf->has_address =
+		    f->address != 0 && !(t->hide_kernel_addresses && f->kind == FRAME_KIND_KERNEL);
+		pf->address = pf->has_address ? f->address : 0;
+		if (f->module) {
+			pf->has_module = 1;
+			pf->module = sidx(t, f->module);
+		}
+		if (f->file) {
+			pf->has_file = 1;
+			pf->file = sidx(t, f->file);
+		}
+		if (f->line) {
+			pf->has_line = 1;
+			pf->line = f->line;
+		}
+		if (f->build_id) {
+			pf->has_build_id = 1;
+			pf->build_id = sidx(t, f->build_id);
+		}
+		frame_ptrs[k] = pf;
+	}
+	o->n_frames = nfr;
+	o->frames = frame_ptrs;
+
+	for (size_t k = 0; k < nst; k++) {
+		const uint32_t *fr;
+		size_t n;
+
+		store__stack(t->s, ((uint32_t *)t->stacks.p)[k], &fr, &n);
+		profd__stack__init(&stacks[k]);
+		for (size_t j = 0; j < n; j++)
+			stack_frames[j] = t->frame_map[fr[j]] - 1;
+		stacks[k].n_frames = n;
+		stacks[k].frames = stack_frames;
+		stack_frames += n;
+		stack_ptrs[k] = &stacks[k];
+	}
+	o->n_stacks = nst;
+	o->stacks = stack_ptrs;
+}
+
+int dump_tables__finish_trace(struct dump_tables *t, Profd__Trace *tr)
+{
+	struct tables_out o = {0};
+	struct carver c = {0};
+
+	if (!t || !tr)
+		return -EINVAL;
+	tables_lay_out(t, &c, &o);
+	c.p = malloc(c.off);
+	if (!c.p)
+		return -ENOMEM;
+	c.off = 0;
+	tables_lay_out(t, &c, &o);
+	/* The block opens with the strings array (never empty: "" is entry 0). */
+	tr->n_strings = o.n_strings;
+	tr->strings = o.strings;
+	tr->n_frames = o.n_frames;
+	tr->frames = o.frames;
+	tr->n_stacks = o.n_stacks;
+	tr->stacks = o.stacks;
+	return 0;
+}
+
+void dump_tables__free_trace(Profd__Trace *tr)
+{
+	if (!tr)
+		return;
+	free(tr->strings);
+	tr->n_strings = 0;
+	tr->strings = NULL;
+	tr->n_frames = 0;
+	tr->frames = NULL;
+	tr->n_stacks = 0;
+	tr->stacks = NULL;
+}
+
+/* --- profile -------------------------------------------------------------------------------- */
+
+struct row {
+	uint32_t pid;
+	uint32_t tid;
+	uint32_t stack; /* dense index */
+	uint64_t v[STORE_VALUE__COUNT];
+};
+
+struct build {
+	struct store *s;
+	struct dump_tables *t;
+	struct vec rows;	/* struct row */
+	struct idxmap procs;	/* pid -> dense index */
+	struct idxmap threads;	/* pid << 32 | tid -> dense index */
+	struct vec proc_pids;	/* uint32_t */
+	struct vec thread_keys; /* uint64_t */
+};
+
+static int collect_row(uint32_t pid, uint32_t tid, uint32_t stack,
+		       const uint64_t values[STORE_VALUE__COUNT], void *ctx)
+{
+	struct build *bd = ctx;
+	struct row *r;
+	bool created = false, any = false;
+	uint32_t idx;
+	int err;
+
+	/* Nothing to show (a column added zero): no sample, so no stack or thread either. */
+	for (int c = 0; c < STORE_VALUE__COUNT; c++)
+		any |= values[c] != 0;
+	if (!any)
+		return 0;
+	err = dump_tables__stack(bd->t, stack, &idx);
+	if (err)
+		return err;
+	r = vec_push(&bd->rows, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->pid = pid;
+	r->tid = tid;
+	r->stack = idx;
+	memcpy(r->v, values, sizeof(r->v));
+	if (idxmap_get_or_add(&bd->procs, pid, &created) < 0)
+		return -ENOMEM;
+	if (created) {
+		uint32_t *p = vec_push(&bd->proc_pids, sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		*p = pid;
+	}
+	created = false;
+	if (idxmap_get_or_add(&bd->threads, (uint64_t)pid << 32 | tid, &created) < 0)
+		return -ENOMEM;
+	if (created) {
+		uint64_t *k = vec_push(&bd->thread_keys, sizeof(*k));
+
+		if (!k)
+			return -ENOMEM;
+		*k = (uint64_t)pid << 32 | tid;
+	}
+	return 0;
+}
+
+/* Number the value type names first, so they come right after "" whatever the data. */
+static int number_value_types(struct build *bd)
+{
+	for (int c = 0; c < STORE_VALUE__COUNT; c++) {
+		const char *type, *unit;
+
+		store_value_type(c, &type, &unit);
+		if (strset_index(&bd->t->strs, type, false) < 0 ||
+		    strset_index(&bd->t->strs, unit, false) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Number the process and thread names, after the frames' strings. */
+static int number_names(struct build *bd)
+{
+	for (size_t k = 0; k < bd->proc_pids.n; k++) {
+		struct store_process_info pi;
+		const char *name = "";
+
+		if (store__process(bd->s, ((uint32_t *)bd->proc_pids.p)[k], &pi))
+			name = pi.comm;
+		if (strset_index(&bd->t->strs, name, false) < 0)
+			return -ENOMEM;
+	}
+	for (size_t k = 0; k < bd->thread_keys.n; k++) {
+		uint64_t key = ((uint64_t *)bd->thread_keys.p)[k];
+		const char *name = store__thread_name(bd->s, key >> 32, (uint32_t)key);
+
+		if (strset_index(&bd->t->strs, name, false) < 0)
+			return -ENOMEM;
+	}
+	return 0;
 }
 
 /*
@@ -345,19 +628,9 @@ static uint32_t sidx(struct build *bd, const char *p)
  */
 static Profd__Profile *lay_out(struct build *bd, struct carver *c, const struct dump_meta *meta)
 {
-	static const char *const vt_names[STORE_VALUE__COUNT][2] = {
-	    [STORE_VALUE_CPU_SAMPLES] = {"samples", "count"},
-	};
-	size_t nstr = bd->strs.strs.n, nfr = bd->frames.n, nst = bd->stacks.n, nrow = bd->rows.n;
-	size_t nproc = bd->proc_pids.n, nthr = bd->thread_keys.n;
+	size_t nrow = bd->rows.n, nproc = bd->proc_pids.n, nthr = bd->thread_keys.n;
+	struct tables_out o = {0};
 	Profd__Profile *p = carve(c, sizeof(*p), alignof(Profd__Profile));
-	char **strings = carve(c, nstr * sizeof(char *), alignof(char *));
-	char *text = carve(c, bd->strs.bytes, 1);
-	Profd__Frame **frame_ptrs = carve(c, nfr * sizeof(void *), alignof(void *));
-	Profd__Frame *frames = carve(c, nfr * sizeof(*frames), alignof(Profd__Frame));
-	Profd__Stack **stack_ptrs = carve(c, nst * sizeof(void *), alignof(void *));
-	Profd__Stack *stacks = carve(c, nst * sizeof(*stacks), alignof(Profd__Stack));
-	uint32_t *stack_frames = carve(c, bd->stack_frames * sizeof(uint32_t), alignof(uint32_t));
 	Profd__ValueType **vt_ptrs = carve(c, STORE_VALUE__COUNT * sizeof(void *), alignof(void *));
 	Profd__ValueType *vts =
 	    carve(c, STORE_VALUE__COUNT * sizeof(*vts), alignof(Profd__ValueType));
@@ -369,77 +642,27 @@ static Profd__Profile *lay_out(struct build *bd, struct carver *c, const struct 
 	Profd__Process *procs = carve(c, nproc * sizeof(*procs), alignof(Profd__Process));
 	Profd__Thread **thr_ptrs = carve(c, nthr * sizeof(void *), alignof(void *));
 	Profd__Thread *thrs = carve(c, nthr * sizeof(*thrs), alignof(Profd__Thread));
-	const char **src = bd->strs.strs.p;
 	const struct row *rows = bd->rows.p;
+	struct dump_tables *t = bd->t;
 
+	tables_lay_out(t, c, &o);
 	if (!c->p)
 		return NULL;
 	profd__profile__init(p);
-	for (size_t k = 0; k < nstr; k++) {
-		size_t len = strlen(src[k]) + 1;
+	p->n_strings = o.n_strings;
+	p->strings = o.strings;
+	p->n_frames = o.n_frames;
+	p->frames = o.frames;
+	p->n_stacks = o.n_stacks;
+	p->stacks = o.stacks;
 
-		memcpy(text, src[k], len);
-		strings[k] = text;
-		text += len;
-	}
-	p->n_strings = nstr;
-	p->strings = strings;
+	for (int k = 0; k < STORE_VALUE__COUNT; k++) {
+		const char *type, *unit;
 
-	for (size_t k = 0; k < nfr; k++) {
-		const struct store_frame *f = store__frame(bd->s, ((uint32_t *)bd->frames.p)[k]);
-		Profd__Frame *pf = &frames[k];
-
-		profd__frame__init(pf);
-		pf->kind = proto_kind(f->kind);
-		pf->name = sidx(bd, f->name);
-		/*
-		 * Named kernel frames are kept per function, without an address; and kernel
-		 * addresses would defeat KASLR for callers who are not root.
-		 */
-		pf->has_address = f->address != 0 && !(meta && meta->hide_kernel_addresses &&
-							f->kind == FRAME_KIND_KERNEL);
-		pf->address = pf->has_address ? f->address : 0;
-		if (f->module) {
-			pf->has_module = 1;
-			pf->module = sidx(bd, f->module);
-		}
-		if (f->file) {
-			pf->has_file = 1;
-			pf->file = sidx(bd, f->file);
-		}
-		if (f->line) {
-			pf->has_line = 1;
-			pf->line = f->line;
-		}
-		if (f->build_id) {
-			pf->has_build_id = 1;
-			pf->build_id = sidx(bd, f->build_id);
-		}
-		frame_ptrs[k] = pf;
-	}
-	p->n_frames = nfr;
-	p->frames = frame_ptrs;
-
-	for (size_t k = 0; k < nst; k++) {
-		const uint32_t *fr;
-		size_t n;
-
-		store__stack(bd->s, ((uint32_t *)bd->stacks.p)[k], &fr, &n);
-		profd__stack__init(&stacks[k]);
-		for (size_t j = 0; j < n; j++)
-			stack_frames[j] = bd->frame_map[fr[j]] - 1;
-		stacks[k].n_frames = n;
-		stacks[k].frames = stack_frames;
-		stack_frames += n;
-		stack_ptrs[k] = &stacks[k];
-	}
-	p->n_stacks = nst;
-	p->stacks = stack_ptrs;
-
-	for (size_t k = 0; k < STORE_VALUE__COUNT; k++) {
+		store_value_type(k, &type, &unit);
 		profd__value_type__init(&vts[k]);
-		vts[k].type = sidx(bd, vt_names[k][0]);
-		vts[k].unit = sidx(bd, vt_names[k][1]);
+		vts[k].type = sidx(t, type);
+		vts[k].unit = sidx(t, unit);
 		vt_ptrs[k] = &vts[k];
 	}
 	p->n_value_types = STORE_VALUE__COUNT;
@@ -467,7 +690,7 @@ static Profd__Profile *lay_out(struct build *bd, struct carver *c, const struct 
 		profd__process__init(pp);
 		pp->pid = ((uint32_t *)bd->proc_pids.p)[k];
 		if (store__process(bd->s, pp->pid, &pi)) {
-			pp->name = sidx(bd, pi.comm);
+			pp->name = sidx(t, pi.comm);
 			pp->has_uid = 1;
 			pp->uid = pi.uid;
 			pp->has_exited = 1;
@@ -485,7 +708,7 @@ static Profd__Profile *lay_out(struct build *bd, struct carver *c, const struct 
 		profd__thread__init(pt);
 		pt->pid = key >> 32;
 		pt->tid = (uint32_t)key;
-		pt->name = sidx(bd, store__thread_name(bd->s, pt->pid, pt->tid));
+		pt->name = sidx(t, store__thread_name(bd->s, pt->pid, pt->tid));
 		thr_ptrs[k] = pt;
 	}
 	p->n_threads = nthr;
@@ -512,23 +735,20 @@ int dump__build(struct store *s, const struct store_query *q, const struct dump_
 		Profd__Profile **out)
 {
 	struct build bd = {.s = s};
-	struct store_stats st;
 	struct carver c = {0};
 	int err;
 
 	if (!s || !q || !out)
 		return -EINVAL;
 	*out = NULL;
-	store__stats(s, &st);
-	bd.nstack_ids = st.stacks;
-	bd.nframe_ids = st.frames;
-	bd.stack_map = calloc(st.stacks + 1, sizeof(uint32_t));
-	bd.frame_map = calloc(st.frames + 1, sizeof(uint32_t));
-	if (!bd.stack_map || !bd.frame_map || idxmap_init(&bd.procs, 256) ||
-	    idxmap_init(&bd.threads, 1024) || strset_grow(&bd.strs)) {
+	bd.t = dump_tables__new(s, meta && meta->hide_kernel_addresses);
+	if (!bd.t || idxmap_init(&bd.procs, 256) || idxmap_init(&bd.threads, 1024)) {
 		err = -ENOMEM;
 		goto out;
 	}
+	err = number_value_types(&bd);
+	if (err)
+		goto out;
 	err = store__query(s, q, collect_row, &bd);
 	if (err)
 		goto out;
@@ -536,7 +756,7 @@ int dump__build(struct store *s, const struct store_query *q, const struct dump_
 		err = -ENODATA;
 		goto out;
 	}
-	err = number_frames_and_strings(&bd);
+	err = number_names(&bd);
 	if (err)
 		goto out;
 	lay_out(&bd, &c, meta);
@@ -549,14 +769,8 @@ int dump__build(struct store *s, const struct store_query *q, const struct dump_
 	*out = lay_out(&bd, &c, meta);
 	err = 0;
 out:
+	dump_tables__free(bd.t);
 	free(bd.rows.p);
-	free(bd.stacks.p);
-	free(bd.frames.p);
-	free(bd.stack_map);
-	free(bd.frame_map);
-	free(bd.strs.strs.p);
-	free(bd.strs.tab);
-	free(bd.strs.hashes);
 	idxmap_fini(&bd.procs);
 	idxmap_fini(&bd.threads);
 	free(bd.proc_pids.p);

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* Turns a store query into the neutral protobuf Profile (dense frame/stack/string tables). */
+/*
+ * Turns a store query into the neutral protobuf Profile, and builds the dense frame, stack and
+ * string tables that both the Profile and the GPU module's Trace carry.
+ */
 #ifndef PROFD_DUMP_H
 #define PROFD_DUMP_H
 
@@ -24,5 +27,31 @@ struct dump_meta {
 int dump__build(struct store *s, const struct store_query *q, const struct dump_meta *meta,
 		Profd__Profile **out);
 void dump__free(Profd__Profile *p);
+
+/*
+ * Dense tables of the frames, stacks and strings a message refers to, numbered in first-seen
+ * order. The tables point into the store's frames and strings: between dump_tables__new and
+ * dump_tables__finish_trace the store must not drop any (no store__compact, and no store__add,
+ * which may compact); interning more is fine.
+ */
+struct dump_tables;
+/*
+ * Tables for frames/stacks/strings of store s; strings[0] is "". hide_kernel_addresses leaves
+ * kernel frames without addresses (non-root callers). NULL with errno on failure.
+ */
+struct dump_tables *dump_tables__new(struct store *s, bool hide_kernel_addresses);
+/* Index in the tables' stacks of store stack `stack_id` (added with its frames on first use).
+ * 0 or -errno (-EINVAL for an unknown stack id). */
+int dump_tables__stack(struct dump_tables *t, uint32_t stack_id, uint32_t *idx);
+/* Index of a string in the tables' strings (the text is copied; NULL means ""). 0 or -errno. */
+int dump_tables__string(struct dump_tables *t, const char *s, uint32_t *idx);
+/*
+ * Move strings, frames and stacks into tr (tr owns them afterwards; free with
+ * dump_tables__free_trace). Replaces whatever tr held in those fields. 0 or -errno.
+ */
+int dump_tables__finish_trace(struct dump_tables *t, Profd__Trace *tr);
+/* Free what dump_tables__finish_trace moved into tr (not tr itself, not its other fields). */
+void dump_tables__free_trace(Profd__Trace *tr);
+void dump_tables__free(struct dump_tables *t);
 
 #endif

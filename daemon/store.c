@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * The aggregation store: time buckets of (pid, tid, stack, values) entries, adding, eviction
- * under the memory cap, queries, and the store's life cycle. Interning lives in store_intern.c,
- * process and thread metadata in store_meta.c; store_priv.h describes the whole layout.
+ * The aggregation store: time buckets of (column, pid, tid, stack, value) entries, adding,
+ * eviction under the memory cap, queries, and the store's life cycle. Interning lives in
+ * store_intern.c, process and thread metadata in store_meta.c; store_priv.h describes the whole
+ * layout.
  */
 #include "store_priv.h"
 
@@ -26,7 +27,7 @@ static int bucket_build_tab(struct store *s, struct bucket *b, uint32_t want)
 	for (uint32_t k = 0; k < b->n; k++) {
 		const struct entry *e = &b->e[k];
 
-		store_idtab_insert(tab, mask, store_entry_hash(e->pid, e->tid, e->stack), k + 1);
+		store_idtab_insert(tab, mask, store_entry_hash(e->pidcol, e->tid, e->stack), k + 1);
 	}
 	store_mem_free(s, b->tab, b->tab ? (b->mask + 1) * sizeof(uint32_t) : 0);
 	b->tab = tab;
@@ -131,11 +132,14 @@ static struct bucket *bucket_for(struct store *s, uint64_t idx)
 	return b;
 }
 
-/* Returns the entry for the key in b (new ones zeroed, *created set), NULL on -ENOMEM. */
-static struct entry *bucket_entry(struct store *s, struct bucket *b, uint32_t pid, uint32_t tid,
+/*
+ * Returns the entry for the key in b (new ones zeroed, *created set), NULL on -ENOMEM. pidcol is
+ * the entry's pid word: pid and column.
+ */
+static struct entry *bucket_entry(struct store *s, struct bucket *b, uint32_t pidcol, uint32_t tid,
 				  uint32_t stack, uint32_t uid, bool *created)
 {
-	uint32_t h = store_entry_hash(pid, tid, stack), i, k;
+	uint32_t h = store_entry_hash(pidcol, tid, stack), i, k;
 	struct entry *e;
 
 	if (!b->tab) {
@@ -146,7 +150,7 @@ static struct entry *bucket_entry(struct store *s, struct bucket *b, uint32_t pi
 	}
 	for (i = h & b->mask; (k = b->tab[i]); i = (i + 1) & b->mask) {
 		e = &b->e[k - 1];
-		if (e->stack == stack && e->tid == tid && e->pid == pid && e->uid == uid)
+		if (e->stack == stack && e->tid == tid && e->pidcol == pidcol && e->uid == uid)
 			return e;
 	}
 	if (b->n == b->cap) {
@@ -166,7 +170,7 @@ static struct entry *bucket_entry(struct store *s, struct bucket *b, uint32_t pi
 	}
 	e = &b->e[b->n];
 	memset(e, 0, sizeof(*e));
-	e->pid = pid;
+	e->pidcol = pidcol;
 	e->tid = tid;
 	e->stack = stack;
 	e->uid = uid;
@@ -182,7 +186,8 @@ static void evict_oldest(struct store *s)
 	struct bucket *b = &s->b[0];
 
 	for (uint32_t k = 0; k < b->n; k++) {
-		s->evicted_samples += b->e[k].v[STORE_VALUE_CPU_SAMPLES];
+		if (entry_col(&b->e[k]) == STORE_VALUE_CPU_SAMPLES)
+			s->evicted_samples += b->e[k].v;
 		store_stack_unref(s, b->e[k].stack);
 	}
 	if (!s->has_evicted || b->idx > s->evicted_upto)
@@ -197,14 +202,16 @@ static void evict_oldest(struct store *s)
 /*
  * Get back under the cap. Compaction loses nothing, so it comes first when it reclaims a real
  * share of the cap (that also bounds its cost: each run frees at least cap/8 for O(cap) work);
- * then the oldest buckets go; with no bucket left everything interned is dead.
+ * then the oldest buckets go; with no bucket left everything interned is dead but what the GC
+ * holder keeps. Dead data the last compaction had to keep (dead_floor) does not count: it would
+ * make every add compact again for nothing.
  */
 static void enforce_cap(struct store *s)
 {
 	bool evicted = false, compact_failed = false, swept = false;
 
 	while (s->bytes > s->cap) {
-		if (s->dead_bytes >= s->cap / 8 && !compact_failed) {
+		if (s->dead_bytes >= s->dead_floor + s->cap / 8 && !compact_failed) {
 			/* Resets dead_bytes: runs again only after evictions kill more. */
 			if (store__compact(s))
 				compact_failed = true;
@@ -221,7 +228,7 @@ static void enforce_cap(struct store *s)
 			continue;
 		}
 		/* No bucket left: every interned object is dead. */
-		if (s->dead_bytes && !compact_failed) {
+		if (s->dead_bytes > s->dead_floor && !compact_failed) {
 			if (store__compact(s))
 				compact_failed = true;
 			continue;
@@ -242,7 +249,8 @@ int store__add(struct store *s, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint
 	bool created = false;
 	uint32_t uid;
 
-	if (!s || (unsigned int)col >= STORE_VALUE__COUNT || !stack || stack > s->nstacks)
+	if (!s || (unsigned int)col >= STORE_VALUE__COUNT || !stack || stack > s->nstacks ||
+	    pid >= STORE_PID_LIMIT || tid >= STORE_PID_LIMIT)
 		return -EINVAL;
 	/*
 	 * Who owned the process at this moment, kept with the data: when the pid is reused by
@@ -261,7 +269,7 @@ int store__add(struct store *s, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint
 	b = bucket_for(s, idx);
 	if (!b)
 		goto nomem;
-	e = bucket_entry(s, b, pid, tid, stack, uid, &created);
+	e = bucket_entry(s, b, entry_pidcol(pid, col), tid, stack, uid, &created);
 	if (!e) {
 		if (!b->n) {
 			/* Do not leave an empty bucket behind. */
@@ -273,7 +281,7 @@ int store__add(struct store *s, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint
 		}
 		goto nomem;
 	}
-	e->v[col] += value;
+	e->v += value;
 	if (ts_ns > s->newest_ns)
 		s->newest_ns = ts_ns;
 	if (created) {
@@ -291,18 +299,25 @@ nomem:
 
 /* --- query ---------------------------------------------------------------------------------- */
 
+/*
+ * A row keeps the CPU column inline, like an entry, and the other columns in a side array only
+ * when the key has any: CPU-only data, the common case, aggregates through 24-byte rows.
+ */
 struct agg_row {
 	uint32_t pid;
 	uint32_t tid;
 	uint32_t stack;
-	uint32_t pad;
-	uint64_t v[STORE_VALUE__COUNT];
+	uint32_t more; /* index + 1 into agg.more; 0: only CPU samples so far */
+	uint64_t cpu;
 };
 
 struct agg {
 	struct agg_row *rows; /* in first-seen order: the output order */
+	uint64_t *more;	      /* STORE_VALUE__COUNT - 1 values (columns 1..) per row that has any */
 	uint32_t n;
 	uint32_t cap;
+	uint32_t nmore;
+	uint32_t more_cap;
 	uint32_t *tab;
 	uint32_t mask;
 };
@@ -324,17 +339,43 @@ static int agg_grow_tab(struct agg *a)
 	return 0;
 }
 
+#define AGG_MORE (STORE_VALUE__COUNT - 1)
+
+/* Adds v to column col (not CPU samples) of row r, giving it side values first if needed. */
+static int agg_add_more(struct agg *a, struct agg_row *r, enum store_value col, uint64_t v)
+{
+	if (!r->more) {
+		if (a->nmore == a->more_cap) {
+			uint32_t ncap = a->more_cap ? a->more_cap * 2 : 256;
+			void *nm = realloc(a->more, (size_t)ncap * AGG_MORE * sizeof(uint64_t));
+
+			if (!nm)
+				return -ENOMEM;
+			a->more = nm;
+			a->more_cap = ncap;
+		}
+		memset(&a->more[(size_t)a->nmore * AGG_MORE], 0, AGG_MORE * sizeof(uint64_t));
+		r->more = ++a->nmore;
+	}
+	a->more[(size_t)(r->more - 1) * AGG_MORE + col - 1] += v;
+	return 0;
+}
+
+/* Sums an entry into the row of its (pid, tid, stack): the columns of a key meet here. */
 static int agg_add(struct agg *a, const struct entry *e)
 {
-	uint32_t h = store_entry_hash(e->pid, e->tid, e->stack), i, k;
+	uint32_t pid = entry_pid(e), h = store_entry_hash(pid, e->tid, e->stack), i, k;
+	enum store_value col = entry_col(e);
 	struct agg_row *r;
 
 	for (i = h & a->mask; (k = a->tab[i]); i = (i + 1) & a->mask) {
 		r = &a->rows[k - 1];
-		if (r->stack == e->stack && r->tid == e->tid && r->pid == e->pid) {
-			for (int c = 0; c < STORE_VALUE__COUNT; c++)
-				r->v[c] += e->v[c];
-			return 0;
+		if (r->stack == e->stack && r->tid == e->tid && r->pid == pid) {
+			if (col == STORE_VALUE_CPU_SAMPLES) {
+				r->cpu += e->v;
+				return 0;
+			}
+			return agg_add_more(a, r, col, e->v);
 		}
 	}
 	if (a->n == a->cap) {
@@ -353,13 +394,17 @@ static int agg_add(struct agg *a, const struct entry *e)
 			;
 	}
 	r = &a->rows[a->n];
-	r->pid = e->pid;
+	r->pid = pid;
 	r->tid = e->tid;
 	r->stack = e->stack;
-	r->pad = 0;
-	memcpy(r->v, e->v, sizeof(r->v));
+	r->more = 0;
+	r->cpu = 0;
 	a->tab[i] = ++a->n;
-	return 0;
+	if (col == STORE_VALUE_CPU_SAMPLES) {
+		r->cpu = e->v;
+		return 0;
+	}
+	return agg_add_more(a, r, col, e->v);
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -435,7 +480,7 @@ int store__query(struct store *s, const struct store_query *q, store_query_cb cb
 
 			if (q->tid && e->tid != q->tid)
 				continue;
-			if (pids && !pid_listed(pids, q->npids, e->pid))
+			if (pids && !pid_listed(pids, q->npids, entry_pid(e)))
 				continue;
 			if (q->filter_uid && e->uid != q->uid)
 				continue;
@@ -445,19 +490,48 @@ int store__query(struct store *s, const struct store_query *q, store_query_cb cb
 		}
 	}
 	for (uint32_t k = 0; k < a.n; k++) {
-		err = cb(a.rows[k].pid, a.rows[k].tid, a.rows[k].stack, a.rows[k].v, ctx);
+		const struct agg_row *r = &a.rows[k];
+		uint64_t v[STORE_VALUE__COUNT] = {r->cpu};
+
+		if (r->more)
+			memcpy(&v[1], &a.more[(size_t)(r->more - 1) * AGG_MORE],
+			       AGG_MORE * sizeof(uint64_t));
+		err = cb(r->pid, r->tid, r->stack, v, ctx);
 		if (err < 0)
 			goto out;
 	}
 	err = 0;
 out:
 	free(a.rows);
+	free(a.more);
 	free(a.tab);
 	free(pids);
 	return err;
 }
 
 /* --- life cycle ----------------------------------------------------------------------------- */
+
+void store_value_type(enum store_value col, const char **type, const char **unit)
+{
+	static const char *const names[STORE_VALUE__COUNT][2] = {
+	    [STORE_VALUE_CPU_SAMPLES] = {"samples", "count"},
+	    [STORE_VALUE_GPU_IDLE_SAMPLES] = {"gpu_idle_samples", "count"},
+	    [STORE_VALUE_GPU_NS] = {"gpu_time", "nanoseconds"},
+	    [STORE_VALUE_GPU_KERNELS] = {"gpu_kernels", "count"},
+	    [STORE_VALUE_COPY_NS] = {"copy_time", "nanoseconds"},
+	    [STORE_VALUE_COPY_BYTES] = {"copy_bytes", "bytes"},
+	    [STORE_VALUE_UPROBE_LAUNCHES] = {"uprobe_launches", "count"},
+	};
+
+	if ((unsigned int)col >= STORE_VALUE__COUNT) {
+		/* Not a column: empty names rather than NULLs a caller might print. */
+		*type = "";
+		*unit = "";
+		return;
+	}
+	*type = names[col][0];
+	*unit = names[col][1];
+}
 
 struct store *store__new(const struct store_opts *opts)
 {

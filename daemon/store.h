@@ -19,13 +19,29 @@ enum frame_kind {
 	FRAME_KIND_NATIVE = 2,
 	FRAME_KIND_PYTHON = 3,
 	FRAME_KIND_GPU = 4,
+	FRAME_KIND_NVTX = 5,
 };
 
-/* Value columns. New kinds of value append here. */
+/*
+ * Value columns. New kinds of value append here, and store_value_type() names them (the names
+ * and units are the Profile's value_types, which clients select by name). An entry holds one
+ * column, so a column costs memory only where it has values.
+ */
 enum store_value {
-	STORE_VALUE_CPU_SAMPLES = 0,
+	STORE_VALUE_CPU_SAMPLES = 0,  /* "samples" count: CPU samples */
+	STORE_VALUE_GPU_IDLE_SAMPLES, /* "gpu_idle_samples" count: CPU samples taken while none of
+				       * the process's kernels ran (CUPTI-connected processes) */
+	STORE_VALUE_GPU_NS,	      /* "gpu_time" nanoseconds: kernel time by launching stack */
+	STORE_VALUE_GPU_KERNELS,      /* "gpu_kernels" count: kernels by launching stack */
+	STORE_VALUE_COPY_NS,	      /* "copy_time" nanoseconds: memcpy/memset time */
+	STORE_VALUE_COPY_BYTES,	      /* "copy_bytes" bytes */
+	STORE_VALUE_UPROBE_LAUNCHES,  /* "uprobe_launches" count: libcuda launches seen by a uprobe
+				       * in processes without the CUPTI library (no durations) */
 	STORE_VALUE__COUNT,
 };
+
+/* Name and unit of a column, e.g. "samples" and "count". */
+void store_value_type(enum store_value col, const char **type, const char **unit);
 
 /*
  * What identifies a frame. Strings are copied on intern. Two frames are the same when every
@@ -161,9 +177,24 @@ uint64_t store__generation(const struct store *s);
  * Drop interned frames, stacks and strings no bucket refers to and renumber the rest densely
  * (order kept). store__add runs it by itself when unreferenced data is a large share of the
  * cap; exposed for tests and for an explicit trim. Bumps generation when anything was dropped.
- * Returns 0 or -ENOMEM (the store is unchanged then).
+ * Returns 0, -ENOMEM (the store is unchanged then) or -EBUSY when called from the GC holder.
  */
 int store__compact(struct store *s);
+
+/*
+ * Holders of stack ids outside the buckets (the GPU module's pending launches, held samples and
+ * event ring) register one callback. Compaction calls it twice: with STORE_GC_MARK before it
+ * drops unreferenced stacks (the holder calls store__gc_keep_stack for each id it holds, so those
+ * stay), and with STORE_GC_REMAP after renumbering (the holder replaces each id with
+ * store__gc_remap_stack's answer). Only one holder; NULL cb removes it.
+ */
+enum store_gc_phase { STORE_GC_MARK, STORE_GC_REMAP };
+typedef void (*store_gc_fn)(struct store *s, enum store_gc_phase phase, void *ctx);
+void store__set_gc_holder(struct store *s, store_gc_fn cb, void *ctx);
+/* In STORE_GC_MARK: keep this stack (and its frames). */
+void store__gc_keep_stack(struct store *s, uint32_t stack);
+/* In STORE_GC_REMAP: the new id of a stack that was kept (0 if it was not). */
+uint32_t store__gc_remap_stack(const struct store *s, uint32_t stack);
 
 /* Bucket width in ns. */
 uint64_t store__bucket_ns(const struct store *s);

@@ -214,7 +214,7 @@ uint32_t store__intern_frame(struct store *s, const struct frame_key *key)
 	uint32_t h, id, slot = 0;
 	int err = 0;
 
-	if (!s || !key || !key->name || (unsigned int)key->kind > FRAME_KIND_GPU) {
+	if (!s || !key || !key->name || (unsigned int)key->kind > FRAME_KIND_NVTX) {
 		errno = EINVAL;
 		return 0;
 	}
@@ -441,6 +441,69 @@ void store_stack_unref(struct store *s, uint32_t id)
 	}
 }
 
+/* --- GC holder ----------------------------------------------------------------------------- */
+
+void store__set_gc_holder(struct store *s, store_gc_fn cb, void *ctx)
+{
+	if (!s)
+		return;
+	s->gc_cb = cb;
+	s->gc_ctx = cb ? ctx : NULL;
+}
+
+void store__gc_keep_stack(struct store *s, uint32_t stack)
+{
+	uint64_t bit;
+
+	if (!s || !s->gc_marking || !stack || stack > s->nstacks)
+		return;
+	bit = 1ull << (stack % 64);
+	if (s->gc_keep[stack / 64] & bit)
+		return;
+	/* A reference for the compaction's duration: frames and strings stay with the stack. */
+	s->gc_keep[stack / 64] |= bit;
+	store_stack_ref(s, stack);
+}
+
+uint32_t store__gc_remap_stack(const struct store *s, uint32_t stack)
+{
+	if (!s || !s->gc_remapping || !stack || stack > s->gc_nold)
+		return 0;
+	return s->gc_smap ? s->gc_smap[stack] : stack;
+}
+
+/* Asks the holder which stacks it keeps (keep: a zeroed bit per stack id). */
+static void gc_mark(struct store *s, uint64_t *keep)
+{
+	s->gc_nold = s->nstacks;
+	if (!s->gc_cb)
+		return;
+	s->gc_keep = keep;
+	s->gc_marking = true;
+	s->gc_cb(s, STORE_GC_MARK, s->gc_ctx);
+	s->gc_marking = false;
+	s->gc_keep = NULL;
+}
+
+/*
+ * Tells the holder the new ids (smap NULL: unchanged), then drops the references the marks took:
+ * what only the holder keeps is dead again, and stays so (dead_floor) until it lets go or a bucket
+ * names it.
+ */
+static void gc_remap(struct store *s, const uint64_t *keep, const uint32_t *smap)
+{
+	if (!s->gc_cb)
+		return;
+	s->gc_smap = smap;
+	s->gc_remapping = true;
+	s->gc_cb(s, STORE_GC_REMAP, s->gc_ctx);
+	s->gc_remapping = false;
+	s->gc_smap = NULL;
+	for (uint32_t id = 1; id <= s->gc_nold; id++)
+		if (keep[id / 64] & (1ull << (id % 64)))
+			store_stack_unref(s, smap ? smap[id] : id);
+}
+
 /* --- compaction ----------------------------------------------------------------------------- */
 
 int store__compact(struct store *s)
@@ -448,15 +511,21 @@ int store__compact(struct store *s)
 	uint32_t *smap = NULL, *fmap = NULL, *ftab = NULL, *stab = NULL, fmask, smask;
 	struct str **strtab = NULL;
 	uint32_t nf = 0, ns = 0, nstr = 0, strmask = 15, pos = 0;
+	uint64_t *keep = NULL;
+	bool renumbered = false;
 	int err = -ENOMEM;
 
 	if (!s)
 		return -EINVAL;
+	if (s->gc_marking || s->gc_remapping)
+		return -EBUSY; /* the holder's callback must not compact */
 	/* Everything that can fail is allocated before the first change. */
 	smap = calloc(s->nstacks + 1, sizeof(*smap));
 	fmap = calloc(s->nframes + 1, sizeof(*fmap));
-	if (!smap || !fmap)
-		goto out;
+	keep = calloc(s->nstacks / 64 + 1, sizeof(*keep));
+	if (!smap || !fmap || !keep)
+		goto out_free;
+	gc_mark(s, keep);
 	for (uint32_t id = 1; id <= s->nstacks; id++)
 		if (s->stacks[id - 1].refs)
 			smap[id] = ++ns;
@@ -472,6 +541,7 @@ int store__compact(struct store *s)
 		err = 0;
 		goto out;
 	}
+	/* From here on nothing fails: the holder is told the new ids below. */
 	while ((strmask + 1) * 3 < nstr * 4 + 4)
 		strmask = 2 * strmask + 1;
 	strtab = store_mem_zalloc(s, (strmask + 1) * sizeof(*strtab));
@@ -543,7 +613,7 @@ int store__compact(struct store *s)
 			for (uint32_t j = 0; j < b->n; j++)
 				store_idtab_insert(
 				    b->tab, b->mask,
-				    store_entry_hash(b->e[j].pid, b->e[j].tid, b->e[j].stack),
+				    store_entry_hash(b->e[j].pidcol, b->e[j].tid, b->e[j].stack),
 				    j + 1);
 		}
 	}
@@ -582,6 +652,7 @@ int store__compact(struct store *s)
 	s->dead_bytes = 0;
 	s->generation++;
 	s->compactions++;
+	renumbered = true;
 	err = 0;
 	goto out;
 out_tabs:
@@ -592,8 +663,14 @@ out_tabs:
 	if (stab)
 		store_mem_free(s, stab, (smask + 1) * sizeof(uint32_t));
 out:
+	/* After a failure, or with nothing dropped, ids are unchanged. */
+	gc_remap(s, keep, renumbered ? smap : NULL);
+	if (!err)
+		s->dead_floor = s->dead_bytes;
+out_free:
 	free(smap);
 	free(fmap);
+	free(keep);
 	return err;
 }
 

@@ -25,89 +25,30 @@ struct thread {
 	char *comm;
 };
 
-/* --- pointer map ---------------------------------------------------------------------------- */
+/* --- pointer maps, charged to the store ---------------------------------------------------- */
 
-static int pmap_init(struct store *s, struct pmap *m, uint32_t nslots)
+/* What a map's two slot arrays cost (keys and values). */
+static uint64_t pmap_cost(const struct ptrmap *m)
 {
-	m->slots = store_mem_zalloc(s, nslots * sizeof(*m->slots));
-	if (!m->slots)
-		return -ENOMEM;
-	m->mask = nslots - 1;
-	m->n = 0;
-	return 0;
+	size_t n = ptrmap_slots(m);
+
+	return n ? 2 * store_mem_cost(n * sizeof(void *)) : 0;
 }
 
-static void pmap_fini(struct store *s, struct pmap *m)
+/* Insert; the map's growth is charged to the store. Returns 0 or -ENOMEM. */
+static int pmap_put(struct store *s, struct ptrmap *m, uint64_t key, void *val)
 {
-	store_mem_free(s, m->slots, (m->mask + 1) * sizeof(*m->slots));
-	m->slots = NULL;
+	uint64_t before = pmap_cost(m);
+	int err = ptrmap_put(m, key, val);
+
+	s->bytes += pmap_cost(m) - before;
+	return err;
 }
 
-static void *pmap_get(const struct pmap *m, uint64_t key)
+static void pmap_fini(struct store *s, struct ptrmap *m)
 {
-	uint32_t i = (uint32_t)hash_mix64(key) & m->mask;
-
-	for (;; i = (i + 1) & m->mask) {
-		if (!m->slots[i].val)
-			return NULL;
-		if (m->slots[i].key == key)
-			return m->slots[i].val;
-	}
-}
-
-static void pmap_put_slot(struct pslot *slots, uint32_t mask, uint64_t key, void *val)
-{
-	uint32_t i = (uint32_t)hash_mix64(key) & mask;
-
-	while (slots[i].val)
-		i = (i + 1) & mask;
-	slots[i].key = key;
-	slots[i].val = val;
-}
-
-/* The key must not be present. Returns 0 or -ENOMEM. */
-static int pmap_put(struct store *s, struct pmap *m, uint64_t key, void *val)
-{
-	uint32_t nslots = m->mask + 1;
-
-	if ((m->n + 1) * 4 > nslots * 3) {
-		struct pslot *ns = store_mem_zalloc(s, 2 * nslots * sizeof(*ns));
-
-		if (!ns)
-			return -ENOMEM;
-		for (uint32_t i = 0; i < nslots; i++)
-			if (m->slots[i].val)
-				pmap_put_slot(ns, 2 * nslots - 1, m->slots[i].key, m->slots[i].val);
-		store_mem_free(s, m->slots, nslots * sizeof(*ns));
-		m->slots = ns;
-		m->mask = 2 * nslots - 1;
-	}
-	pmap_put_slot(m->slots, m->mask, key, val);
-	m->n++;
-	return 0;
-}
-
-/* Remove the entry in slot i, shifting later members of its cluster back. */
-static void pmap_del_slot(struct pmap *m, uint32_t i)
-{
-	uint32_t j = i;
-
-	m->slots[i].val = NULL;
-	m->n--;
-	for (;;) {
-		uint32_t home;
-
-		j = (j + 1) & m->mask;
-		if (!m->slots[j].val)
-			return;
-		home = (uint32_t)hash_mix64(m->slots[j].key) & m->mask;
-		/* Move j into the hole unless its home lies cyclically in (i, j]. */
-		if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
-			m->slots[i] = m->slots[j];
-			m->slots[j].val = NULL;
-			i = j;
-		}
-	}
+	s->bytes -= pmap_cost(m);
+	ptrmap_fini(m);
 }
 
 /* --- processes and threads ------------------------------------------------------------------ */
@@ -145,7 +86,7 @@ int store__set_process(struct store *s, uint32_t pid, uint32_t uid, const char *
 
 	if (!s)
 		return -EINVAL;
-	p = pmap_get(&s->procs, pid);
+	p = ptrmap_get(&s->procs, pid);
 	if (!p) {
 		p = store_mem_zalloc(s, sizeof(*p));
 		if (!p)
@@ -172,7 +113,7 @@ int store__set_thread(struct store *s, uint32_t pid, uint32_t tid, const char *c
 
 	if (!s)
 		return -EINVAL;
-	t = pmap_get(&s->threads, thread_key(pid, tid));
+	t = ptrmap_get(&s->threads, thread_key(pid, tid));
 	if (!t) {
 		t = store_mem_zalloc(s, sizeof(*t));
 		if (!t)
@@ -192,7 +133,7 @@ int store__set_thread(struct store *s, uint32_t pid, uint32_t tid, const char *c
 
 void store__process_exited(struct store *s, uint32_t pid)
 {
-	struct proc *p = s ? pmap_get(&s->procs, pid) : NULL;
+	struct proc *p = s ? ptrmap_get(&s->procs, pid) : NULL;
 
 	if (p)
 		p->exited = true;
@@ -200,7 +141,7 @@ void store__process_exited(struct store *s, uint32_t pid)
 
 bool store__process(const struct store *s, uint32_t pid, struct store_process_info *out)
 {
-	const struct proc *p = s ? pmap_get(&s->procs, pid) : NULL;
+	const struct proc *p = s ? ptrmap_get(&s->procs, pid) : NULL;
 
 	if (!p)
 		return false;
@@ -213,7 +154,7 @@ bool store__process(const struct store *s, uint32_t pid, struct store_process_in
 
 const char *store__thread_name(const struct store *s, uint32_t pid, uint32_t tid)
 {
-	const struct thread *t = s ? pmap_get(&s->threads, thread_key(pid, tid)) : NULL;
+	const struct thread *t = s ? ptrmap_get(&s->threads, thread_key(pid, tid)) : NULL;
 
 	return t ? t->comm : NULL;
 }
@@ -238,21 +179,21 @@ void store_meta_sweep(struct store *s)
 	uint64_t oldest_plus1 = s->nb ? s->b[0].idx + 1 : UINT64_MAX;
 	uint32_t i;
 
-	for (i = 0; i <= s->procs.mask;) {
-		struct proc *p = s->procs.slots[i].val;
+	for (i = 0; s->procs.mask && i <= s->procs.mask;) {
+		struct proc *p = s->procs.vals[i];
 
 		if (p && p->exited && p->ref_idx < oldest_plus1) {
-			pmap_del_slot(&s->procs, i);
+			ptrmap_del_slot(&s->procs, i);
 			proc_release(s, p);
 			continue; /* the slot may hold a shifted entry now */
 		}
 		i++;
 	}
-	for (i = 0; i <= s->threads.mask;) {
-		struct thread *t = s->threads.slots[i].val;
+	for (i = 0; s->threads.mask && i <= s->threads.mask;) {
+		struct thread *t = s->threads.vals[i];
 
 		if (t && t->ref_idx < oldest_plus1) {
-			pmap_del_slot(&s->threads, i);
+			ptrmap_del_slot(&s->threads, i);
 			thread_release(s, t);
 			continue;
 		}
@@ -262,8 +203,8 @@ void store_meta_sweep(struct store *s)
 
 void store_meta_note(struct store *s, uint32_t pid, uint32_t tid, uint64_t idx)
 {
-	struct proc *p = pmap_get(&s->procs, pid);
-	struct thread *t = pmap_get(&s->threads, thread_key(pid, tid));
+	struct proc *p = ptrmap_get(&s->procs, pid);
+	struct thread *t = ptrmap_get(&s->threads, thread_key(pid, tid));
 
 	if (p && p->ref_idx < idx + 1)
 		p->ref_idx = idx + 1;
@@ -273,21 +214,20 @@ void store_meta_note(struct store *s, uint32_t pid, uint32_t tid, uint64_t idx)
 
 int store_meta_init(struct store *s)
 {
-	if (pmap_init(s, &s->procs, 16) || pmap_init(s, &s->threads, 16))
-		return -ENOMEM;
+	/* The maps allocate on first use. */
+	memset(&s->procs, 0, sizeof(s->procs));
+	memset(&s->threads, 0, sizeof(s->threads));
 	return 0;
 }
 
 void store_meta_free(struct store *s)
 {
-	if (s->procs.slots)
-		for (uint32_t i = 0; i <= s->procs.mask; i++)
-			if (s->procs.slots[i].val)
-				proc_release(s, s->procs.slots[i].val);
-	if (s->threads.slots)
-		for (uint32_t i = 0; i <= s->threads.mask; i++)
-			if (s->threads.slots[i].val)
-				thread_release(s, s->threads.slots[i].val);
+	for (size_t i = 0; s->procs.mask && i <= s->procs.mask; i++)
+		if (s->procs.vals[i])
+			proc_release(s, s->procs.vals[i]);
+	for (size_t i = 0; s->threads.mask && i <= s->threads.mask; i++)
+		if (s->threads.vals[i])
+			thread_release(s, s->threads.vals[i]);
 	pmap_fini(s, &s->procs);
 	pmap_fini(s, &s->threads);
 }

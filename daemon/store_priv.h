@@ -10,14 +10,20 @@
  * tables of ids). Stack frame ids live in one pool, appended in stack id order. Their record
  * types are private to store_intern.c.
  *
- * Values: an array of buckets in time order, each an array of (pid, tid, stack, values) entries
- * plus a hash table over them while the bucket may still receive many samples. Buckets more than
- * two behind the newest are sealed: the table is freed and the entries shrunk to fit, because a
- * late sample for them is rare and rebuilding the table then is cheap.
+ * Values: an array of buckets in time order, each an array of (column, pid, tid, stack, value)
+ * entries plus a hash table over them while the bucket may still receive many samples. An entry
+ * holds one column's value, so CPU-only data pays for one value, not for every column; a query
+ * merges the columns of a (pid, tid, stack) back into one row. Buckets more than two behind the
+ * newest are sealed: the table is freed and the entries shrunk to fit, because a late sample for
+ * them is rare and rebuilding the table then is cheap.
  *
  * Reference counts say what is still needed: a stack counts the bucket entries naming it, a
  * frame the referenced stacks holding it, a string the referenced frames naming it. What drops
  * to zero is "dead": its approximate size is summed so that compaction runs when reclaiming pays.
+ * A GC holder (the GPU module) keeps stack ids outside the buckets: compaction asks it which to
+ * keep, holds a reference on each for its duration, and tells it the new ids. What only the
+ * holder keeps stays counted as dead afterwards; `dead_floor` remembers that amount so it does
+ * not trigger compaction again and again.
  *
  * Memory: every allocation goes through store_mem_alloc/_realloc/_free which charge an estimate
  * of what malloc really hands out (header and 16-byte rounding), so `bytes` follows the heap.
@@ -26,6 +32,7 @@
 #define PROFD_STORE_PRIV_H
 
 #include "hash.h"
+#include "ptrmap.h"
 #include "store.h"
 
 #include <errno.h>
@@ -35,13 +42,38 @@ struct str;
 struct frame_rec;
 struct stack_rec;
 
+/*
+ * Pids and tids stay below 2^22 on Linux (PID_MAX_LIMIT in include/linux/threads.h: 4M on 64-bit),
+ * so an entry keeps its column in the top bits of the pid word and stays 24 bytes; the store
+ * refuses larger ids.
+ */
+#define STORE_PID_BITS 22
+#define STORE_PID_LIMIT (1u << STORE_PID_BITS)
+_Static_assert(STORE_VALUE__COUNT <= (1u << (32 - STORE_PID_BITS)), "column does not fit");
+
 struct entry {
-	uint32_t pid;
+	uint32_t pidcol; /* pid | column << STORE_PID_BITS: the column is part of the key */
 	uint32_t tid;
 	uint32_t stack;
 	uint32_t uid; /* the process's uid when the entry was made: a reused pid keeps apart */
-	uint64_t v[STORE_VALUE__COUNT];
+	uint64_t v;
 };
+_Static_assert(sizeof(struct entry) == 24, "an entry is the unit of the store's memory");
+
+static inline uint32_t entry_pidcol(uint32_t pid, enum store_value col)
+{
+	return pid | (uint32_t)col << STORE_PID_BITS;
+}
+
+static inline uint32_t entry_pid(const struct entry *e)
+{
+	return e->pidcol & (STORE_PID_LIMIT - 1);
+}
+
+static inline enum store_value entry_col(const struct entry *e)
+{
+	return (enum store_value)(e->pidcol >> STORE_PID_BITS);
+}
 
 struct bucket {
 	uint64_t idx; /* start_ns / bucket_ns */
@@ -52,23 +84,12 @@ struct bucket {
 	uint32_t mask;
 };
 
-/* uint64 key -> pointer, linear probing with backward-shift deletion (no tombstones). */
-struct pslot {
-	uint64_t key;
-	void *val; /* NULL: empty */
-};
-
-struct pmap {
-	struct pslot *slots;
-	uint32_t mask;
-	uint32_t n;
-};
-
 struct store {
 	size_t cap;
 	uint64_t bucket_ns;
 	uint64_t bytes;
 	uint64_t dead_bytes; /* estimate of what compaction would reclaim */
+	uint64_t dead_floor; /* dead_bytes the last compaction left (held by the GC holder) */
 
 	struct str **strtab; /* NULL: empty */
 	uint32_t strmask;
@@ -99,14 +120,23 @@ struct store {
 	uint64_t max_idx_plus1; /* newest bucket idx ever created + 1 */
 	uint64_t newest_ns;
 
-	struct pmap procs;
-	struct pmap threads;
+	struct ptrmap procs;   /* pid -> struct proc */
+	struct ptrmap threads; /* pid << 32 | tid -> struct thread */
 
 	uint64_t samples;
 	uint64_t evicted_samples;
 	uint64_t evicted_buckets;
 	uint64_t generation;
 	uint64_t compactions;
+
+	/* The GC holder, and the state of the compaction that calls it. */
+	store_gc_fn gc_cb;
+	void *gc_ctx;
+	bool gc_marking;	 /* in the STORE_GC_MARK call */
+	bool gc_remapping;	 /* in the STORE_GC_REMAP call */
+	uint64_t *gc_keep;	 /* MARK: bit per stack id the holder keeps */
+	uint32_t gc_nold;	 /* stack ids before the compaction */
+	const uint32_t *gc_smap; /* REMAP: old id -> new id (0 dropped); NULL: ids unchanged */
 };
 
 /* --- memory accounting ---------------------------------------------------------------------- */
@@ -166,6 +196,7 @@ static inline void store_mem_free(struct store *s, void *p, size_t n)
 
 /* --- hashing and id tables ------------------------------------------------------------------ */
 
+/* pid is an entry's pid word (with its column) or a plain pid; both hash alike. */
 static inline uint32_t store_entry_hash(uint32_t pid, uint32_t tid, uint32_t stack)
 {
 	return (uint32_t)hash_mix64(((uint64_t)pid << 32 | tid) ^

@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause
-/* Store query -> Profile: exact dense tables, a pack/unpack round trip, -ENODATA. */
+/*
+ * Store query -> Profile: exact dense tables, every value column, a pack/unpack round trip,
+ * -ENODATA; the frame/stack/string tables a Trace carries.
+ */
 #include "check.h"
 #include "dump.h"
 #include "store.h"
@@ -67,20 +70,39 @@ static const char *str(const Profd__Profile *p, uint32_t i)
 /* The whole expected profile of the fixture for [0, 1 s). */
 static void check_full(const Profd__Profile *p)
 {
-	static const char *const strings[] = {
-	    "",		 "samples",  "count",	  "schedule", "[kernel.kallsyms]",
-	    "main",	 "/bin/app", "app.c",	  "beef",     "run",
-	    "script.py", "app",	     "app-worker"};
+	/* "", the value types' names and units, then the frames', then processes and threads. */
+	static const char *const strings[] = {"",
+					      "samples",
+					      "count",
+					      "gpu_idle_samples",
+					      "gpu_time",
+					      "nanoseconds",
+					      "gpu_kernels",
+					      "copy_time",
+					      "copy_bytes",
+					      "bytes",
+					      "uprobe_launches",
+					      "schedule",
+					      "[kernel.kallsyms]",
+					      "main",
+					      "/bin/app",
+					      "app.c",
+					      "beef",
+					      "run",
+					      "script.py",
+					      "app",
+					      "app-worker"};
+	static const uint32_t vt[7][2] = {{1, 2}, {3, 2}, {4, 5}, {6, 2}, {7, 5}, {8, 9}, {10, 2}};
 	const Profd__Frame *f;
 
-	CHECK_EQ_U(p->n_strings, 13);
-	for (size_t k = 0; k < 13 && k < p->n_strings; k++)
+	CHECK_EQ_U(p->n_strings, 21);
+	for (size_t k = 0; k < 21 && k < p->n_strings; k++)
 		CHECK_STREQ(p->strings[k], strings[k]);
 
-	CHECK_EQ_U(p->n_value_types, 1);
-	if (p->n_value_types == 1) {
-		CHECK_STREQ(str(p, p->value_types[0]->type), "samples");
-		CHECK_STREQ(str(p, p->value_types[0]->unit), "count");
+	CHECK_EQ_U(p->n_value_types, 7);
+	for (size_t k = 0; k < 7 && k < p->n_value_types; k++) {
+		CHECK_EQ_U(p->value_types[k]->type, vt[k][0]);
+		CHECK_EQ_U(p->value_types[k]->unit, vt[k][1]);
 	}
 
 	/* Frames in first-seen order over stacks in first-seen order, leaf first. */
@@ -89,9 +111,9 @@ static void check_full(const Profd__Profile *p)
 		return;
 	f = p->frames[0];
 	CHECK_EQ_U(f->kind, PROFD__FRAME_KIND__FRAME_KERNEL);
-	CHECK_EQ_U(f->name, 3);
+	CHECK_EQ_U(f->name, 11);
 	CHECK(f->has_module);
-	CHECK_EQ_U(f->module, 4);
+	CHECK_EQ_U(f->module, 12);
 	CHECK(f->has_address);
 	CHECK_EQ_U(f->address, 0xffffffff81000000ull);
 	CHECK(!f->has_file);
@@ -99,20 +121,20 @@ static void check_full(const Profd__Profile *p)
 	CHECK(!f->has_build_id);
 	f = p->frames[1];
 	CHECK_EQ_U(f->kind, PROFD__FRAME_KIND__FRAME_NATIVE);
-	CHECK_EQ_U(f->name, 5);
-	CHECK_EQ_U(f->module, 6);
+	CHECK_EQ_U(f->name, 13);
+	CHECK_EQ_U(f->module, 14);
 	CHECK_EQ_U(f->address, 0x10);
 	CHECK(f->has_file);
-	CHECK_EQ_U(f->file, 7);
+	CHECK_EQ_U(f->file, 15);
 	CHECK(f->has_line);
 	CHECK_EQ_U(f->line, 3);
 	CHECK(f->has_build_id);
-	CHECK_EQ_U(f->build_id, 8);
+	CHECK_EQ_U(f->build_id, 16);
 	f = p->frames[2];
 	CHECK_EQ_U(f->kind, PROFD__FRAME_KIND__FRAME_PYTHON);
-	CHECK_EQ_U(f->name, 9);
-	CHECK_EQ_U(f->module, 10);
-	CHECK_EQ_U(f->file, 10);
+	CHECK_EQ_U(f->name, 17);
+	CHECK_EQ_U(f->module, 18);
+	CHECK_EQ_U(f->file, 18);
 	CHECK_EQ_U(f->line, 7);
 	CHECK(!f->has_build_id);
 
@@ -135,9 +157,12 @@ static void check_full(const Profd__Profile *p)
 			CHECK_EQ_U(p->samples[k]->stack, want[k][0]);
 			CHECK_EQ_U(p->samples[k]->pid, want[k][1]);
 			CHECK_EQ_U(p->samples[k]->tid, want[k][2]);
-			CHECK_EQ_U(p->samples[k]->n_values, 1);
-			if (p->samples[k]->n_values == 1)
-				CHECK_EQ_U(p->samples[k]->values[0], want[k][3]);
+			CHECK_EQ_U(p->samples[k]->n_values, 7);
+			if (p->samples[k]->n_values != 7)
+				continue;
+			CHECK_EQ_U(p->samples[k]->values[0], want[k][3]);
+			for (size_t c = 1; c < 7; c++)
+				CHECK_EQ_U(p->samples[k]->values[c], 0);
 		}
 	}
 
@@ -228,8 +253,9 @@ static void test_filtered(void)
 		CHECK_EQ_U(p->n_frames, 2);
 		CHECK_EQ_U(p->n_processes, 1);
 		CHECK_EQ_U(p->n_threads, 1);
-		/* "", samples, count, schedule, [kernel.kallsyms], main, /bin/app, app.c, beef */
-		CHECK_EQ_U(p->n_strings, 9);
+		/* "", 10 value type names and units, schedule, [kernel.kallsyms], main, /bin/app,
+		 * app.c, beef */
+		CHECK_EQ_U(p->n_strings, 17);
 		CHECK_STREQ(str(p, p->frames[p->stacks[0]->frames[0]]->name), "schedule");
 		CHECK_STREQ(str(p, p->frames[p->stacks[0]->frames[1]]->name), "main");
 		CHECK(!p->has_frequency_hz);
@@ -273,10 +299,242 @@ static void test_nodata(void)
 	store__free(empty);
 }
 
+/* GPU columns land in the same samples as CPU ones; a sample whose values are all 0 is left out. */
+static void test_columns(void)
+{
+	struct fixture fx;
+	struct store_query q = {.start_ns = 0, .end_ns = SEC};
+	Profd__Profile *p = NULL;
+
+	fixture_init(&fx);
+	CHECK_EQ_I(store__add(fx.s, 5, 100, 101, fx.s1, STORE_VALUE_GPU_NS, 5000), 0);
+	CHECK_EQ_I(store__add(fx.s, 6, 100, 101, fx.s1, STORE_VALUE_GPU_KERNELS, 2), 0);
+	CHECK_EQ_I(store__add(fx.s, 7, 300, 301, fx.s2, STORE_VALUE_COPY_BYTES, 64), 0);
+	/* Nothing but zeros: no sample, so neither its process nor its thread. */
+	CHECK_EQ_I(store__add(fx.s, 8, 400, 401, fx.s2, STORE_VALUE_GPU_NS, 0), 0);
+	CHECK_EQ_I(store__add(fx.s, 9, 400, 401, fx.s2, STORE_VALUE_CPU_SAMPLES, 0), 0);
+	CHECK_EQ_I(dump__build(fx.s, &q, NULL, &p), 0);
+	CHECK(p != NULL);
+	if (p) {
+		static const uint64_t want[4][3 + 7] = {
+		    {0, 100, 101, 13, 0, 5000, 2, 0, 0, 0},
+		    {1, 100, 100, 2, 0, 0, 0, 0, 0, 0},
+		    {0, 200, 201, 1, 0, 0, 0, 0, 0, 0},
+		    {1, 300, 301, 0, 0, 0, 0, 0, 64, 0},
+		};
+
+		CHECK_EQ_U(p->n_samples, 4);
+		for (size_t k = 0; k < 4 && k < p->n_samples; k++) {
+			CHECK_EQ_U(p->samples[k]->stack, want[k][0]);
+			CHECK_EQ_U(p->samples[k]->pid, want[k][1]);
+			CHECK_EQ_U(p->samples[k]->tid, want[k][2]);
+			CHECK_EQ_U(p->samples[k]->n_values, 7);
+			for (size_t c = 0; c < 7 && c < p->samples[k]->n_values; c++)
+				CHECK_EQ_U(p->samples[k]->values[c], want[k][3 + c]);
+		}
+		CHECK_EQ_U(p->n_processes, 3);
+		CHECK_EQ_U(p->n_threads, 4);
+		CHECK_EQ_U(p->n_stacks, 2);
+		for (size_t k = 0; k < p->n_processes; k++)
+			CHECK(p->processes[k]->pid != 400);
+	}
+	dump__free(p);
+
+	/* Only zeros in range: no data. */
+	q.start_ns = 0;
+	q.end_ns = SEC;
+	{
+		uint32_t pid = 400;
+
+		q.pids = &pid;
+		q.npids = 1;
+		p = NULL;
+		CHECK_EQ_I(dump__build(fx.s, &q, NULL, &p), -ENODATA);
+		CHECK(p == NULL);
+	}
+	store__free(fx.s);
+}
+
+static const char *tstr(const Profd__Trace *t, uint32_t i)
+{
+	return i < t->n_strings ? t->strings[i] : "(out of range)";
+}
+
+/* The Trace's tables: dense, deduplicated, first-seen order, owned by the Trace. */
+static void check_trace_tables(const Profd__Trace *tr)
+{
+	static const char *const strings[] = {
+	    "",	    "run",	"script.py",	     "main",	       "/bin/app", "app.c",
+	    "beef", "schedule", "[kernel.kallsyms]", "cuLaunchKernel", "gemm",	   "nvtx range"};
+	const Profd__Frame *f;
+
+	CHECK_EQ_U(tr->n_strings, 12);
+	for (size_t k = 0; k < 12 && k < tr->n_strings; k++)
+		CHECK_STREQ(tr->strings[k], strings[k]);
+	CHECK_EQ_U(tr->n_frames, 5);
+	if (tr->n_frames != 5)
+		return;
+	f = tr->frames[0];
+	CHECK_EQ_U(f->kind, PROFD__FRAME_KIND__FRAME_PYTHON);
+	CHECK_EQ_U(f->name, 1);
+	CHECK_EQ_U(f->module, 2);
+	CHECK_EQ_U(f->file, 2);
+	CHECK_EQ_U(f->line, 7);
+	CHECK(!f->has_address);
+	f = tr->frames[1];
+	CHECK_EQ_U(f->kind, PROFD__FRAME_KIND__FRAME_NATIVE);
+	CHECK_EQ_U(f->name, 3);
+	CHECK_EQ_U(f->module, 4);
+	CHECK_EQ_U(f->file, 5);
+	CHECK_EQ_U(f->build_id, 6);
+	CHECK(f->has_address);
+	CHECK_EQ_U(f->address, 0x10);
+	f = tr->frames[2];
+	CHECK_EQ_U(f->kind, PROFD__FRAME_KIND__FRAME_KERNEL);
+	CHECK_EQ_U(f->name, 7);
+	CHECK_EQ_U(f->module, 8);
+	/* Hidden: the tables were made for a caller who is not root. */
+	CHECK(!f->has_address);
+	f = tr->frames[3];
+	CHECK_EQ_U(f->kind, PROFD__FRAME_KIND__FRAME_GPU);
+	CHECK_EQ_U(f->name, 10);
+	f = tr->frames[4];
+	CHECK_EQ_U(f->kind, PROFD__FRAME_KIND__FRAME_NVTX);
+	CHECK_EQ_U(f->name, 11);
+	CHECK(!f->has_module);
+	CHECK_EQ_U(tr->n_stacks, 3);
+	if (tr->n_stacks != 3)
+		return;
+	CHECK_EQ_U(tr->stacks[0]->n_frames, 2);
+	CHECK_EQ_U(tr->stacks[0]->frames[0], 0);
+	CHECK_EQ_U(tr->stacks[0]->frames[1], 1);
+	CHECK_EQ_U(tr->stacks[1]->n_frames, 2);
+	CHECK_EQ_U(tr->stacks[1]->frames[0], 2);
+	CHECK_EQ_U(tr->stacks[1]->frames[1], 1);
+	CHECK_EQ_U(tr->stacks[2]->n_frames, 3);
+	CHECK_EQ_U(tr->stacks[2]->frames[0], 3);
+	CHECK_EQ_U(tr->stacks[2]->frames[1], 1);
+	CHECK_EQ_U(tr->stacks[2]->frames[2], 4);
+	CHECK_STREQ(tstr(tr, tr->frames[tr->stacks[2]->frames[0]]->name), "gemm");
+}
+
+static void test_tables(void)
+{
+	struct fixture fx;
+	struct dump_tables *t;
+	Profd__Trace tr = PROFD__TRACE__INIT, *u;
+	char buf[32];
+	uint32_t idx = 99, api, nvtx_frame, gpu_frame, main_frame, gpu_stack;
+	uint8_t *packed;
+	size_t len;
+
+	CHECK(dump_tables__new(NULL, false) == NULL);
+	CHECK_EQ_I(errno, EINVAL);
+	fixture_init(&fx);
+	t = dump_tables__new(fx.s, true);
+	CHECK(t != NULL);
+	if (!t)
+		return;
+	/* strings[0] is "", and so is NULL. */
+	CHECK_EQ_I(dump_tables__string(t, "", &idx), 0);
+	CHECK_EQ_U(idx, 0);
+	idx = 99;
+	CHECK_EQ_I(dump_tables__string(t, NULL, &idx), 0);
+	CHECK_EQ_U(idx, 0);
+	/* Stacks in first-seen order, each once, with their frames and strings. */
+	CHECK_EQ_I(dump_tables__stack(t, fx.s2, &idx), 0);
+	CHECK_EQ_U(idx, 0);
+	CHECK_EQ_I(dump_tables__stack(t, fx.s1, &idx), 0);
+	CHECK_EQ_U(idx, 1);
+	CHECK_EQ_I(dump_tables__stack(t, fx.s2, &idx), 0);
+	CHECK_EQ_U(idx, 0);
+	CHECK_EQ_I(dump_tables__stack(t, 0, &idx), -EINVAL);
+	CHECK_EQ_I(dump_tables__stack(t, 1000, &idx), -EINVAL);
+	CHECK_EQ_I(dump_tables__stack(NULL, fx.s1, &idx), -EINVAL);
+	CHECK_EQ_I(dump_tables__string(NULL, "x", &idx), -EINVAL);
+	/* A string is copied: the caller's buffer may change. */
+	strcpy(buf, "cuLaunchKernel");
+	CHECK_EQ_I(dump_tables__string(t, buf, &api), 0);
+	CHECK_EQ_U(api, 9);
+	strcpy(buf, "changed");
+	CHECK_EQ_I(dump_tables__string(t, "cuLaunchKernel", &idx), 0);
+	CHECK_EQ_U(idx, 9);
+	/* Strings shared with frames are the frames' entries. */
+	CHECK_EQ_I(dump_tables__string(t, "main", &idx), 0);
+	CHECK_EQ_U(idx, 3);
+	/* A stack interned after the tables were made: a kernel over its launch, under an NVTX
+	 * range, as the GPU module builds them. */
+	nvtx_frame = store__intern_frame(
+	    fx.s, &(struct frame_key){.kind = FRAME_KIND_NVTX, .name = "nvtx range"});
+	gpu_frame =
+	    store__intern_frame(fx.s, &(struct frame_key){.kind = FRAME_KIND_GPU, .name = "gemm"});
+	main_frame = store__intern_frame(fx.s, &(struct frame_key){.kind = FRAME_KIND_NATIVE,
+								   .name = "main",
+								   .module = "/bin/app",
+								   .address = 0x10,
+								   .file = "app.c",
+								   .line = 3,
+								   .build_id = "beef"});
+	CHECK(nvtx_frame != 0);
+	CHECK(gpu_frame != 0);
+	gpu_stack = store__intern_stack(fx.s, (uint32_t[]){gpu_frame, main_frame, nvtx_frame}, 3);
+	CHECK(gpu_stack != 0);
+	CHECK_EQ_I(dump_tables__stack(t, gpu_stack, &idx), 0);
+	CHECK_EQ_U(idx, 2);
+	CHECK_EQ_I(dump_tables__finish_trace(t, &tr), 0);
+	/* The trace owns its tables: it outlives both the tables and the store. */
+	dump_tables__free(t);
+	dump_tables__free(NULL);
+	store__free(fx.s);
+	check_trace_tables(&tr);
+
+	len = profd__trace__get_packed_size(&tr);
+	packed = malloc(len);
+	CHECK_EQ_U(profd__trace__pack(&tr, packed), len);
+	u = profd__trace__unpack(NULL, len, packed);
+	CHECK(u != NULL);
+	if (u) {
+		check_trace_tables(u);
+		profd__trace__free_unpacked(u, NULL);
+	}
+	free(packed);
+	dump_tables__free_trace(&tr);
+	CHECK_EQ_U(tr.n_strings, 0);
+	CHECK(tr.strings == NULL);
+	CHECK_EQ_U(tr.n_frames, 0);
+	CHECK(tr.frames == NULL);
+	CHECK_EQ_U(tr.n_stacks, 0);
+	CHECK(tr.stacks == NULL);
+	dump_tables__free_trace(&tr);
+	dump_tables__free_trace(NULL);
+}
+
+/* Tables of a store with nothing numbered: one string, "". */
+static void test_tables_empty(void)
+{
+	struct store *s = store__new(NULL);
+	struct dump_tables *t = dump_tables__new(s, false);
+	Profd__Trace tr = PROFD__TRACE__INIT;
+
+	CHECK(t != NULL);
+	CHECK_EQ_I(dump_tables__finish_trace(t, &tr), 0);
+	CHECK_EQ_U(tr.n_strings, 1);
+	if (tr.n_strings == 1)
+		CHECK_STREQ(tr.strings[0], "");
+	CHECK_EQ_U(tr.n_frames, 0);
+	CHECK_EQ_U(tr.n_stacks, 0);
+	dump_tables__free_trace(&tr);
+	dump_tables__free(t);
+	store__free(s);
+}
+
 int main(void)
 {
 	test_full();
 	test_filtered();
 	test_nodata();
+	test_columns();
+	test_tables();
+	test_tables_empty();
 	return CHECK_DONE();
 }

@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: BSD-2-Clause
-/* The aggregation store: interning, time buckets, filters, eviction, compaction, metadata. */
+/*
+ * The aggregation store: interning, time buckets, filters, eviction, compaction, metadata, value
+ * columns, the GC holder.
+ */
 #include "check.h"
 #include "store.h"
+#include "store_priv.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -719,6 +723,426 @@ static void test_pid_reuse(void)
 	free(r);
 }
 
+/* All columns of a query row. */
+struct vrow {
+	uint32_t pid, tid, stack;
+	uint64_t v[STORE_VALUE__COUNT];
+};
+
+struct vres {
+	struct vrow rows[64];
+	size_t n;
+	size_t calls;
+};
+
+static int collect_all(uint32_t pid, uint32_t tid, uint32_t stack,
+		       const uint64_t values[STORE_VALUE__COUNT], void *ctx)
+{
+	struct vres *r = ctx;
+
+	r->calls++;
+	if (r->n < sizeof(r->rows) / sizeof(r->rows[0])) {
+		r->rows[r->n] = (struct vrow){pid, tid, stack, {0}};
+		memcpy(r->rows[r->n].v, values, sizeof(r->rows[r->n].v));
+		r->n++;
+	}
+	return 0;
+}
+
+static const struct vrow *vrow_of(const struct vres *r, uint32_t pid, uint32_t tid, uint32_t stack)
+{
+	for (size_t k = 0; k < r->n; k++)
+		if (r->rows[k].pid == pid && r->rows[k].tid == tid && r->rows[k].stack == stack)
+			return &r->rows[k];
+	return NULL;
+}
+
+static void check_vals(const struct vrow *row, const uint64_t want[STORE_VALUE__COUNT])
+{
+	CHECK(row != NULL);
+	if (!row)
+		return;
+	for (int c = 0; c < STORE_VALUE__COUNT; c++)
+		CHECK_EQ_U(row->v[c], want[c]);
+}
+
+static void test_value_types(void)
+{
+	static const char *const want[STORE_VALUE__COUNT][2] = {
+	    {"samples", "count"},	  {"gpu_idle_samples", "count"},
+	    {"gpu_time", "nanoseconds"},  {"gpu_kernels", "count"},
+	    {"copy_time", "nanoseconds"}, {"copy_bytes", "bytes"},
+	    {"uprobe_launches", "count"},
+	};
+	const char *type, *unit;
+
+	CHECK_EQ_U(STORE_VALUE__COUNT, 7);
+	for (int c = 0; c < STORE_VALUE__COUNT; c++) {
+		store_value_type(c, &type, &unit);
+		CHECK_STREQ(type, want[c][0]);
+		CHECK_STREQ(unit, want[c][1]);
+	}
+	store_value_type(STORE_VALUE__COUNT, &type, &unit);
+	CHECK_STREQ(type, "");
+	CHECK_STREQ(unit, "");
+}
+
+/* Each column is its own entry; a query sums them per (pid, tid, stack) into one row. */
+static void test_columns(void)
+{
+	struct store *s = store__new(&(struct store_opts){.bucket_ns = SEC});
+	struct vres *r = calloc(1, sizeof(*r));
+	struct store_query q = range(0, UINT64_MAX);
+	struct store_stats st;
+	const uint32_t big = (1u << 22) - 1;
+	uint32_t st1 = stack1(s, "launch", 0x10), st2 = stack1(s, "other", 0x20);
+	uint64_t bytes_before;
+
+	/* One entry per column: a CPU-only store pays for one value per entry. */
+	CHECK_EQ_U(sizeof(struct entry), 24);
+	CHECK_EQ_I(store__add(s, 10, 7, 8, st1, STORE_VALUE_CPU_SAMPLES, 3), 0);
+	CHECK_EQ_I(store__add(s, 11, 7, 8, st1, STORE_VALUE_GPU_NS, 1000), 0);
+	CHECK_EQ_I(store__add(s, 12, 7, 8, st1, STORE_VALUE_GPU_KERNELS, 2), 0);
+	CHECK_EQ_I(store__add(s, 13, 7, 8, st1, STORE_VALUE_CPU_SAMPLES, 2), 0);
+	CHECK_EQ_I(store__add(s, SEC + 1, 7, 8, st1, STORE_VALUE_GPU_NS, 500), 0);
+	CHECK_EQ_I(store__add(s, SEC + 2, 7, 8, st1, STORE_VALUE_GPU_IDLE_SAMPLES, 1), 0);
+	CHECK_EQ_I(store__add(s, 14, 7, 9, st1, STORE_VALUE_COPY_BYTES, 4096), 0);
+	CHECK_EQ_I(store__add(s, 15, 7, 9, st1, STORE_VALUE_COPY_NS, 70), 0);
+	CHECK_EQ_I(store__add(s, 16, 7, 8, st2, STORE_VALUE_UPROBE_LAUNCHES, 1), 0);
+	/* The largest pid and tid Linux hands out, with the highest column: no bit bleeds. */
+	CHECK_EQ_I(store__add(s, 17, big, big, st2, STORE_VALUE_UPROBE_LAUNCHES, 9), 0);
+	CHECK_EQ_I(store__add(s, 18, big, big, st2, STORE_VALUE_CPU_SAMPLES, 4), 0);
+	/* Ids past PID_MAX_LIMIT, or a column that does not exist, are refused. */
+	CHECK_EQ_I(store__add(s, 19, 1u << 22, 1, st1, STORE_VALUE_CPU_SAMPLES, 1), -EINVAL);
+	CHECK_EQ_I(store__add(s, 19, 1, 1u << 22, st1, STORE_VALUE_CPU_SAMPLES, 1), -EINVAL);
+	CHECK_EQ_I(store__add(s, 19, UINT32_MAX, 1, st1, STORE_VALUE_CPU_SAMPLES, 1), -EINVAL);
+	CHECK_EQ_I(store__add(s, 19, 1, 1, st1, STORE_VALUE__COUNT, 1), -EINVAL);
+	CHECK_EQ_I(store__add(s, 19, 1, 1, st1, (enum store_value) - 1, 1), -EINVAL);
+
+	CHECK_EQ_I(store__query(s, &q, collect_all, r), 0);
+	CHECK_EQ_U(r->calls, 4);
+	check_vals(vrow_of(r, 7, 8, st1), (uint64_t[]){5, 1, 1500, 2, 0, 0, 0});
+	check_vals(vrow_of(r, 7, 9, st1), (uint64_t[]){0, 0, 0, 0, 70, 4096, 0});
+	check_vals(vrow_of(r, 7, 8, st2), (uint64_t[]){0, 0, 0, 0, 0, 0, 1});
+	check_vals(vrow_of(r, big, big, st2), (uint64_t[]){4, 0, 0, 0, 0, 0, 9});
+
+	/* Filters see the pid, not the pid word with its column. */
+	memset(r, 0, sizeof(*r));
+	q.pids = &big;
+	q.npids = 1;
+	CHECK_EQ_I(store__query(s, &q, collect_all, r), 0);
+	CHECK_EQ_U(r->calls, 1);
+	check_vals(vrow_of(r, big, big, st2), (uint64_t[]){4, 0, 0, 0, 0, 0, 9});
+	memset(r, 0, sizeof(*r));
+	q.pids = NULL;
+	q.npids = 0;
+	q.tid = 9;
+	CHECK_EQ_I(store__query(s, &q, collect_all, r), 0);
+	CHECK_EQ_U(r->calls, 1);
+	check_vals(vrow_of(r, 7, 9, st1), (uint64_t[]){0, 0, 0, 0, 70, 4096, 0});
+	/* The second bucket alone. */
+	memset(r, 0, sizeof(*r));
+	q = range(SEC, 2 * SEC);
+	CHECK_EQ_I(store__query(s, &q, collect_all, r), 0);
+	CHECK_EQ_U(r->calls, 1);
+	check_vals(vrow_of(r, 7, 8, st1), (uint64_t[]){0, 1, 500, 0, 0, 0, 0});
+
+	/* samples counts CPU samples only. */
+	store__stats(s, &st);
+	CHECK_EQ_U(st.samples, 9);
+	/* Adding to an existing (key, column) costs nothing; a new column of a key costs an entry.
+	 */
+	bytes_before = st.bytes;
+	CHECK_EQ_I(store__add(s, 20, 7, 8, st1, STORE_VALUE_GPU_NS, 1), 0);
+	store__stats(s, &st);
+	CHECK_EQ_U(st.bytes, bytes_before);
+	store__free(s);
+	free(r);
+}
+
+struct sums {
+	size_t calls;
+	uint64_t v[STORE_VALUE__COUNT];
+	unsigned int bad;
+};
+
+static int sum_all(uint32_t pid, uint32_t tid, uint32_t stack,
+		   const uint64_t values[STORE_VALUE__COUNT], void *ctx)
+{
+	struct sums *sm = ctx;
+
+	sm->calls++;
+	for (int c = 0; c < STORE_VALUE__COUNT; c++)
+		sm->v[c] += values[c];
+	/* Each key got CPU tid % 3 (0 leaves the column empty), GPU time tid * 10 when tid is even.
+	 */
+	if (values[STORE_VALUE_CPU_SAMPLES] != tid % 3 ||
+	    values[STORE_VALUE_GPU_NS] != (tid % 2 ? 0 : tid * 10ull) ||
+	    values[STORE_VALUE_COPY_NS] != 0)
+		sm->bad++;
+	return 0;
+}
+
+/* Many keys with and without side columns: every row gets exactly its own values. */
+static void test_columns_many(void)
+{
+	struct store *s = store__new(&(struct store_opts){.bucket_ns = SEC});
+	struct store_query q = range(0, UINT64_MAX);
+	struct sums sm = {0};
+	uint32_t stk = stack1(s, "f", 1);
+	uint64_t cpu = 0, gpu = 0;
+
+	for (uint32_t tid = 1; tid <= 3000; tid++) {
+		if (tid % 2 == 0) {
+			CHECK_EQ_I(store__add(s, tid, 1, tid, stk, STORE_VALUE_GPU_NS, tid * 10ull),
+				   0);
+			gpu += tid * 10ull;
+		}
+		if (tid % 3) {
+			/* In a later bucket: the rows meet across buckets. */
+			CHECK_EQ_I(
+			    store__add(s, SEC + tid, 1, tid, stk, STORE_VALUE_CPU_SAMPLES, tid % 3),
+			    0);
+			cpu += tid % 3;
+		}
+	}
+	CHECK_EQ_I(store__query(s, &q, sum_all, &sm), 0);
+	/* Keys with neither column: tid % 6 == 3. */
+	CHECK_EQ_U(sm.calls, 3000 - 500);
+	CHECK_EQ_U(sm.bad, 0);
+	CHECK_EQ_U(sm.v[STORE_VALUE_CPU_SAMPLES], cpu);
+	CHECK_EQ_U(sm.v[STORE_VALUE_GPU_NS], gpu);
+	store__free(s);
+}
+
+/* Evicting a bucket counts only its CPU samples as evicted samples. */
+static void test_columns_evicted(void)
+{
+	struct store *s = store__new(&(struct store_opts){.mem_cap = 64 * 1024, .bucket_ns = SEC});
+	struct store_stats st;
+	uint32_t stk = stack1(s, "f", 1);
+	uint64_t sec = 0;
+
+	CHECK_EQ_I(store__add(s, 0, 5, 5, stk, STORE_VALUE_CPU_SAMPLES, 2), 0);
+	CHECK_EQ_I(store__add(s, 1, 5, 5, stk, STORE_VALUE_GPU_NS, 1000000), 0);
+	/* Fill later buckets until the first one is evicted. */
+	do {
+		sec++;
+		for (uint32_t tid = 1; tid <= 50; tid++)
+			CHECK_EQ_I(store__add(s, sec * SEC, 6, tid, stk, STORE_VALUE_GPU_NS, 1), 0);
+		store__stats(s, &st);
+	} while (!st.evicted_buckets && sec < 1000);
+	/* The first bucket is gone (the cap may take the next one with it). */
+	CHECK(st.evicted_buckets >= 1);
+	CHECK(st.oldest_ns >= SEC);
+	CHECK_EQ_U(st.samples, 2);
+	CHECK_EQ_U(st.evicted_samples, 2);
+	/* Late data of any column for an evicted bucket is dropped; only CPU samples count. */
+	CHECK_EQ_I(store__add(s, 2, 5, 5, stk, STORE_VALUE_GPU_NS, 7), 0);
+	CHECK_EQ_I(store__add(s, 3, 5, 5, stk, STORE_VALUE_CPU_SAMPLES, 1), 0);
+	store__stats(s, &st);
+	CHECK_EQ_U(st.samples, 3);
+	CHECK_EQ_U(st.evicted_samples, 3);
+	store__free(s);
+}
+
+/* A holder of stack ids, as the GPU module is. */
+struct holder {
+	uint32_t ids[64];
+	size_t n;
+	unsigned int marks, remaps;
+	unsigned int wrong_phase; /* calls that should have been no-ops but were not */
+	unsigned int max_marks;	  /* > 0: past this many, let go of everything (a runaway) */
+	bool runaway;
+	struct store *s;
+};
+
+static void holder_cb(struct store *s, enum store_gc_phase phase, void *ctx)
+{
+	struct holder *h = ctx;
+
+	CHECK(s == h->s);
+	if (phase == STORE_GC_MARK) {
+		h->marks++;
+		if (h->max_marks && h->marks > h->max_marks) {
+			/* Compacting without end: stop holding so that the test ends and fails. */
+			h->runaway = true;
+			h->n = 0;
+		}
+		for (size_t k = 0; k < h->n; k++) {
+			store__gc_keep_stack(s, h->ids[k]);
+			/* Twice is the same as once. */
+			store__gc_keep_stack(s, h->ids[k]);
+			if (store__gc_remap_stack(s, h->ids[k]))
+				h->wrong_phase++;
+		}
+		/* Bad ids are ignored. */
+		store__gc_keep_stack(s, 0);
+		store__gc_keep_stack(s, 100000);
+		/* The holder's callback must not compact. */
+		if (store__compact(s) != -EBUSY)
+			h->wrong_phase++;
+	} else {
+		h->remaps++;
+		for (size_t k = 0; k < h->n; k++)
+			h->ids[k] = store__gc_remap_stack(s, h->ids[k]);
+		if (store__gc_remap_stack(s, 0) || store__gc_remap_stack(s, 100000))
+			h->wrong_phase++;
+	}
+}
+
+static void test_gc_holder(void)
+{
+	struct store *s = store__new(NULL);
+	struct vres *r = calloc(1, sizeof(*r));
+	struct store_query q = range(0, UINT64_MAX);
+	struct holder h = {.s = s};
+	struct store_stats st;
+	uint32_t fd = frame(s, "dropped", 1), fa = frame(s, "used", 2), fb = frame(s, "root", 3);
+	uint32_t fc = frame(s, "held", 4), fe = frame(s, "dropped2", 5);
+	uint32_t drop1 = store__intern_stack(s, &fd, 1);
+	uint32_t used = store__intern_stack(s, (uint32_t[]){fa, fb}, 2);
+	uint32_t held = store__intern_stack(s, (uint32_t[]){fc, fb}, 2);
+	uint32_t drop2 = store__intern_stack(s, &fe, 1);
+	uint32_t unheld_later;
+
+	CHECK_EQ_U(drop1, 1);
+	CHECK_EQ_U(used, 2);
+	CHECK_EQ_U(held, 3);
+	CHECK_EQ_U(drop2, 4);
+	CHECK_EQ_I(store__add(s, 10, 7, 7, used, STORE_VALUE_CPU_SAMPLES, 3), 0);
+	/* Outside a compaction: no-ops. */
+	CHECK_EQ_U(store__gc_remap_stack(s, used), 0);
+	store__gc_keep_stack(s, drop2);
+	store__set_gc_holder(s, holder_cb, &h);
+	h.ids[h.n++] = held;
+
+	CHECK_EQ_I(store__compact(s), 0);
+	CHECK_EQ_U(h.marks, 1);
+	CHECK_EQ_U(h.remaps, 1);
+	CHECK_EQ_U(h.wrong_phase, 0);
+	store__stats(s, &st);
+	CHECK_EQ_U(st.generation, 1);
+	CHECK_EQ_U(st.stacks, 2);
+	CHECK_EQ_U(st.frames, 3); /* used, root, held */
+	/* The used stack moved from 2 to 1, the held one from 3 to 2, with its frames. */
+	CHECK_EQ_U(h.ids[0], 2);
+	CHECK(names_are(s, 1, "used", "root"));
+	CHECK(names_are(s, 2, "held", "root"));
+	CHECK_EQ_I(store__query(s, &q, collect_all, r), 0);
+	CHECK_EQ_U(r->calls, 1);
+	check_vals(vrow_of(r, 7, 7, 1), (uint64_t[]){3, 0, 0, 0, 0, 0, 0});
+	/* Interning finds the held stack under its new id. */
+	CHECK_EQ_U(
+	    store__intern_stack(s, (uint32_t[]){frame(s, "held", 4), frame(s, "root", 3)}, 2), 2);
+
+	/* Still held and nothing else dead: the holder is asked, nothing moves. */
+	CHECK_EQ_I(store__compact(s), 0);
+	CHECK_EQ_U(h.marks, 2);
+	CHECK_EQ_U(h.remaps, 2);
+	CHECK_EQ_U(h.ids[0], 2);
+	store__stats(s, &st);
+	CHECK_EQ_U(st.generation, 1);
+	CHECK_EQ_U(st.stacks, 2);
+
+	/* A bucket names the held stack too: it stays when the holder lets go. */
+	CHECK_EQ_I(store__add(s, 11, 7, 7, h.ids[0], STORE_VALUE_GPU_NS, 40), 0);
+	unheld_later = store__intern_stack(s, (uint32_t[]){frame(s, "late", 6)}, 1);
+	CHECK_EQ_U(unheld_later, 3);
+	h.ids[0] = unheld_later;
+	CHECK_EQ_I(store__compact(s), 0);
+	CHECK_EQ_U(h.ids[0], 3);
+	store__stats(s, &st);
+	CHECK_EQ_U(st.stacks, 3);
+	/* Let go: the stack only the holder kept is dropped at the next compaction. */
+	h.n = 0;
+	CHECK_EQ_I(store__compact(s), 0);
+	store__stats(s, &st);
+	CHECK_EQ_U(st.generation, 2);
+	CHECK_EQ_U(st.stacks, 2);
+	CHECK_EQ_U(st.frames, 3);
+	CHECK(store__frame(s, 4) == NULL);
+	memset(r, 0, sizeof(*r));
+	CHECK_EQ_I(store__query(s, &q, collect_all, r), 0);
+	CHECK_EQ_U(r->calls, 2);
+	check_vals(vrow_of(r, 7, 7, 2), (uint64_t[]){0, 0, 40, 0, 0, 0, 0});
+
+	/* Without a holder the callback is not called. */
+	store__set_gc_holder(s, NULL, &h);
+	CHECK_EQ_I(store__compact(s), 0);
+	CHECK_EQ_U(h.marks, 4);
+	CHECK_EQ_U(h.wrong_phase, 0);
+	store__free(s);
+	free(r);
+}
+
+/*
+ * Automatic compaction with a holder that keeps a large share of the cap dead: the held stacks
+ * follow every renumbering, and what they keep does not make the store compact on every add.
+ */
+static void test_gc_holder_auto(void)
+{
+	const size_t cap = 256 * 1024;
+	struct store *s = store__new(&(struct store_opts){.mem_cap = cap, .bucket_ns = SEC});
+	struct holder h = {.s = s, .max_marks = 1000};
+	struct store_stats st;
+	char name[600];
+	uint64_t gen = 0, sec = 0, renumberings = 0;
+	unsigned int over = 0;
+
+	store__set_gc_holder(s, holder_cb, &h);
+	/* 40 held stacks of two frames with 500-byte names: ~45 KiB, more than cap / 8. */
+	for (unsigned int k = 0; k < 40; k++) {
+		uint32_t f[2];
+
+		memset(name, 'h', 500);
+		snprintf(name + 500, 100, "held%u", k);
+		f[0] = frame(s, name, k);
+		snprintf(name + 500, 100, "heldroot%u", k);
+		f[1] = frame(s, name, 100 + k);
+		h.ids[h.n++] = store__intern_stack(s, f, 2);
+	}
+	/* Ever new stacks with long names: eviction kills them, compaction reclaims them. */
+	for (unsigned int round = 0; round < 4000; round++, sec++) {
+		uint32_t f[2], stk;
+
+		memset(name, 'x', 500);
+		snprintf(name + 500, 100, "new%u", round);
+		f[0] = frame(s, name, 1000 + round);
+		f[1] = frame(s, "root", 1);
+		stk = store__intern_stack(s, f, 2);
+		CHECK(stk != 0);
+		CHECK_EQ_I(store__add(s, sec * SEC, 2, 2, stk, STORE_VALUE_CPU_SAMPLES, 1), 0);
+		store__stats(s, &st);
+		if (st.bytes > cap)
+			over++;
+		if (st.generation != gen) {
+			gen = st.generation;
+			renumberings++;
+		}
+	}
+	store__stats(s, &st);
+	CHECK(!h.runaway);
+	CHECK_EQ_U(over, 0);
+	CHECK(renumberings >= 3);
+	CHECK_EQ_U(h.wrong_phase, 0);
+	/* Each compaction reclaims at least cap/8 of what eviction killed: not one per add. */
+	CHECK(st.compactions > 0);
+	CHECK(st.compactions < 4000 / 20);
+	for (unsigned int k = 0; k < 40; k++) {
+		const uint32_t *fr;
+		size_t n;
+		char want[16];
+
+		snprintf(want, sizeof(want), "held%u", k);
+		CHECK(h.ids[k] != 0);
+		CHECK(store__stack(s, h.ids[k], &fr, &n));
+		if (store__stack(s, h.ids[k], &fr, &n) && n == 2)
+			CHECK_STREQ(store__frame(s, fr[0])->name + 500, want);
+	}
+	store__free(s);
+}
+
 int main(void)
 {
 	test_intern();
@@ -731,5 +1155,11 @@ int main(void)
 	test_compact_auto();
 	test_bounded();
 	test_processes();
+	test_value_types();
+	test_columns();
+	test_columns_many();
+	test_columns_evicted();
+	test_gc_holder();
+	test_gc_holder_auto();
 	return CHECK_DONE();
 }
