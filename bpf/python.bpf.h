@@ -3,7 +3,8 @@
  * CPython frames, read from the sampled thread's interpreter state. Only raw values leave the
  * kernel: (code object address, instruction offset, flags) per frame, newest first. The thread
  * is found without glibc internals: PyThreadState.thread_id equals pthread_self(), which on
- * x86_64 is the thread pointer in fsbase. Included by sample.bpf.c only.
+ * x86_64 is the thread pointer in fsbase. Included by sample.bpf.c only (the CPU sampler and the
+ * launch probes).
  */
 #ifndef PROFD_PYTHON_BPF_H
 #define PROFD_PYTHON_BPF_H
@@ -45,9 +46,10 @@ struct py_scratch {
 	__u32 __pad;
 };
 
+/* One per scratch slot of sample.bpf.c, for the same reason: programs that interrupt others. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct py_scratch);
 } py_scratch_map SEC(".maps");
@@ -178,22 +180,22 @@ static long py_walk_cb(__u32 i, void *arg)
 }
 
 /*
- * Read the Python frames of the current thread into rec after its n_ips addresses. Sets
- * rec->nr_py and rec->py_status; returns the bytes appended.
+ * Read the Python frames of the current thread into rec after its n_ips addresses, walking in
+ * py_scratch_map[slot]. Sets rec->nr_py and rec->py_status; returns the bytes appended.
  */
-static __always_inline __u32 py_collect(struct profd_sample_rec *rec, __u32 n_ips)
+static __always_inline __u32 py_collect(struct profd_sample_rec *rec, __u32 n_ips, __u32 slot)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	const struct profd_py_proc *py;
 	struct py_loop_ctx c;
 	struct py_scratch *s;
-	__u32 zero = 0, bytes, n;
+	__u32 bytes, n;
 	__u64 ts, fsbase, frame;
 
 	py = bpf_map_lookup_elem(&py_procs, &rec->pid);
 	if (!py)
 		return 0;
-	s = bpf_map_lookup_elem(&py_scratch_map, &zero);
+	s = bpf_map_lookup_elem(&py_scratch_map, &slot);
 	if (!s)
 		return 0;
 #if defined(__TARGET_ARCH_x86)

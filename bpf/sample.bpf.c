@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * CPU sampler: a perf_event program on the cpu-clock event of every CPU. It only collects
- * (ids, timestamp, raw addresses); the daemon owns symbols and aggregation.
+ * CPU sampler: a perf_event program on the cpu-clock event of every CPU, and the launch probes
+ * of launch.bpf.h, which share its maps. It only collects (ids, timestamp, raw addresses); the
+ * daemon owns symbols and aggregation.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -44,10 +45,20 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
-/* Scratch space to build a full-size sample; only the used part goes to the ring buffer. */
+/*
+ * Scratch space to build a full-size sample; only the used part goes to the ring buffer. One
+ * slot per kind of program (enum scratch_slot): the timer's program interrupts a launch probe's
+ * program on the same CPU and must not write over the record it is building.
+ */
+enum scratch_slot {
+	SLOT_SAMPLE = 0, /* perf_event: the CPU sampler */
+	SLOT_LAUNCH = 1, /* usdt/uprobe: launch probes */
+	SLOT__COUNT = 2,
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, SLOT__COUNT);
 	__type(key, __u32);
 	__type(value, struct profd_sample_rec);
 } scratch SEC(".maps");
@@ -69,32 +80,79 @@ static __always_inline bool wanted(__u32 tgid)
 	return bpf_map_lookup_elem(&target_pids, &tgid) != NULL;
 }
 
-SEC("perf_event")
-int profd_sample(struct bpf_perf_event_data *ctx)
+/* Who and when: everything a record says about the current thread but its stacks. */
+static __always_inline void fill_ident(struct profd_sample_rec *rec, __u32 type, __u32 tgid,
+				       __u32 tid)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id;
-	struct profd_sample_rec *rec;
-	__u32 zero = 0;
-	long kn, un;
-	__u64 size;
-
-	/* The idle task (pid 0) is not work anyone asked about. */
-	if (tid == 0 || !wanted(tgid))
-		return 0;
-	count(PROFD_CNT_SAMPLES);
-
-	rec = bpf_map_lookup_elem(&scratch, &zero);
-	if (!rec)
-		return 0;
-	rec->hdr.type = PROFD_REC_SAMPLE;
+	rec->hdr.type = type;
 	rec->ts_ns = bpf_ktime_get_ns();
 	rec->pid = tgid;
 	rec->tid = tid;
 	rec->uid = (__u32)bpf_get_current_uid_gid();
 	rec->cpu = bpf_get_smp_processor_id();
 	rec->flags = 0;
+	rec->corr_id = 0;
+	rec->nr_kernel = 0;
+	rec->nr_user = 0;
+	rec->nr_py = 0;
+	rec->py_status = PROFD_PY_NONE;
 	bpf_get_current_comm(rec->comm, sizeof(rec->comm));
+}
+
+/*
+ * The user stack (frame pointers) into rec->ips after the kn kernel addresses, then the Python
+ * frames after both. Sets nr_user, nr_py, py_status and flags; returns the record's size.
+ */
+static __always_inline __u64 fill_user(void *ctx, struct profd_sample_rec *rec, long kn,
+				       __u32 py_slot)
+{
+	long un = 0;
+	__u64 size;
+
+	if (bpf_get_current_task_btf()->mm) {
+		/* kn is bounded above, so the verifier can check the destination. */
+		un = bpf_get_stack(ctx, &rec->ips[kn & 127], PROFD_MAX_STACK * 8,
+				   BPF_F_USER_STACK);
+		if (un < 0) {
+			count(PROFD_CNT_USTACK_ERR);
+			rec->flags |= PROFD_SAMPLE_USTACK_ERR;
+			un = 0;
+		}
+		un /= 8;
+		if (un >= PROFD_MAX_STACK) {
+			un = PROFD_MAX_STACK;
+			rec->flags |= PROFD_SAMPLE_USTACK_TRUNC;
+		}
+	}
+	rec->nr_user = un;
+
+	size = PROFD_SAMPLE_HDR_SIZE + 8 * (kn + un);
+	size += py_collect(rec, kn + un, py_slot);
+	if (size > sizeof(*rec))
+		size = sizeof(*rec);
+	rec->hdr.size = size;
+	return size;
+}
+
+SEC("perf_event")
+int profd_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct profd_sample_rec *rec;
+	__u32 slot = SLOT_SAMPLE;
+	__u64 size;
+	long kn;
+
+	/* The idle task (pid 0) is not work anyone asked about. */
+	if (tid == 0 || !wanted(tgid))
+		return 0;
+	count(PROFD_CNT_SAMPLES);
+
+	rec = bpf_map_lookup_elem(&scratch, &slot);
+	if (!rec)
+		return 0;
+	fill_ident(rec, PROFD_REC_SAMPLE, tgid, tid);
 
 	kn = bpf_get_stack(ctx, rec->ips, PROFD_MAX_STACK * 8, 0);
 	if (kn < 0) {
@@ -107,40 +165,18 @@ int profd_sample(struct bpf_perf_event_data *ctx)
 		kn = PROFD_MAX_STACK;
 		rec->flags |= PROFD_SAMPLE_KSTACK_TRUNC;
 	}
+	rec->nr_kernel = kn;
 
-	un = 0;
-	if (bpf_get_current_task_btf()->mm) {
-		/* kn is bounded above, so the verifier can check the destination. */
-		un = bpf_get_stack(ctx, &rec->ips[kn & 127],
-				   PROFD_MAX_STACK * 8, BPF_F_USER_STACK);
-		if (un < 0) {
-			count(PROFD_CNT_USTACK_ERR);
-			rec->flags |= PROFD_SAMPLE_USTACK_ERR;
-			un = 0;
-		}
-		un /= 8;
-		if (un >= PROFD_MAX_STACK) {
-			un = PROFD_MAX_STACK;
-			rec->flags |= PROFD_SAMPLE_USTACK_TRUNC;
-		}
-	}
+	size = fill_user(ctx, rec, kn, SLOT_SAMPLE);
 	/* PF_KTHREAD: a kernel thread has no user stack to miss (an exiting process has none too). */
 	if (bpf_get_current_task_btf()->flags & 0x00200000)
 		rec->flags |= PROFD_SAMPLE_KERNEL_THREAD;
-	rec->nr_kernel = kn;
-	rec->nr_user = un;
-	rec->nr_py = 0;
-	rec->py_status = PROFD_PY_NONE;
-
-	size = PROFD_SAMPLE_HDR_SIZE + 8 * (kn + un);
-	size += py_collect(rec, kn + un);
-	if (size > sizeof(*rec))
-		size = sizeof(*rec);
-	rec->hdr.size = size;
 	if (bpf_ringbuf_output(&events, rec, size, rb_flags(&events)))
 		count(PROFD_CNT_RINGBUF_FULL);
 	return 0;
 }
+
+#include "launch.bpf.h"
 
 static __always_inline void task_event(__u32 type)
 {

@@ -29,6 +29,12 @@ static void usage(FILE *f)
 		"                          (default 256M; K, M, G suffixes)\n"
 		"      --ringbuf-size SIZE kernel-to-daemon ring buffer (default 8M; a power of two)\n"
 		"      --bucket DURATION   time resolution of stored data (default 1s)\n"
+		"      --gpu-ring-size SIZE  recent raw events kept for traces (CPU samples, CUDA\n"
+		"                          calls, kernels, copies, NVTX; default 32M)\n"
+		"      --libcuda PATH      count kernel launches of processes without the CUPTI\n"
+		"                          library through uprobes on this libcuda (repeatable: the\n"
+		"                          first that can be probed is used; default: libcuda.so.1\n"
+		"                          in the usual library directories; 'none': no uprobes)\n"
 		"      --log stderr|journal  where log lines go (default stderr)\n"
 		"  -v, --verbose           debug log output\n"
 		"  -q, --quiet             only errors\n"
@@ -52,7 +58,8 @@ static int bad(const char *opt, const char *val, const char *why)
 
 int config_parse(int argc, char **argv, struct config *cfg)
 {
-	enum { OPT_MEMCAP = 256, OPT_RINGBUF, OPT_BUCKET, OPT_LOG, OPT_GROUP };
+	enum { OPT_MEMCAP = 256, OPT_RINGBUF, OPT_BUCKET, OPT_LOG, OPT_GROUP, OPT_GPU_RING,
+	       OPT_LIBCUDA };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "frequency", required_argument, NULL, 'F' },
@@ -62,6 +69,8 @@ int config_parse(int argc, char **argv, struct config *cfg)
 		{ "bucket", required_argument, NULL, OPT_BUCKET },
 		{ "log", required_argument, NULL, OPT_LOG },
 		{ "socket-group", required_argument, NULL, OPT_GROUP },
+		{ "gpu-ring-size", required_argument, NULL, OPT_GPU_RING },
+		{ "libcuda", required_argument, NULL, OPT_LIBCUDA },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -76,6 +85,7 @@ int config_parse(int argc, char **argv, struct config *cfg)
 	cfg->mem_cap = 256ull << 20;
 	cfg->ringbuf_size = 8ull << 20;
 	cfg->bucket_ns = NSEC_PER_SEC;
+	cfg->gpu_ring_size = 32ull << 20;
 	cfg->socket_path = wire_socket_path(NULL);
 
 	opterr = 0;
@@ -116,6 +126,21 @@ int config_parse(int argc, char **argv, struct config *cfg)
 					      &cfg->bucket_ns))
 				return bad("--bucket", optarg, "expected a duration from 10ms to 1h");
 			break;
+		case OPT_GPU_RING:
+			if (parse_size(optarg, 1ull << 20, 16ull << 30, &cfg->gpu_ring_size))
+				return bad("--gpu-ring-size", optarg, "expected a size from 1M to 16G");
+			break;
+		case OPT_LIBCUDA:
+			if (!strcmp(optarg, "none")) {
+				cfg->libcuda_none = true;
+				break;
+			}
+			if (optarg[0] != '/' || strlen(optarg) >= 4096)
+				return bad("--libcuda", optarg, "expected an absolute path or 'none'");
+			if (cfg->nlibcuda == CONFIG_MAX_LIBCUDA)
+				return bad("--libcuda", optarg, "too many --libcuda options (max 8)");
+			cfg->libcuda[cfg->nlibcuda++] = optarg;
+			break;
 		case OPT_GROUP:
 			if (!*optarg)
 				return bad("--socket-group", optarg, "expected a group name");
@@ -153,6 +178,11 @@ int config_parse(int argc, char **argv, struct config *cfg)
 	}
 	if (optind < argc) {
 		fprintf(stderr, "profd: unexpected argument '%s' (see profd --help)\n", argv[optind]);
+		return -EINVAL;
+	}
+	if (cfg->libcuda_none && cfg->nlibcuda) {
+		fprintf(stderr, "profd: --libcuda none and --libcuda PATH contradict each other "
+				"(see profd --help)\n");
 		return -EINVAL;
 	}
 	cfg->log_level = quiet ? LOG_LVL_ERROR : verbose ? LOG_LVL_DEBUG : LOG_LVL_INFO;

@@ -10,6 +10,7 @@
 #include "log.h"
 
 #define CONFIG_MAX_PIDS 1024
+#define CONFIG_MAX_LIBCUDA 8
 
 struct config {
 	uint32_t pids[CONFIG_MAX_PIDS]; /* empty: system-wide */
@@ -22,6 +23,11 @@ struct config {
 	uint64_t bucket_ns;
 	enum log_level log_level;
 	bool log_journal;
+	uint64_t gpu_ring_size;	/* bytes of the raw GPU/CPU event ring for traces */
+	/* --libcuda paths to probe, tried in order; none given: look in the usual places */
+	const char *libcuda[CONFIG_MAX_LIBCUDA];
+	size_t nlibcuda;
+	bool libcuda_none;	/* --libcuda none: no libcuda uprobes */
 };
 
 enum config_result {

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "gpu.h"
 #include "ingest.h"
 #include "python.h"
 #include "sampler.h"
@@ -21,11 +22,29 @@ struct daemon {
 	struct ingest *ingest;
 	struct sampler *sampler;
 	struct server *server;
+	struct gpu *gpu;
 	uint64_t start_ns;
+	/* Connections whose CUPTI library sent GpuAttach (handlers.c). */
+	struct gpu_conn *gpu_conns;
+	size_t n_gpu_conns, gpu_conns_cap;
 };
 
-/* server_handle_fn for status and dump requests; ctx is the struct daemon. */
+/* A connection of a CUPTI library: the process it speaks for and that process's owner. */
+struct gpu_conn {
+	uint64_t conn_id;
+	uint32_t pid;
+	uint32_t uid;
+};
+
+/*
+ * server_handle_fn for status, dump, trace and the CUPTI library's requests; ctx is the struct
+ * daemon.
+ */
 int handlers__handle(void *ctx, const struct server_peer *peer, const Profd__Request *req,
 		     uint8_t **frame, size_t *frame_len);
+/* server_close_fn: a library's connection going away detaches its process. */
+void handlers__closed(void *ctx, const struct server_peer *peer);
+/* Release what the handlers keep in d (the connection table). */
+void handlers__fini(struct daemon *d);
 
 #endif

@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: BSD-2-Clause
-/* Status and dump requests: access control, time ranges, replies. */
+/*
+ * Status, dump and trace requests (access control, time ranges, replies) and the CUPTI
+ * library's GpuAttach / GpuBatch.
+ */
 #include "daemon.h"
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -15,6 +19,10 @@
 #include "wire.h"
 
 #define MAX_DUMP_PIDS 1024
+/* How often the CUPTI library sends a batch. */
+#define GPU_FLUSH_INTERVAL_MS 250
+/* Libraries listed in one StatusReply. */
+#define MAX_GPU_STATUS 4096
 
 static int reply_error(Profd__ErrorCode code, const char *msg, uint8_t **frame, size_t *len)
 {
@@ -42,7 +50,60 @@ static uint64_t self_rss_bytes(void)
 	return rss;
 }
 
-static int handle_status(struct daemon *d, uint8_t **frame, size_t *len)
+static struct gpu_conn *gpu_conn_of(struct daemon *d, uint64_t conn_id)
+{
+	for (size_t i = 0; i < d->n_gpu_conns; i++)
+		if (d->gpu_conns[i].conn_id == conn_id)
+			return &d->gpu_conns[i];
+	return NULL;
+}
+
+/* The connection that speaks for pid now (a process's newest library connection). */
+static struct gpu_conn *gpu_conn_of_pid(struct daemon *d, uint32_t pid)
+{
+	struct gpu_conn *found = NULL;
+
+	for (size_t i = 0; i < d->n_gpu_conns; i++)
+		if (d->gpu_conns[i].pid == pid &&
+		    (!found || d->gpu_conns[i].conn_id > found->conn_id))
+			found = &d->gpu_conns[i];
+	return found;
+}
+
+/*
+ * StatusReply.gpu: the attached libraries, a non-root caller's own only (the uid its library
+ * connected with). st->gpu is malloc'd; the entries belong to the GPU module.
+ */
+static int gpu_status_list(struct daemon *d, const struct server_peer *peer,
+			   Profd__StatusReply *st)
+{
+	Profd__GpuProcessStatus **all;
+	size_t n, k = 0;
+
+	n = gpu__status(d->gpu, NULL, 0);
+	if (!n)
+		return 0;
+	if (n > MAX_GPU_STATUS)
+		n = MAX_GPU_STATUS;
+	all = calloc(n, sizeof(*all));
+	if (!all)
+		return -ENOMEM;
+	if (gpu__status(d->gpu, all, n) < n)
+		n = gpu__status(d->gpu, all, n);
+	for (size_t i = 0; i < n; i++) {
+		const struct gpu_conn *c = gpu_conn_of_pid(d, all[i]->pid);
+
+		if (peer->uid != 0 && (!c || c->uid != peer->uid))
+			continue;
+		all[k++] = all[i];
+	}
+	st->n_gpu = k;
+	st->gpu = all;
+	return 0;
+}
+
+static int handle_status(struct daemon *d, const struct server_peer *peer, uint8_t **frame,
+			 size_t *len)
 {
 	Profd__Response resp = PROFD__RESPONSE__INIT;
 	Profd__StatusReply st = PROFD__STATUS_REPLY__INIT;
@@ -51,6 +112,7 @@ static int handle_status(struct daemon *d, uint8_t **frame, size_t *len)
 	struct store_stats ss;
 	struct rusage ru;
 	uint64_t now = mono_ns();
+	int err;
 
 	sampler__counters(d->sampler, cnt);
 	ingest__stats(d->ingest, &is);
@@ -120,19 +182,53 @@ static int handle_status(struct daemon *d, uint8_t **frame, size_t *len)
 	st.has_daemon_rss_bytes = true;
 	st.daemon_rss_bytes = self_rss_bytes();
 
+	if (d->gpu) {
+		struct gpu_stats gs;
+
+		gpu__stats(d->gpu, &gs);
+		st.has_gpu_processes = true;
+		st.gpu_processes = gs.processes;
+		st.has_gpu_launches = true;
+		st.gpu_launches = gs.launches;
+		st.has_gpu_records = true;
+		st.gpu_records = gs.records;
+		st.has_gpu_joined = true;
+		st.gpu_joined = gs.joined;
+		st.has_gpu_unmatched = true;
+		st.gpu_unmatched = gs.unmatched;
+		st.has_gpu_dropped = true;
+		st.gpu_dropped = gs.dropped;
+		st.has_gpu_uprobe_launches = true;
+		st.gpu_uprobe_launches = gs.uprobe_launches;
+		err = gpu_status_list(d, peer, &st);
+		if (err)
+			return err;
+	}
+
 	resp.msg_case = PROFD__RESPONSE__MSG_STATUS;
 	resp.status = &st;
-	return wire_pack_response(&resp, FRAME_MAX_REPLY, frame, len);
+	err = wire_pack_response(&resp, FRAME_MAX_REPLY, frame, len);
+	free(st.gpu);
+	return err;
 }
 
-static void describe_window(const Profd__DumpRequest *req, char *buf, size_t len)
-{
-	if (req->has_since_ns) {
-		uint64_t s = req->since_ns / NSEC_PER_SEC;
+/* What dump and trace requests have in common: which processes, which time. */
+struct window {
+	size_t n_pids;
+	const uint32_t *pids;
+	bool has_since, has_start, has_end, has_tid;
+	uint64_t since_ns, start_ns, end_ns;
+	uint32_t tid;
+};
 
-		if (req->since_ns < NSEC_PER_SEC)
+static void describe_window(const struct window *w, char *buf, size_t len)
+{
+	if (w->has_since) {
+		uint64_t s = w->since_ns / NSEC_PER_SEC;
+
+		if (w->since_ns < NSEC_PER_SEC)
 			snprintf(buf, len, " in the last %llums",
-				 (unsigned long long)(req->since_ns / NSEC_PER_MSEC));
+				 (unsigned long long)(w->since_ns / NSEC_PER_MSEC));
 		else if (s % 3600 == 0)
 			snprintf(buf, len, " in the last %lluh", (unsigned long long)s / 3600);
 		else if (s % 60 == 0)
@@ -140,68 +236,114 @@ static void describe_window(const Profd__DumpRequest *req, char *buf, size_t len
 		else
 			snprintf(buf, len, " in the last %llus", (unsigned long long)s);
 	}
-	else if (req->has_start_ns || req->has_end_ns)
+	else if (w->has_start || w->has_end)
 		snprintf(buf, len, " in the requested time range");
 	else
 		buf[0] = '\0';
+}
+
+/*
+ * Turn a window into a store query with the caller's rights applied. Returns 0 to go on, or 1
+ * with *code and msg set: the request is refused.
+ */
+static int window_query(struct daemon *d, const struct server_peer *peer, const struct window *w,
+			uint64_t now, struct store_query *q, Profd__ErrorCode *code, char *msg,
+			size_t msglen)
+{
+	*q = (struct store_query){ .end_ns = UINT64_MAX };
+	*code = PROFD__ERROR_CODE__ERROR_BAD_REQUEST;
+	if (w->n_pids > MAX_DUMP_PIDS) {
+		snprintf(msg, msglen, "too many pids in one request (the limit is 1024)");
+		return 1;
+	}
+	for (size_t i = 0; i < w->n_pids; i++) {
+		if (w->pids[i] == 0) {
+			snprintf(msg, msglen, "pid 0 is not a process");
+			return 1;
+		}
+	}
+	if (w->has_since) {
+		if (w->since_ns == 0) {
+			snprintf(msg, msglen, "--since must be longer than zero");
+			return 1;
+		}
+		q->start_ns = w->since_ns < now ? now - w->since_ns : 0;
+	}
+	if (w->has_start)
+		q->start_ns = w->start_ns > q->start_ns ? w->start_ns : q->start_ns;
+	if (w->has_end)
+		q->end_ns = w->end_ns;
+	if (q->start_ns >= q->end_ns) {
+		snprintf(msg, msglen, "the time range is empty: its start is not before its end");
+		return 1;
+	}
+
+	/* Root sees everything; anyone else only processes running under their own uid. */
+	if (peer->uid != 0) {
+		for (size_t i = 0; i < w->n_pids; i++) {
+			struct store_process_info pi;
+
+			if (store__process(d->store, w->pids[i], &pi) && pi.uid != peer->uid) {
+				*code = PROFD__ERROR_CODE__ERROR_PERMISSION_DENIED;
+				snprintf(msg, msglen,
+					 "permission denied: pid %u runs as uid %u and you are "
+					 "uid %u; only root may see other users' processes",
+					 w->pids[i], pi.uid, peer->uid);
+				return 1;
+			}
+		}
+		q->filter_uid = true;
+		q->uid = peer->uid;
+	}
+	q->pids = w->pids;
+	q->npids = w->n_pids;
+	q->tid = w->has_tid ? w->tid : 0;
+	return 0;
+}
+
+/* "no samples for pid N in the last 10s (thread T)" and the like. */
+static void no_data_message(const struct server_peer *peer, const struct window *w,
+			    const char *what, char *msg, size_t msglen)
+{
+	char window[64];
+
+	describe_window(w, window, sizeof(window));
+	if (w->n_pids == 1)
+		snprintf(msg, msglen, "no %s for pid %u%s", what, w->pids[0], window);
+	else if (w->n_pids > 1)
+		snprintf(msg, msglen, "no %s for those %zu pids%s", what, w->n_pids, window);
+	else
+		snprintf(msg, msglen, "no %s%s%s", what, window,
+			 peer->uid ? " for processes of your uid" : "");
+	if (w->has_tid) {
+		size_t l = strlen(msg);
+
+		snprintf(msg + l, msglen - l, " (thread %u)", w->tid);
+	}
 }
 
 static int handle_dump(struct daemon *d, const struct server_peer *peer,
 		       const Profd__DumpRequest *req, uint8_t **frame, size_t *len)
 {
 	Profd__Response resp = PROFD__RESPONSE__INIT;
-	struct store_query q = { .end_ns = UINT64_MAX };
+	struct window w = {
+		.n_pids = req->n_pids, .pids = req->pids,
+		.has_since = req->has_since_ns, .since_ns = req->since_ns,
+		.has_start = req->has_start_ns, .start_ns = req->start_ns,
+		.has_end = req->has_end_ns, .end_ns = req->end_ns,
+		.has_tid = req->has_tid, .tid = req->tid,
+	};
+	struct store_query q;
 	struct dump_meta meta = { 0 };
 	Profd__Profile *profile = NULL;
+	Profd__ErrorCode code;
 	struct store_stats ss;
 	uint64_t now = mono_ns();
-	char msg[256], window[64];
+	char msg[256];
 	int err;
 
-	if (req->n_pids > MAX_DUMP_PIDS)
-		return reply_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
-				   "too many pids in one dump (the limit is 1024)", frame, len);
-	for (size_t i = 0; i < req->n_pids; i++) {
-		if (req->pids[i] == 0)
-			return reply_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
-					   "pid 0 is not a process", frame, len);
-	}
-	if (req->has_since_ns) {
-		if (req->since_ns == 0)
-			return reply_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
-					   "--since must be longer than zero", frame, len);
-		q.start_ns = req->since_ns < now ? now - req->since_ns : 0;
-	}
-	if (req->has_start_ns)
-		q.start_ns = req->start_ns > q.start_ns ? req->start_ns : q.start_ns;
-	if (req->has_end_ns)
-		q.end_ns = req->end_ns;
-	if (q.start_ns >= q.end_ns)
-		return reply_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
-				   "the time range is empty: its start is not before its end", frame,
-				   len);
-	describe_window(req, window, sizeof(window));
-
-	/* Root sees everything; anyone else only processes running under their own uid. */
-	if (peer->uid != 0) {
-		for (size_t i = 0; i < req->n_pids; i++) {
-			struct store_process_info pi;
-
-			if (store__process(d->store, req->pids[i], &pi) && pi.uid != peer->uid) {
-				snprintf(msg, sizeof(msg),
-					 "permission denied: pid %u runs as uid %u and you are "
-					 "uid %u; only root may see other users' processes",
-					 req->pids[i], pi.uid, peer->uid);
-				return reply_error(PROFD__ERROR_CODE__ERROR_PERMISSION_DENIED, msg,
-						   frame, len);
-			}
-		}
-		q.filter_uid = true;
-		q.uid = peer->uid;
-	}
-	q.pids = req->pids;
-	q.npids = req->n_pids;
-	q.tid = req->has_tid ? req->tid : 0;
+	if (window_query(d, peer, &w, now, &q, &code, msg, sizeof(msg)))
+		return reply_error(code, msg, frame, len);
 
 	/* The range the data can cover: not before the oldest sample kept, not after now. */
 	store__stats(d->store, &ss);
@@ -212,19 +354,7 @@ static int handle_dump(struct daemon *d, const struct server_peer *peer,
 	meta.realtime_offset_ns = realtime_offset_ns();
 	err = dump__build(d->store, &q, &meta, &profile);
 	if (err == -ENODATA) {
-		if (req->n_pids == 1)
-			snprintf(msg, sizeof(msg), "no samples for pid %u%s", req->pids[0], window);
-		else if (req->n_pids > 1)
-			snprintf(msg, sizeof(msg), "no samples for those %zu pids%s", req->n_pids,
-				 window);
-		else
-			snprintf(msg, sizeof(msg), "no samples%s%s", window,
-				 peer->uid ? " for processes of your uid" : "");
-		if (req->has_tid) {
-			size_t l = strlen(msg);
-
-			snprintf(msg + l, sizeof(msg) - l, " (thread %u)", req->tid);
-		}
+		no_data_message(peer, &w, "samples", msg, sizeof(msg));
 		return reply_error(PROFD__ERROR_CODE__ERROR_NO_SAMPLES, msg, frame, len);
 	}
 	if (err) {
@@ -247,6 +377,163 @@ static int handle_dump(struct daemon *d, const struct server_peer *peer,
 	return err;
 }
 
+/* Raw events of a window for timelines, with the same rights and window rules as a dump. */
+static int handle_trace(struct daemon *d, const struct server_peer *peer,
+			const Profd__TraceRequest *req, uint8_t **frame, size_t *len)
+{
+	Profd__Response resp = PROFD__RESPONSE__INIT;
+	struct window w = {
+		.n_pids = req->n_pids, .pids = req->pids,
+		.has_since = req->has_since_ns, .since_ns = req->since_ns,
+		.has_start = req->has_start_ns, .start_ns = req->start_ns,
+		.has_end = req->has_end_ns, .end_ns = req->end_ns,
+	};
+	struct gpu_trace_meta meta = { 0 };
+	Profd__Trace *tr = NULL;
+	Profd__ErrorCode code;
+	struct store_query q;
+	uint64_t now = mono_ns();
+	char msg[256];
+	int err;
+
+	if (window_query(d, peer, &w, now, &q, &code, msg, sizeof(msg)))
+		return reply_error(code, msg, frame, len);
+	meta.frequency_hz = d->cfg->frequency_hz;
+	meta.hide_kernel_addresses = peer->uid != 0;
+	meta.realtime_offset_ns = realtime_offset_ns();
+	err = d->gpu ? gpu__trace(d->gpu, &q, &meta, &tr) : -ENODATA;
+	if (err == -ENODATA) {
+		no_data_message(peer, &w, "events", msg, sizeof(msg));
+		return reply_error(PROFD__ERROR_CODE__ERROR_NO_SAMPLES, msg, frame, len);
+	}
+	if (err) {
+		snprintf(msg, sizeof(msg), "building the trace failed: %s", strerror(-err));
+		return reply_error(PROFD__ERROR_CODE__ERROR_INTERNAL, msg, frame, len);
+	}
+	if (tr->end_ns > now)
+		tr->end_ns = now;
+	resp.msg_case = PROFD__RESPONSE__MSG_TRACE;
+	resp.trace = tr;
+	err = wire_pack_response(&resp, FRAME_MAX_REPLY, frame, len);
+	gpu__trace_free(tr);
+	if (err == -EMSGSIZE)
+		return reply_error(PROFD__ERROR_CODE__ERROR_TOO_LARGE,
+				   "the trace is larger than the 256 MiB reply limit: narrow it "
+				   "with --pid or --since",
+				   frame, len);
+	return err;
+}
+
+static int reply_control(bool enable, uint8_t **frame, size_t *len)
+{
+	Profd__Response resp = PROFD__RESPONSE__INIT;
+	Profd__GpuControl ctl = PROFD__GPU_CONTROL__INIT;
+
+	ctl.enable = enable;
+	ctl.has_flush_interval_ms = true;
+	ctl.flush_interval_ms = GPU_FLUSH_INTERVAL_MS;
+	resp.msg_case = PROFD__RESPONSE__MSG_GPU_CONTROL;
+	resp.gpu_control = &ctl;
+	return wire_pack_response(&resp, FRAME_MAX_REPLY, frame, len);
+}
+
+/*
+ * A CUPTI library introduces its process. The process is the peer's (SO_PEERCRED), never one
+ * the message names. A malformed attach closes the connection.
+ */
+static int handle_gpu_attach(struct daemon *d, const struct server_peer *peer,
+			     const Profd__GpuAttach *m, uint8_t **frame, size_t *len)
+{
+	struct gpu_conn *c;
+	bool enable = false;
+	int err;
+
+	if (peer->pid <= 0 || !d->gpu)
+		return reply_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
+				   "GPU attach: the daemon cannot take GPU data from this peer",
+				   frame, len);
+	c = gpu_conn_of(d, peer->conn_id);
+	if (c && c->pid != (uint32_t)peer->pid)
+		return -EINVAL;
+	if (!c) {
+		if (d->n_gpu_conns == d->gpu_conns_cap) {
+			size_t ncap = d->gpu_conns_cap ? 2 * d->gpu_conns_cap : 16;
+			struct gpu_conn *nc = realloc(d->gpu_conns, ncap * sizeof(*nc));
+
+			if (!nc)
+				return -ENOMEM;
+			d->gpu_conns = nc;
+			d->gpu_conns_cap = ncap;
+		}
+		/* A library stays connected for the life of its process: not a profctl client. */
+		err = d->server ? server__set_uplink(d->server, peer->conn_id) : 0;
+		if (err == -EBUSY)
+			return reply_error(PROFD__ERROR_CODE__ERROR_BUSY,
+					   "busy: too many CUDA processes connected", frame, len);
+		/* The process's newer connection: it starts from scratch (string table). */
+		if (gpu_conn_of_pid(d, (uint32_t)peer->pid))
+			gpu__detach(d->gpu, (uint32_t)peer->pid);
+		c = &d->gpu_conns[d->n_gpu_conns];
+		*c = (struct gpu_conn){ .conn_id = peer->conn_id, .pid = (uint32_t)peer->pid,
+					.uid = peer->uid };
+	}
+	err = gpu__attach(d->gpu, (uint32_t)peer->pid, peer->uid, m, &enable);
+	if (err) {
+		pr_warn("gpu: pid %d: %s GpuAttach, closing its connection", peer->pid,
+			err == -EINVAL ? "malformed" : "cannot take its");
+		return err;
+	}
+	if (c == &d->gpu_conns[d->n_gpu_conns])
+		d->n_gpu_conns++;
+	return reply_control(enable, frame, len);
+}
+
+static int handle_gpu_batch(struct daemon *d, const struct server_peer *peer,
+			    const Profd__GpuBatch *m, uint8_t **frame, size_t *len)
+{
+	struct gpu_conn *c = gpu_conn_of(d, peer->conn_id);
+	bool enable = false;
+	int err;
+
+	if (!c)
+		return reply_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
+				   "bad request: GpuBatch before GpuAttach", frame, len);
+	/* A process that attached again on a newer connection: this one is stale. */
+	if (gpu_conn_of_pid(d, c->pid) != c)
+		return reply_control(false, frame, len);
+	err = gpu__batch(d->gpu, c->pid, m, &enable);
+	if (err) {
+		pr_warn("gpu: pid %u: %s GpuBatch, closing its connection", c->pid,
+			err == -EINVAL ? "malformed" : "cannot take its");
+		return err;
+	}
+	return reply_control(enable, frame, len);
+}
+
+void handlers__closed(void *ctx, const struct server_peer *peer)
+{
+	struct daemon *d = ctx;
+	struct gpu_conn *c = gpu_conn_of(d, peer->conn_id);
+	uint32_t pid;
+	bool current;
+
+	if (!c)
+		return;
+	pid = c->pid;
+	current = gpu_conn_of_pid(d, pid) == c;
+	*c = d->gpu_conns[--d->n_gpu_conns];
+	/* Only the connection that speaks for the process now detaches it. */
+	if (current && d->gpu)
+		gpu__detach(d->gpu, pid);
+}
+
+void handlers__fini(struct daemon *d)
+{
+	free(d->gpu_conns);
+	d->gpu_conns = NULL;
+	d->n_gpu_conns = d->gpu_conns_cap = 0;
+}
+
 int handlers__handle(void *ctx, const struct server_peer *peer, const Profd__Request *req,
 		     uint8_t **frame, size_t *frame_len)
 {
@@ -254,9 +541,15 @@ int handlers__handle(void *ctx, const struct server_peer *peer, const Profd__Req
 
 	switch (req->msg_case) {
 	case PROFD__REQUEST__MSG_STATUS:
-		return handle_status(d, frame, frame_len);
+		return handle_status(d, peer, frame, frame_len);
 	case PROFD__REQUEST__MSG_DUMP:
 		return handle_dump(d, peer, req->dump, frame, frame_len);
+	case PROFD__REQUEST__MSG_TRACE:
+		return handle_trace(d, peer, req->trace, frame, frame_len);
+	case PROFD__REQUEST__MSG_GPU_ATTACH:
+		return handle_gpu_attach(d, peer, req->gpu_attach, frame, frame_len);
+	case PROFD__REQUEST__MSG_GPU_BATCH:
+		return handle_gpu_batch(d, peer, req->gpu_batch, frame, frame_len);
 	default:
 		return reply_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST, "unknown request", frame,
 				   frame_len);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "abi.h"
+#include "gpu.h"
 #include "hash.h"
 #include "log.h"
 #include "timeutil.h"
@@ -60,6 +61,7 @@ struct ingest {
 	struct python *py;
 	ingest_py_config_fn py_config;
 	void *py_ctx;
+	struct gpu *gpu;
 	char proc_root[256];
 	struct addr_entry *addrs;
 	size_t addr_fill;
@@ -99,6 +101,7 @@ struct ingest *ingest__new(const struct ingest_opts *opts)
 	in->py = opts->py;
 	in->py_config = opts->py_config;
 	in->py_ctx = opts->py_ctx;
+	in->gpu = opts->gpu;
 	snprintf(in->proc_root, sizeof(in->proc_root), "%s",
 		 opts->proc_root ? opts->proc_root : "/proc");
 	in->addrs = calloc(ADDR_CACHE_SIZE, sizeof(*in->addrs));
@@ -449,6 +452,71 @@ static void put_act(struct ingest *in, const struct py_act *a, uint32_t *n)
 		in->frame_buf[(*n)++] = in->py_buf[k];
 }
 
+/*
+ * Frames a launch probe sees above the application's launch call: our library's callback,
+ * CUPTI's dispatch and the driver. They are the same for every launch and would only push the
+ * kernel leaf away from the code that launched it. The runtime (libcudart: cudaLaunchKernel)
+ * stays, as the call the application made.
+ */
+static bool is_launch_plumbing(const struct ingest *in, uint32_t frame_id)
+{
+	static const char *const libs[] = { "libprofd_cupti.so", "libcupti.so", "libcuda.so" };
+	const struct store_frame *f = store__frame(in->store, frame_id);
+	const char *base;
+
+	if (!f || f->kind != FRAME_KIND_NATIVE || !f->module)
+		return false;
+	base = strrchr(f->module, '/');
+	base = base ? base + 1 : f->module;
+	for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++)
+		if (!strncmp(base, libs[i], strlen(libs[i])))
+			return true;
+	return false;
+}
+
+/*
+ * Whether a launch record's kind and correlation id agree: the USDT probe always has an id
+ * (CUPTI numbers from 1), a uprobe never. Either has no kernel stack.
+ */
+static bool launch_valid(const struct profd_sample_rec *rec)
+{
+	if (rec->nr_kernel != 0)
+		return false;
+	if (rec->flags & PROFD_SAMPLE_UPROBE)
+		return rec->corr_id == 0;
+	return rec->corr_id != 0;
+}
+
+/* Hand the symbolized stack on: the store, or the GPU module. */
+static void deliver(struct ingest *in, const struct profd_sample_rec *rec, uint32_t stack)
+{
+	int err;
+
+	if (rec->hdr.type == PROFD_REC_LAUNCH) {
+		in->stats.launches++;
+		if (rec->flags & PROFD_SAMPLE_UPROBE) {
+			in->stats.uprobe_launches++;
+			err = gpu__uprobe_launch(in->gpu, rec->ts_ns, rec->pid, rec->tid, stack);
+		} else {
+			err = gpu__launch(in->gpu, rec->ts_ns, rec->pid, rec->tid, stack,
+					  rec->corr_id);
+		}
+	} else {
+		in->stats.samples++;
+		if (in->gpu)
+			err = gpu__cpu_sample(in->gpu, rec->ts_ns, rec->pid, rec->tid, stack);
+		else
+			err = store__add(in->store, rec->ts_ns, rec->pid, rec->tid, stack,
+					 STORE_VALUE_CPU_SAMPLES, 1);
+	}
+	if (err)
+		in->stats.store_errors++;
+}
+
+/*
+ * A CPU sample, or a launch record (same layout, user and Python stacks only): both symbolized
+ * the same way, so a launch stack and a sample stack of the same code are the same stack.
+ */
 static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, size_t size,
 			 uint64_t now)
 {
@@ -458,7 +526,6 @@ static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, 
 	char comm[PROFD_COMM_LEN];
 	struct pid_entry *pe;
 	uint64_t owner;
-	int err;
 
 	if (size < PROFD_SAMPLE_HDR_SIZE) {
 		in->stats.malformed++;
@@ -470,8 +537,14 @@ static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, 
 	if (nk > PROFD_MAX_STACK || nu > PROFD_MAX_STACK ||
 	    npy > PROFD_MAX_PY_FRAMES ||
 	    size < PROFD_SAMPLE_HDR_SIZE + 8ull * (nk + nu) + sizeof(struct profd_py_frame) * npy ||
-	    rec->pid == 0 || rec->ts_ns > now + MAX_CLOCK_AHEAD_NS) {
+	    rec->pid == 0 || rec->ts_ns > now + MAX_CLOCK_AHEAD_NS ||
+	    (rec->hdr.type == PROFD_REC_LAUNCH && !launch_valid(rec))) {
 		in->stats.malformed++;
+		return 0;
+	}
+	if (rec->hdr.type == PROFD_REC_LAUNCH && !in->gpu) {
+		/* Nothing would join it with a kernel: do not pay for its symbols. */
+		in->stats.launches_dropped++;
 		return 0;
 	}
 	if (store__generation(in->store) != in->store_gen ||
@@ -512,6 +585,17 @@ static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, 
 		}
 		if (f)
 			in->user_buf[nuser++] = f;
+	}
+
+	if (rec->hdr.type == PROFD_REC_LAUNCH && !(rec->flags & PROFD_SAMPLE_UPROBE)) {
+		uint32_t skip = 0;
+
+		while (skip < nuser && is_launch_plumbing(in, in->user_buf[skip]))
+			skip++;
+		if (skip) {
+			memmove(in->user_buf, in->user_buf + skip, (nuser - skip) * sizeof(uint32_t));
+			nuser -= skip;
+		}
 	}
 
 	if (rec->py_status == PROFD_PY_NO_TSTATE)
@@ -561,11 +645,7 @@ static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, 
 		return 0;
 	}
 	store__set_thread(in->store, rec->pid, rec->tid, comm);
-	err = store__add(in->store, rec->ts_ns, rec->pid, rec->tid, stack, STORE_VALUE_CPU_SAMPLES,
-			 1);
-	if (err)
-		in->stats.store_errors++;
-	in->stats.samples++;
+	deliver(in, rec, stack);
 	return 0;
 }
 
@@ -592,6 +672,8 @@ static int handle_task(struct ingest *in, const struct profd_task_rec *rec, size
 		in->stats.exits++;
 		forget_process(in, rec->pid);
 		store__process_exited(in->store, rec->pid);
+		if (in->gpu)
+			gpu__process_exited(in->gpu, rec->pid);
 	}
 	return 0;
 }
@@ -608,6 +690,7 @@ int ingest__record(struct ingest *in, const void *data, size_t size)
 	}
 	switch (hdr->type) {
 	case PROFD_REC_SAMPLE:
+	case PROFD_REC_LAUNCH:
 		err = handle_sample(in, data, hdr->size, mono_ns());
 		break;
 	case PROFD_REC_EXEC:

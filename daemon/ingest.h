@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Ingest: decode the sampler's ring buffer records, validate them, symbolize the addresses while
- * the process is alive and add the stacks to the store.
+ * the process is alive and add the stacks to the store, or hand them to the GPU module (CPU
+ * samples to be labelled, launch stacks to be joined with their kernels).
  */
 #ifndef PROFD_INGEST_H
 #define PROFD_INGEST_H
@@ -14,6 +15,8 @@
 #include "store.h"
 #include "symbolize.h"
 
+struct gpu;
+
 /* Install (cfg) or remove (NULL) a process's CPython layout in the sampler. */
 typedef int (*ingest_py_config_fn)(void *ctx, uint32_t pid, const struct profd_py_proc *cfg);
 
@@ -24,6 +27,12 @@ struct ingest_opts {
 	struct python *py;	   /* borrowed; NULL: no Python frames */
 	ingest_py_config_fn py_config;
 	void *py_ctx;
+	/*
+	 * borrowed; NULL: no GPU correlation. When set, CPU samples go to gpu__cpu_sample (which
+	 * adds them to the store) and launch records to gpu__launch / gpu__uprobe_launch; when
+	 * NULL, samples go straight to the store and launch records are counted and dropped.
+	 */
+	struct gpu *gpu;
 };
 
 struct ingest_stats {
@@ -42,6 +51,9 @@ struct ingest_stats {
 	uint64_t py_no_tstate;	   /* samples of a Python process with no matching thread state */
 	uint64_t py_read_errors;   /* samples whose frame walk hit unreadable memory */
 	uint64_t py_processes;	   /* processes where CPython was found and set up */
+	uint64_t launches;	   /* launch records (USDT and uprobe) handed to the GPU module */
+	uint64_t uprobe_launches;  /* of those, from libcuda uprobes */
+	uint64_t launches_dropped; /* valid launch records dropped: no GPU module */
 };
 
 struct ingest;

@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause
-/* profd: wires the sampler, ingest, store, symbolizer and server onto one libuv loop. */
+/*
+ * profd: wires the sampler, ingest, store, symbolizer, GPU correlation and server onto one libuv
+ * loop.
+ */
 #include <errno.h>
 #include <grp.h>
 #include <inttypes.h>
@@ -112,7 +115,10 @@ static void on_ringbuf_readable(uv_poll_t *h, int status, int events)
 		pr_warn("ring buffer: %s", strerror(-n));
 }
 
-/* The regular drain: the kernel side only wakes us when the ring buffer fills up. */
+/*
+ * The regular drain: the kernel side only wakes us when the ring buffer fills up. The GPU
+ * module's periodic work follows it, so the samples just drained are held or released at once.
+ */
 static void on_drain_timer(uv_timer_t *h)
 {
 	struct app *app = h->data;
@@ -120,6 +126,65 @@ static void on_drain_timer(uv_timer_t *h)
 
 	if (n < 0 && n != -EINTR)
 		pr_warn("ring buffer: %s", strerror(-n));
+	gpu__tick(app->d.gpu, mono_ns());
+}
+
+static int gpu_attach_probe(void *ctx, uint32_t pid, const char *library_path)
+{
+	struct app *app = ctx;
+
+	/* Libraries connect once the loop runs, after the sampler exists. */
+	if (!app->d.sampler)
+		return -ENODEV;
+	return sampler__attach_launch_probe(app->d.sampler, pid, library_path);
+}
+
+static void gpu_detach_probe(void *ctx, uint32_t pid)
+{
+	struct app *app = ctx;
+
+	if (app->d.sampler)
+		sampler__detach_launch_probe(app->d.sampler, pid);
+}
+
+/* The session covers every process, or the --pid list. */
+static bool gpu_covers(void *ctx, uint32_t pid)
+{
+	const struct config *cfg = ctx;
+
+	if (!cfg->npids)
+		return true;
+	for (size_t i = 0; i < cfg->npids; i++)
+		if (cfg->pids[i] == pid)
+			return true;
+	return false;
+}
+
+/*
+ * Uprobes on libcuda's launch functions, for CUDA processes without the CUPTI library. The
+ * sampler keeps one libcuda's probes, so of several --libcuda paths the first that works wins.
+ * Nothing found is not an error: the machine may have no GPU.
+ */
+static void attach_libcuda(struct app *app, const struct config *cfg)
+{
+	int err;
+
+	if (cfg->libcuda_none)
+		return;
+	if (!cfg->nlibcuda) {
+		err = sampler__attach_libcuda(app->d.sampler, NULL);
+		if (err == -ENOENT)
+			pr_info("gpu: no libcuda.so.1 found: launches of CUDA processes without "
+				"the CUPTI library are not counted");
+		return;
+	}
+	for (size_t i = 0; i < cfg->nlibcuda; i++) {
+		err = sampler__attach_libcuda(app->d.sampler, cfg->libcuda[i]);
+		if (!err)
+			return;
+	}
+	pr_warn("gpu: none of the --libcuda files could be probed: launches of CUDA processes "
+		"without the CUPTI library are not counted");
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -221,12 +286,26 @@ int main(int argc, char **argv)
 		pr_err("python: %s", strerror(errno));
 		goto out;
 	}
+	app.d.gpu = gpu__new(&(struct gpu_opts){
+		.store = app.d.store,
+		.ring_bytes = cfg.gpu_ring_size,
+		.attach_probe = gpu_attach_probe,
+		.detach_probe = gpu_detach_probe,
+		.probe_ctx = &app,
+		.covers = gpu_covers,
+		.covers_ctx = &cfg,
+	});
+	if (!app.d.gpu) {
+		pr_err("gpu: %s", strerror(errno));
+		goto out;
+	}
 	app.d.ingest = ingest__new(&(struct ingest_opts){
 		.store = app.d.store,
 		.sym = app.d.sym,
 		.py = app.d.py,
 		.py_config = on_py_config,
 		.py_ctx = &app,
+		.gpu = app.d.gpu,
 	});
 	if (!app.d.ingest) {
 		pr_err("ingest: %s", strerror(errno));
@@ -236,6 +315,7 @@ int main(int argc, char **argv)
 	app.d.server = server__new(app.loop, &(struct server_opts){
 						     .path = cfg.socket_path,
 						     .handle = handlers__handle,
+						     .on_close = handlers__closed,
 						     .ctx = &app.d,
 					     });
 	if (!app.d.server) {
@@ -266,6 +346,7 @@ int main(int argc, char **argv)
 	});
 	if (!app.d.sampler)
 		goto out;
+	attach_libcuda(&app, &cfg);
 
 	uv_poll_init(app.loop, &app.rb_poll, sampler__fd(app.d.sampler));
 	app.rb_poll.data = &app;
@@ -297,8 +378,12 @@ out:
 	uv_walk(app.loop, close_walk, NULL);
 	uv_run(app.loop, UV_RUN_DEFAULT);
 	uv_loop_close(app.loop);
+	/* The GPU module before the sampler: a detach calls into the sampler. */
+	gpu__free(app.d.gpu);
+	app.d.gpu = NULL;
 	sampler__free(app.d.sampler);
 	ingest__free(app.d.ingest);
+	handlers__fini(&app.d);
 	python__free(app.d.py);
 	symbolizer__free(app.d.sym);
 	store__free(app.d.store);

@@ -18,6 +18,25 @@
 #include "parse.h"
 #include "sample.skel.h"
 
+/* libcuda's launch entry points: the runtime and the graph API end up in one of these. */
+static const char *const cuda_launch_funcs[] = {
+	"cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx",
+	"cuLaunchKernelEx_ptsz", "cuGraphLaunch", "cuGraphLaunch_ptsz",
+};
+#define N_CUDA_FUNCS (sizeof(cuda_launch_funcs) / sizeof(cuda_launch_funcs[0]))
+
+/* Where the NVIDIA driver installs libcuda.so.1 (Debian/Ubuntu multiarch, Fedora, containers). */
+static const char *const libcuda_dirs[] = {
+	"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
+	"/usr/local/nvidia/lib64", "/usr/lib/wsl/lib",
+};
+
+/* One process's USDT attachment to its CUPTI library. */
+struct launch_probe {
+	uint32_t pid;
+	struct bpf_link *link;
+};
+
 struct sampler {
 	struct sample_bpf *skel;
 	struct ring_buffer *rb;
@@ -26,6 +45,16 @@ struct sampler {
 	unsigned int ncpus;
 	struct bpf_link *exec_link;
 	struct bpf_link *exit_link;
+	/* A handful of processes run the CUPTI library at once: a plain array is enough. */
+	struct launch_probe *probes;
+	size_t nprobes;
+	size_t probes_cap;
+	/* ncuda_links = N_CUDA_FUNCS per target pid (or once for every process); NULL: not there */
+	struct bpf_link **cuda_links;
+	size_t ncuda_links;
+	/* The target pids (none: every process), for uprobes only where they can matter. */
+	uint32_t *pids;
+	size_t npids;
 };
 
 struct drain_ctx {
@@ -211,6 +240,15 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 		goto fail;
 	}
 
+	if (opts->npids) {
+		s->pids = malloc(opts->npids * sizeof(*s->pids));
+		if (!s->pids) {
+			err = -ENOMEM;
+			goto fail;
+		}
+		memcpy(s->pids, opts->pids, opts->npids * sizeof(*s->pids));
+		s->npids = opts->npids;
+	}
 	for (size_t k = 0; k < opts->npids; k++) {
 		__u8 one = 1;
 
@@ -306,10 +344,24 @@ fail:
 	return NULL;
 }
 
+static void detach_libcuda(struct sampler *s)
+{
+	for (size_t i = 0; i < s->ncuda_links; i++)
+		bpf_link__destroy(s->cuda_links[i]);
+	free(s->cuda_links);
+	s->cuda_links = NULL;
+	s->ncuda_links = 0;
+}
+
 void sampler__free(struct sampler *s)
 {
 	if (!s)
 		return;
+	detach_libcuda(s);
+	for (size_t i = 0; i < s->nprobes; i++)
+		bpf_link__destroy(s->probes[i].link);
+	free(s->probes);
+	free(s->pids);
 	for (unsigned int i = 0; i < s->ncpus; i++) {
 		bpf_link__destroy(s->links[i]);
 		close(s->perf_fds[i]);
@@ -372,4 +424,152 @@ int sampler__set_python(struct sampler *s, uint32_t pid, const struct profd_py_p
 unsigned int sampler__ncpus(const struct sampler *s)
 {
 	return s->ncpus;
+}
+
+static struct launch_probe *find_probe(struct sampler *s, uint32_t pid)
+{
+	for (size_t i = 0; i < s->nprobes; i++)
+		if (s->probes[i].pid == pid)
+			return &s->probes[i];
+	return NULL;
+}
+
+int sampler__attach_launch_probe(struct sampler *s, uint32_t pid, const char *library_path)
+{
+	struct bpf_link *link;
+	char path[4096];
+	__u8 one = 1;
+	int err;
+
+	if (!pid || !library_path || library_path[0] != '/')
+		return -EINVAL;
+	if (find_probe(s, pid))
+		return 0;
+	if (s->nprobes == s->probes_cap) {
+		size_t cap = s->probes_cap ? s->probes_cap * 2 : 16;
+		struct launch_probe *p = realloc(s->probes, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		s->probes = p;
+		s->probes_cap = cap;
+	}
+	/* The path is the process's own: it may live in another mount namespace (a container). */
+	if ((size_t)snprintf(path, sizeof(path), "/proc/%u/root%s", pid, library_path) >=
+	    sizeof(path))
+		return -ENAMETOOLONG;
+
+	/*
+	 * Mark the pid first: a launch in between is then missed by both probes, rather than
+	 * counted by the uprobe and the USDT probe both.
+	 */
+	err = bpf_map__update_elem(s->skel->maps.launch_pids, &pid, sizeof(pid), &one, sizeof(one),
+				   BPF_ANY);
+	if (err) {
+		pr_warn("sampler: pid %u: marking the CUPTI library: %s", pid, strerror(-err));
+		return err;
+	}
+	/* libbpf raises the probe's semaphore through the uprobe's reference counter. */
+	link = bpf_program__attach_usdt(s->skel->progs.profd_cuda_launch, (pid_t)pid, path,
+					PROFD_USDT_PROVIDER, PROFD_USDT_LAUNCH, NULL);
+	if (!link) {
+		err = -errno;
+		pr_warn("sampler: pid %u: attaching USDT %s:%s in %s: %s", pid, PROFD_USDT_PROVIDER,
+			PROFD_USDT_LAUNCH, library_path, strerror(-err));
+		bpf_map__delete_elem(s->skel->maps.launch_pids, &pid, sizeof(pid), 0);
+		return err;
+	}
+	s->probes[s->nprobes].pid = pid;
+	s->probes[s->nprobes].link = link;
+	s->nprobes++;
+	pr_debug("sampler: pid %u: launch probe attached in %s", pid, library_path);
+	return 0;
+}
+
+void sampler__detach_launch_probe(struct sampler *s, uint32_t pid)
+{
+	struct launch_probe *p = find_probe(s, pid);
+
+	if (!p)
+		return;
+	bpf_link__destroy(p->link);
+	bpf_map__delete_elem(s->skel->maps.launch_pids, &pid, sizeof(pid), 0);
+	*p = s->probes[--s->nprobes];
+	pr_debug("sampler: pid %u: launch probe detached", pid);
+}
+
+static int find_libcuda(char *buf, size_t len)
+{
+	for (size_t i = 0; i < sizeof(libcuda_dirs) / sizeof(libcuda_dirs[0]); i++) {
+		snprintf(buf, len, "%s/libcuda.so.1", libcuda_dirs[i]);
+		if (access(buf, R_OK) == 0)
+			return 0;
+	}
+	return -ENOENT;
+}
+
+int sampler__attach_libcuda(struct sampler *s, const char *path)
+{
+	/*
+	 * With a target list, one uprobe per target: the kernel then plants the breakpoint in
+	 * those processes only, and every other CUDA process on the machine launches untrapped.
+	 */
+	size_t nsets = s->npids ? s->npids : 1;
+	char found[256];
+	unsigned int n = 0;
+	int err = -ENOENT;
+
+	detach_libcuda(s);
+	if (!path) {
+		if (find_libcuda(found, sizeof(found))) {
+			pr_info("sampler: no libcuda.so.1 in the driver's usual directories: launches "
+				"of processes without the CUPTI library are not seen");
+			return -ENOENT;
+		}
+		path = found;
+	}
+	if (access(path, R_OK)) {
+		err = -errno;
+		pr_warn("sampler: libcuda %s: %s", path, strerror(-err));
+		return err;
+	}
+	s->cuda_links = calloc(nsets * N_CUDA_FUNCS, sizeof(*s->cuda_links));
+	if (!s->cuda_links)
+		return -ENOMEM;
+	s->ncuda_links = nsets * N_CUDA_FUNCS;
+	for (size_t i = 0; i < N_CUDA_FUNCS; i++) {
+		LIBBPF_OPTS(bpf_uprobe_opts, o, .func_name = cuda_launch_funcs[i]);
+		bool any = false;
+
+		for (size_t k = 0; k < nsets; k++) {
+			pid_t pid = s->npids ? (pid_t)s->pids[k] : -1;
+			struct bpf_link *l;
+
+			l = bpf_program__attach_uprobe_opts(s->skel->progs.profd_cuda_uprobe, pid,
+							    path, 0, &o);
+			if (!l) {
+				/*
+				 * Older drivers lack some variants, and a target may be gone
+				 * already: keep what could be attached.
+				 */
+				if (errno != ENOENT && errno != ESRCH)
+					err = -errno;
+				pr_debug("sampler: %s: no uprobe on %s for pid %d: %s", path,
+					 cuda_launch_funcs[i], pid, strerror(errno));
+				continue;
+			}
+			s->cuda_links[i * nsets + k] = l;
+			any = true;
+		}
+		n += any;
+	}
+	if (!n) {
+		detach_libcuda(s);
+		pr_warn("sampler: %s: no launch function could be probed: %s", path,
+			strerror(-err));
+		return err;
+	}
+	pr_info("sampler: uprobes on %u launch functions of %s, %s", n, path,
+		s->npids ? "target processes only" : "every process");
+	return 0;
 }

@@ -33,9 +33,11 @@ struct server {
 	struct server_opts opts; /* defaults filled in; path points to our copy */
 	char *path;
 	struct conn *conns;	 /* every connection not yet freed, closing ones included */
-	unsigned int nclients;	 /* admitted connections that are not closing */
+	unsigned int nclients;	 /* admitted connections that are not closing, uplinks not included */
+	unsigned int nuplinks;	 /* admitted connections marked by server__set_uplink */
 	bool closing;
 	bool listener_closed;
+	uint64_t next_conn_id;
 	uint8_t rbuf[READ_BUF_SIZE];
 };
 
@@ -58,7 +60,8 @@ struct conn {
 	 */
 	uint8_t *backlog;
 	size_t backlog_len, backlog_off, backlog_cap;
-	bool admitted;		/* counted in nclients */
+	bool admitted;		/* counted in nclients (or nuplinks when uplink) */
+	bool uplink;		/* a long-lived data source (server__set_uplink) */
 	bool hello_done;
 	bool reading;
 	bool draining;		/* a final reply is queued; the connection closes once it is out */
@@ -127,7 +130,12 @@ static void conn_close(struct conn *c)
 	c->closing = true;
 	if (c->admitted) {
 		c->admitted = false;
-		c->s->nclients--;
+		if (c->uplink)
+			c->s->nuplinks--;
+		else
+			c->s->nclients--;
+		if (c->s->opts.on_close)
+			c->s->opts.on_close(c->s->opts.ctx, &c->peer);
 	}
 	pr_debug("server: client pid %d uid %u: closing", c->peer.pid, c->peer.uid);
 	uv_close((uv_handle_t *)&c->pipe, conn_handle_closed);
@@ -186,7 +194,7 @@ static unsigned int clients_of_uid(const struct server *s, uint32_t uid)
 	unsigned int n = 0;
 
 	for (const struct conn *c = s->conns; c; c = c->next)
-		n += c->admitted && c->peer.uid == uid;
+		n += c->admitted && !c->uplink && c->peer.uid == uid;
 	return n;
 }
 
@@ -573,6 +581,7 @@ static void on_connection(uv_stream_t *listener, int status)
 		return;
 	}
 	c->s = s;
+	c->peer.conn_id = ++s->next_conn_id;
 	c->peer.pid = -1;
 	c->peer.uid = c->peer.gid = (uint32_t)-1;
 	uv_pipe_init(s->loop, &c->pipe, 0);
@@ -792,6 +801,8 @@ struct server *server__new(uv_loop_t *loop, const struct server_opts *opts)
 		s->opts.socket_mode = DEFAULT_SOCKET_MODE;
 	if (!s->opts.max_clients)
 		s->opts.max_clients = DEFAULT_MAX_CLIENTS;
+	if (!s->opts.max_uplinks)
+		s->opts.max_uplinks = 1024;
 	if (!s->opts.max_clients_per_uid)
 		s->opts.max_clients_per_uid = s->opts.max_clients / 4 ? s->opts.max_clients / 4 : 1;
 	if (!s->opts.idle_timeout_ms)
@@ -854,4 +865,28 @@ void server__close(struct server *s)
 unsigned int server__clients(const struct server *s)
 {
 	return s ? s->nclients : 0;
+}
+
+int server__set_uplink(struct server *s, uint64_t conn_id)
+{
+	struct conn *c;
+
+	for (c = s->conns; c; c = c->next)
+		if (c->peer.conn_id == conn_id && c->admitted && !c->closing)
+			break;
+	if (!c)
+		return -ENOENT;
+	if (c->uplink)
+		return 0;
+	if (s->nuplinks >= s->opts.max_uplinks)
+		return -EBUSY;
+	c->uplink = true;
+	s->nclients--;
+	s->nuplinks++;
+	return 0;
+}
+
+unsigned int server__uplinks(const struct server *s)
+{
+	return s ? s->nuplinks : 0;
 }

@@ -25,6 +25,7 @@ struct server_peer {
 	uint32_t uid;
 	uint32_t gid;
 	int32_t pid;
+	uint64_t conn_id; /* unique per connection of this server, from 1 */
 };
 
 /*
@@ -34,17 +35,27 @@ struct server_peer {
  */
 typedef int (*server_handle_fn)(void *ctx, const struct server_peer *peer,
 				const Profd__Request *req, uint8_t **frame, size_t *frame_len);
+/*
+ * A connection that was admitted (its peer known) is closing, for whatever reason: the peer
+ * hung up, an error, a timeout or server__close. Called once per connection, on the loop's
+ * thread, before its memory goes; ctx is server_opts.ctx.
+ */
+typedef void (*server_close_fn)(void *ctx, const struct server_peer *peer);
 
 struct server_opts {
 	const char *path;	   /* socket path; its directory is created with mode 0755 */
 	mode_t socket_mode;	   /* 0 means 0660 */
 	server_handle_fn handle;
+	server_close_fn on_close;  /* NULL: not told */
 	void *ctx;
 	unsigned int max_clients;  /* 0 means 64 */
 	unsigned int max_clients_per_uid; /* connections of one non-root uid; 0 means a quarter
 					   * of max_clients */
+	unsigned int max_uplinks;  /* connections marked by server__set_uplink; 0 means 1024 */
 	uint64_t idle_timeout_ms;  /* a connection with no complete request for this long is
-				    * closed; 0 means 30000 */
+				    * closed; 0 means 30000 (each request starts the time again, so
+				    * a client that sends regularly, like the CUPTI library's
+				    * batches, stays) */
 	size_t max_pending_write;  /* bytes queued to one client before it is treated as stuck and
 				    * reading from it pauses; 0 means 4 MiB */
 	uint64_t write_timeout_ms; /* a reply not drained in this time closes the connection;
@@ -67,7 +78,16 @@ struct server *server__new(uv_loop_t *loop, const struct server_opts *opts);
  * Accepts NULL.
  */
 void server__close(struct server *s);
-/* Connected clients right now. */
+/* Connected clients right now (uplinks not included). */
 unsigned int server__clients(const struct server *s);
+/*
+ * Mark a connection as an uplink: a long-lived data source such as a CUDA process's CUPTI
+ * library, one per process. Uplinks leave the client counts (so a user with many GPU
+ * processes still gets profctl connections) and have their own limit. Returns 0, -ENOENT for no
+ * such open connection, -EBUSY when max_uplinks are connected.
+ */
+int server__set_uplink(struct server *s, uint64_t conn_id);
+/* Uplinks connected right now. */
+unsigned int server__uplinks(const struct server *s);
 
 #endif

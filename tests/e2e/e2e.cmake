@@ -24,3 +24,44 @@ foreach(t cpu_split kernel_frames system_wide exited bad_input cli_errors lifecy
 endforeach()
 # Nine interpreters, each profiled twice, and the first run fetches CPython 3.14.
 set_tests_properties(e2e.python PROPERTIES TIMEOUT 900)
+
+# Launch probes (GPU launch stacks): the sampler's USDT and libcuda uprobe programs, driven
+# through the sampler API against a fixture with its own profd:cuda_launch probe site.
+add_executable(fixture_usdt_caller ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/launch/usdt_caller.c)
+target_compile_options(fixture_usdt_caller PRIVATE ${FIXTURE_FLAGS} -fno-sanitize=all)
+target_link_options(fixture_usdt_caller PRIVATE -fno-sanitize=all)
+target_link_libraries(fixture_usdt_caller PRIVATE pthread ${CMAKE_DL_LIBS})
+set_target_properties(fixture_usdt_caller PROPERTIES OUTPUT_NAME usdt_caller
+                      RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/fixtures)
+
+add_executable(test_launch_bpf unit/test_launch_bpf.c ${CMAKE_SOURCE_DIR}/daemon/sampler.c)
+add_dependencies(test_launch_bpf sample_skel)
+target_include_directories(test_launch_bpf PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit ${BPF_OUT})
+target_link_libraries(test_launch_bpf PRIVATE profd_core PkgConfig::LIBBPF ${CMAKE_DL_LIBS})
+foreach(mode usdt uprobe)
+  add_test(NAME e2e.launch_${mode}
+           COMMAND test_launch_bpf ${mode} $<TARGET_FILE:fixture_usdt_caller>)
+  set_tests_properties(e2e.launch_${mode} PROPERTIES
+    LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 120 RUN_SERIAL TRUE)
+endforeach()
+
+# The whole GPU path without a GPU: a program loads libprofd_cupti.so over the fake libcupti
+# and plays CUDA's part (launch callbacks, activity records timed against its own work); the
+# real daemon attaches the launch probe, joins kernels to launch stacks and serves the views.
+if(TARGET fake_cupti AND TARGET profd_cupti)
+  add_executable(fixture_gpu_app ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/gpu_app/gpu_app.c)
+  target_compile_options(fixture_gpu_app PRIVATE ${FIXTURE_FLAGS} -fno-sanitize=all)
+  target_link_options(fixture_gpu_app PRIVATE -fno-sanitize=all)
+  target_include_directories(fixture_gpu_app PRIVATE ${PROFD_CUPTI_INCLUDE_DIR}
+                             ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/cupti_fake)
+  target_link_libraries(fixture_gpu_app PRIVATE fake_cupti ${CMAKE_DL_LIBS})
+  set_target_properties(fixture_gpu_app PROPERTIES OUTPUT_NAME gpu_app
+                        RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/fixtures)
+  add_dependencies(fixture_gpu_app profd_cupti)
+  add_test(NAME e2e.gpu COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_gpu.py)
+  set_tests_properties(e2e.gpu PROPERTIES
+    LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL TRUE
+    ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e;PROFD_CUPTI_SO=$<TARGET_FILE:profd_cupti>;PROFD_FAKE_CUPTI=$<TARGET_FILE:fake_cupti>")
+elseif(DEFINED ENV{CI})
+  message(FATAL_ERROR "e2e.gpu needs libprofd_cupti and the fake libcupti (CUDA toolkit headers, sys/sdt.h)")
+endif()

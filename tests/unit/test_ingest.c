@@ -3,7 +3,9 @@
  * Ingest against hand-made ring buffer records: every malformed shape is counted and dropped,
  * valid samples of this very process are symbolized (leaf first, callers looked up at addr - 1)
  * and stored, synthetic frames mark empty and truncated stacks, exec and exit records update
- * the process table.
+ * the process table. Launch records are validated like samples, dropped without a GPU module,
+ * and with one their stacks go to gpu__launch / gpu__uprobe_launch (a test double here), as do
+ * CPU samples to gpu__cpu_sample instead of the store.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -12,6 +14,7 @@
 
 #include "abi.h"
 #include "check.h"
+#include "gpu.h"
 #include "ingest.h"
 #include "store.h"
 #include "symbolize.h"
@@ -27,6 +30,51 @@ __attribute__((noinline)) int caller_fn(int x)
 {
 	__asm__ volatile("" ::: "memory");
 	return leaf_fn(x) * 2;
+}
+
+/* The GPU module's entry points the ingest calls, recorded instead of run. */
+enum gpu_call_kind { CALL_CPU = 1, CALL_LAUNCH, CALL_UPROBE, CALL_EXITED };
+
+struct gpu_call {
+	enum gpu_call_kind kind;
+	struct gpu *g;
+	uint64_t ts;
+	uint32_t pid, tid, stack, corr;
+};
+
+static struct gpu_call calls[16];
+static int ncalls;
+
+static void record_call(enum gpu_call_kind kind, struct gpu *g, uint64_t ts, uint32_t pid,
+			uint32_t tid, uint32_t stack, uint32_t corr)
+{
+	if (ncalls < (int)(sizeof(calls) / sizeof(calls[0])))
+		calls[ncalls] = (struct gpu_call){ kind, g, ts, pid, tid, stack, corr };
+	ncalls++;
+}
+
+int gpu__cpu_sample(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack)
+{
+	record_call(CALL_CPU, g, ts_ns, pid, tid, stack, 0);
+	return 0;
+}
+
+int gpu__launch(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack,
+		uint32_t corr_id)
+{
+	record_call(CALL_LAUNCH, g, ts_ns, pid, tid, stack, corr_id);
+	return 0;
+}
+
+int gpu__uprobe_launch(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack)
+{
+	record_call(CALL_UPROBE, g, ts_ns, pid, tid, stack, 0);
+	return 0;
+}
+
+void gpu__process_exited(struct gpu *g, uint32_t pid)
+{
+	record_call(CALL_EXITED, g, 0, pid, 0, 0, 0);
 }
 
 struct collect {
@@ -86,6 +134,173 @@ static void stack_names(struct store *s, uint32_t pid, uint32_t tid, char *out, 
 
 		snprintf(out + l, len - l, "%s%s", i ? ";" : "", f ? f->name : "?");
 	}
+}
+
+/* The frame names of stack id `stack`, leaf first, joined by ';'. */
+static void names_of(struct store *s, uint32_t stack, char *out, size_t len)
+{
+	const uint32_t *frames;
+	size_t n;
+
+	out[0] = '\0';
+	if (!store__stack(s, stack, &frames, &n))
+		return;
+	for (size_t i = 0; i < n; i++) {
+		const struct store_frame *f = store__frame(s, frames[i]);
+		size_t l = strlen(out);
+
+		snprintf(out + l, len - l, "%s%s", i ? ";" : "", f ? f->name : "?");
+	}
+}
+
+/* Whether the store holds anything for (pid, tid). */
+static int keys_of(struct store *s, uint32_t pid, uint32_t tid)
+{
+	struct store_query q = { .end_ns = UINT64_MAX, .pids = &pid, .npids = 1, .tid = tid };
+	struct collect c = { 0 };
+
+	store__query(s, &q, collect_cb, &c);
+	return c.keys;
+}
+
+/* A launch record of this process: leaf_fn called from caller_fn, on thread tid. */
+static void fill_launch(uint32_t pid, uint32_t tid, uint32_t corr, uint32_t flags)
+{
+	fill(pid, 0, 2);
+	rec.hdr.type = PROFD_REC_LAUNCH;
+	rec.tid = tid;
+	rec.corr_id = corr;
+	rec.flags = flags;
+	rec.ips[0] = (uint64_t)(uintptr_t)&leaf_fn + 1;
+	rec.ips[1] = (uint64_t)(uintptr_t)&caller_fn + 5;
+}
+
+/* Launch records: validation, the no-GPU drop, and the calls into the GPU module. */
+static void test_launch(void)
+{
+	struct store *store = store__new(&(struct store_opts){ 0 });
+	struct symbolizer *sym = symbolizer__new(&(struct symbolizer_opts){ .no_kernel = true });
+	struct gpu *fake = (struct gpu *)&ncalls; /* never dereferenced: only compared */
+	uint32_t me = (uint32_t)getpid();
+	struct ingest *plain, *in;
+	struct profd_task_rec task;
+	struct ingest_stats st;
+	uint32_t launch_stack;
+	char names[512];
+	uint64_t ts;
+
+	CHECK(store && sym);
+	plain = ingest__new(&(struct ingest_opts){ .store = store, .sym = sym });
+	in = ingest__new(&(struct ingest_opts){ .store = store, .sym = sym, .gpu = fake });
+	CHECK(plain && in);
+	if (!plain || !in)
+		goto out;
+
+	/* Malformed: a kernel stack, a USDT launch without an id, a uprobe launch with one. */
+	fill_launch(me, me + 10, 7, 0);
+	rec.nr_kernel = 1;
+	rec.nr_user = 1;
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	fill_launch(me, me + 10, 0, 0);
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	fill_launch(me, me + 10, 7, PROFD_SAMPLE_UPROBE);
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	fill_launch(me, me + 10, 7, 0);
+	rec.nr_user = 3; /* frames beyond the record */
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	ingest__stats(in, &st);
+	CHECK_EQ_U(st.malformed, 4);
+	CHECK_EQ_U(st.launches, 0);
+	CHECK_EQ_I(ncalls, 0);
+
+	/* No GPU module: counted, dropped, nothing stored. */
+	fill_launch(me, me + 10, 7, 0);
+	CHECK_EQ_I(ingest__record(plain, &rec, rec.hdr.size), 0);
+	ingest__stats(plain, &st);
+	CHECK_EQ_U(st.launches_dropped, 1);
+	CHECK_EQ_U(st.launches, 0);
+	CHECK_EQ_U(st.malformed, 0);
+	CHECK_EQ_U(st.samples, 0);
+	CHECK_EQ_I(keys_of(store, me, me + 10), 0);
+	CHECK_EQ_I(ncalls, 0);
+
+	/* A USDT launch: its stack symbolized like a sample's, then gpu__launch. */
+	fill_launch(me, me + 10, 4242, 0);
+	ts = rec.ts_ns;
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	CHECK_EQ_I(ncalls, 1);
+	CHECK_EQ_I(calls[0].kind, CALL_LAUNCH);
+	CHECK(calls[0].g == fake);
+	CHECK_EQ_U(calls[0].ts, ts);
+	CHECK_EQ_U(calls[0].pid, me);
+	CHECK_EQ_U(calls[0].tid, me + 10);
+	CHECK_EQ_U(calls[0].corr, 4242);
+	launch_stack = calls[0].stack;
+	names_of(store, launch_stack, names, sizeof(names));
+	CHECK_STREQ(names, "leaf_fn;caller_fn");
+	CHECK_EQ_I(keys_of(store, me, me + 10), 0); /* the GPU module stores, not the ingest */
+	CHECK_STREQ(store__thread_name(store, me, me + 10), "test_ingest");
+
+	/* A uprobe launch: gpu__uprobe_launch with the same stack. */
+	fill_launch(me, me + 11, 0, PROFD_SAMPLE_UPROBE);
+	ts = rec.ts_ns;
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	CHECK_EQ_I(ncalls, 2);
+	CHECK_EQ_I(calls[1].kind, CALL_UPROBE);
+	CHECK(calls[1].g == fake);
+	CHECK_EQ_U(calls[1].ts, ts);
+	CHECK_EQ_U(calls[1].pid, me);
+	CHECK_EQ_U(calls[1].tid, me + 11);
+	CHECK_EQ_U(calls[1].stack, launch_stack);
+
+	/* A CPU sample of the same code: the same stack, to gpu__cpu_sample, not to the store. */
+	fill(me, 0, 2);
+	rec.tid = me + 12;
+	rec.ips[0] = (uint64_t)(uintptr_t)&leaf_fn + 1;
+	rec.ips[1] = (uint64_t)(uintptr_t)&caller_fn + 5;
+	ts = rec.ts_ns;
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	CHECK_EQ_I(ncalls, 3);
+	CHECK_EQ_I(calls[2].kind, CALL_CPU);
+	CHECK_EQ_U(calls[2].ts, ts);
+	CHECK_EQ_U(calls[2].pid, me);
+	CHECK_EQ_U(calls[2].tid, me + 12);
+	CHECK_EQ_U(calls[2].stack, launch_stack);
+	CHECK_EQ_I(keys_of(store, me, me + 12), 0);
+
+	/* A user stack the kernel could not read: the launch still goes, as [no stack]. */
+	fill_launch(me, me + 13, 9, PROFD_SAMPLE_USTACK_ERR);
+	rec.nr_user = 0;
+	rec.hdr.size = PROFD_SAMPLE_HDR_SIZE;
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	CHECK_EQ_I(ncalls, 4);
+	CHECK_EQ_I(calls[3].kind, CALL_LAUNCH);
+	CHECK_EQ_U(calls[3].corr, 9);
+	names_of(store, calls[3].stack, names, sizeof(names));
+	CHECK_STREQ(names, "[no stack]");
+
+	/* The process exits: the GPU module hears of it. */
+	memset(&task, 0, sizeof(task));
+	task.hdr.type = PROFD_REC_EXIT;
+	task.hdr.size = sizeof(task);
+	task.pid = me;
+	CHECK_EQ_I(ingest__record(in, &task, sizeof(task)), 0);
+	CHECK_EQ_I(ncalls, 5);
+	CHECK_EQ_I(calls[4].kind, CALL_EXITED);
+	CHECK_EQ_U(calls[4].pid, me);
+
+	ingest__stats(in, &st);
+	CHECK_EQ_U(st.launches, 3);
+	CHECK_EQ_U(st.uprobe_launches, 1);
+	CHECK_EQ_U(st.launches_dropped, 0);
+	CHECK_EQ_U(st.samples, 1);
+	CHECK_EQ_U(st.malformed, 4);
+	CHECK_EQ_U(st.store_errors, 0);
+out:
+	ingest__free(in);
+	ingest__free(plain);
+	symbolizer__free(sym);
+	store__free(store);
 }
 
 int main(void)
@@ -228,5 +443,8 @@ int main(void)
 	ingest__free(in);
 	symbolizer__free(sym);
 	store__free(store);
+	CHECK_EQ_I(ncalls, 0); /* without a GPU module nothing goes there */
+
+	test_launch();
 	return CHECK_DONE();
 }

@@ -36,6 +36,11 @@ static atomic_int calls_status;
 static atomic_int calls_dump;
 static atomic_uint seen_uid;
 static atomic_int seen_pid;
+static _Atomic uint64_t seen_conn;
+/* What the close notification saw. */
+static atomic_int closes;
+static _Atomic uint64_t closed_conn[8];
+static atomic_int closed_pid;
 static size_t big_reply; /* set while the loop is stopped */
 static struct server *cur_server;
 
@@ -92,6 +97,8 @@ static void sleep_ms(unsigned int ms)
 	nanosleep(&ts, NULL);
 }
 
+static int uplink_result = 1;
+
 static int fake_handle(void *ctx, const struct server_peer *peer, const Profd__Request *req,
 		       uint8_t **frame, size_t *frame_len)
 {
@@ -102,11 +109,18 @@ static int fake_handle(void *ctx, const struct server_peer *peer, const Profd__R
 
 	seen_uid = peer->uid;
 	seen_pid = peer->pid;
+	seen_conn = peer->conn_id;
 	switch (req->msg_case) {
 	case PROFD__REQUEST__MSG_STATUS:
 		calls_status++;
 		st.has_pid = true;
 		st.pid = FAKE_PID;
+		st.has_clients = true;
+		st.clients = server__clients(cur_server);
+		break;
+	case PROFD__REQUEST__MSG_GPU_ATTACH:
+		/* As the daemon's handler does for a CUPTI library: the connection is an uplink. */
+		uplink_result = server__set_uplink(cur_server, peer->conn_id);
 		st.has_clients = true;
 		st.clients = server__clients(cur_server);
 		break;
@@ -130,6 +144,15 @@ static int fake_handle(void *ctx, const struct server_peer *peer, const Profd__R
 	err = wire_pack_response(&resp, FRAME_MAX_REPLY, frame, frame_len);
 	free(big);
 	return err;
+}
+
+static void fake_close(void *ctx, const struct server_peer *peer)
+{
+	int i = closes++;
+
+	if (i < 8)
+		closed_conn[i] = peer->conn_id;
+	closed_pid = peer->pid;
 }
 
 /* ---- the server in a thread -------------------------------------------------------------- */
@@ -333,6 +356,32 @@ static int cl_send_status(int fd)
 	req.msg_case = PROFD__REQUEST__MSG_STATUS;
 	req.status = &sr;
 	return cl_send(fd, &req);
+}
+
+static int cl_send_gpu_attach(int fd)
+{
+	Profd__Request req = PROFD__REQUEST__INIT;
+	Profd__GpuAttach ga = PROFD__GPU_ATTACH__INIT;
+
+	ga.state = PROFD__GPU_STATE__GPU_STATE_READY;
+	req.msg_case = PROFD__REQUEST__MSG_GPU_ATTACH;
+	req.gpu_attach = &ga;
+	return cl_send(fd, &req);
+}
+
+/* Sends GpuAttach; returns the clients count the reply carries, -1 on no reply. */
+static int cl_gpu_attach(int fd)
+{
+	Profd__Response *r;
+	int n = -1;
+
+	if (cl_send_gpu_attach(fd))
+		return -1;
+	r = cl_recv(fd);
+	if (r && r->msg_case == PROFD__RESPONSE__MSG_STATUS)
+		n = (int)r->status->clients;
+	profd__response__free_unpacked(r, NULL);
+	return n;
 }
 
 static int cl_send_dump(int fd, bool fail)
@@ -952,6 +1001,121 @@ static void test_two_clients(void)
 	h_stop(&h);
 }
 
+/* Connection ids and the close notification, whoever ends the connection. */
+static void test_on_close(void)
+{
+	struct server_opts o = base_opts();
+	struct harness h;
+	uint64_t id1, id2, id3;
+	int a, b, c, busy;
+
+	o.on_close = fake_close;
+	o.max_clients = 3;
+	o.max_clients_per_uid = 3;
+	closes = 0;
+	memset((void *)closed_conn, 0, sizeof(closed_conn));
+	CHECK_EQ_I(h_start(&h, &o), 0);
+
+	a = cl_connect();
+	CHECK(cl_hello(a));
+	CHECK(cl_status(a) > 0);
+	id1 = seen_conn;
+	b = cl_connect();
+	CHECK(cl_hello(b));
+	CHECK(cl_status(b) > 0);
+	id2 = seen_conn;
+	CHECK(id1 != 0 && id2 != 0 && id1 != id2);
+	CHECK_EQ_I(seen_pid, getpid());
+	/* Requests on one connection keep its id. */
+	CHECK(cl_status(a) > 0);
+	CHECK_EQ_U(seen_conn, id1);
+	CHECK_EQ_I(closes, 0);
+
+	/* The peer hangs up. */
+	close(a);
+	for (int i = 0; i < 100 && closes < 1; i++)
+		sleep_ms(10);
+	CHECK_EQ_I(closes, 1);
+	CHECK_EQ_U(closed_conn[0], id1);
+	CHECK_EQ_I(closed_pid, getpid());
+
+	/* The handler fails: the server closes it. */
+	CHECK_EQ_I(cl_send_dump(b, true), 0);
+	CHECK(cl_closed(b));
+	close(b);
+	for (int i = 0; i < 100 && closes < 2; i++)
+		sleep_ms(10);
+	CHECK_EQ_I(closes, 2);
+	CHECK_EQ_U(closed_conn[1], id2);
+
+	/* Refused connections were never admitted: nothing to tell. */
+	c = cl_connect();
+	CHECK(cl_hello(c));
+	CHECK(cl_status(c) > 0);
+	id3 = seen_conn;
+	CHECK(id3 != id1 && id3 != id2);
+	a = cl_connect();
+	b = cl_connect();
+	CHECK(cl_hello(a) && cl_hello(b));
+	busy = cl_connect();
+	check_error(cl_recv(busy), PROFD__ERROR_CODE__ERROR_BUSY, "too many clients");
+	CHECK(cl_closed(busy));
+	close(busy);
+	sleep_ms(50);
+	CHECK_EQ_I(closes, 2);
+
+	/* Shutdown closes the rest: each told once. */
+	h_stop(&h);
+	CHECK_EQ_I(closes, 5);
+	CHECK(closed_conn[2] == id3 || closed_conn[3] == id3 || closed_conn[4] == id3);
+	CHECK(closed_conn[2] != closed_conn[3] && closed_conn[3] != closed_conn[4] &&
+	      closed_conn[2] != closed_conn[4]);
+	close(a);
+	close(b);
+	close(c);
+}
+
+/* Uplinks (CUPTI libraries) leave the client count and have a limit of their own. */
+static void test_uplinks(void)
+{
+	struct server_opts o = base_opts();
+	struct harness h;
+	int a, b, c, d;
+
+	o.max_clients = 2;
+	o.max_uplinks = 1;
+	CHECK_EQ_I(h_start(&h, &o), 0);
+	a = cl_connect();
+	b = cl_connect();
+	CHECK(cl_hello(a) && cl_hello(b));
+	CHECK_EQ_I(cl_status(b), 2);
+	/* a becomes an uplink: one client left, so c gets in. */
+	CHECK_EQ_I(cl_gpu_attach(a), 1);
+	CHECK_EQ_I(uplink_result, 0);
+	c = cl_connect();
+	CHECK(cl_hello(c));
+	CHECK_EQ_I(cl_status(c), 2);
+	/* Marking again is harmless (b and c are the clients now). */
+	CHECK_EQ_I(cl_gpu_attach(a), 2);
+	CHECK_EQ_I(uplink_result, 0);
+	/* A second uplink is over max_uplinks: it stays a client. */
+	CHECK_EQ_I(cl_gpu_attach(b), 2);
+	CHECK_EQ_I(uplink_result, -EBUSY);
+	/* The uplink goes: the uplink slot frees, the client count does not move. */
+	close(a);
+	sleep_ms(100);
+	CHECK_EQ_I(cl_status(c), 2);
+	CHECK_EQ_I(cl_gpu_attach(b), 1);
+	CHECK_EQ_I(uplink_result, 0);
+	d = cl_connect();
+	CHECK(cl_hello(d));
+	CHECK_EQ_I(cl_status(d), 2);
+	close(b);
+	close(c);
+	close(d);
+	h_stop(&h);
+}
+
 static void test_socket_file(void)
 {
 	struct server_opts o = base_opts();
@@ -1028,6 +1192,8 @@ int main(void)
 	test_write_timeout();
 	test_max_clients();
 	test_two_clients();
+	test_on_close();
+	test_uplinks();
 	test_socket_file();
 
 	unlink(sock_path);

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * GPU correlation: joins the launch stacks the USDT probe captured with the kernel and copy
+ * records the CUPTI library sends, charges GPU time to the launching stack, labels CPU samples
+ * with the NVTX ranges active on their thread and with whether the process's GPU was idle, and
+ * keeps a bounded ring of raw events for timelines.
+ *
+ * Time: every timestamp is CLOCK_MONOTONIC ns (bpf_ktime_get_ns and the library's converted
+ * CUPTI clock).
+ *
+ * CPU samples of a process with a connected library are held back until the library reports
+ * that every GPU record older than the sample has arrived (GpuBatch.complete_until_ns), or
+ * until hold_ns passed, because the NVTX ranges and kernels that decide their labels arrive
+ * late. Samples of other processes go to the store at once (and into the ring).
+ *
+ * Not thread-safe: the daemon's loop thread owns it. Stack ids it holds are kept alive and
+ * renumbered through store__set_gc_holder.
+ */
+#ifndef PROFD_GPU_H
+#define PROFD_GPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "profd.pb-c.h"
+#include "store.h"
+
+struct gpu_opts {
+	struct store *store;   /* borrowed */
+	uint64_t join_ttl_ns;  /* a launch or a record waits this long for its partner; 0: 30 s */
+	uint64_t hold_ns;      /* the longest a CPU sample is held for labels; 0: 3 s */
+	size_t ring_bytes;     /* raw event ring for traces; 0: 32 MiB */
+	size_t max_pending;    /* launches + records waiting to join, all processes; 0: 1 << 20 */
+	/*
+	 * Called when a process's library attaches and reports where it lives, so the daemon can
+	 * attach the USDT probe there for that pid. Returns 0 or a negative errno (the process
+	 * still sends records; they are charged to "[launch stack unknown]").
+	 */
+	int (*attach_probe)(void *ctx, uint32_t pid, const char *library_path);
+	void (*detach_probe)(void *ctx, uint32_t pid);
+	void *probe_ctx;
+	/* Whether the daemon's session covers pid (its --pid list, or every process). */
+	bool (*covers)(void *ctx, uint32_t pid);
+	void *covers_ctx;
+};
+
+struct gpu_stats {
+	uint64_t processes;	/* libraries connected now */
+	uint64_t launches;	/* launch probes received */
+	uint64_t records;	/* kernel + copy records received */
+	uint64_t joined;	/* records charged to their launch stack */
+	uint64_t unmatched;	/* records whose launch never came (charged to a stand-in stack) */
+	uint64_t unprobed;	/* records with weight 0 (covered by a weighted launch) */
+	uint64_t dropped;	/* records the libraries reported lost */
+	uint64_t launches_expired; /* launches whose records never came */
+	uint64_t uprobe_launches;  /* launches from libcuda uprobes */
+	uint64_t held;		   /* CPU samples held right now */
+	uint64_t ring_events;	   /* events in the ring now */
+	uint64_t ring_overwritten; /* events the ring dropped, oldest first */
+	uint64_t bad_records;	   /* records that failed validation (end < start, bad string) */
+};
+
+struct gpu;
+
+/* Returns a new module or NULL with errno set. Registers itself as the store's GC holder. */
+struct gpu *gpu__new(const struct gpu_opts *opts);
+void gpu__free(struct gpu *g);
+
+/*
+ * The library of process pid (from SO_PEERCRED; uid the peer's) attached. A repeated attach of
+ * the same pid (the library reports a new state after enabling) only updates its state: the
+ * string table and the launch probe stay, so no launch is missed. A process that reconnects
+ * is first gpu__detach'ed by the caller. Sets *enable to whether it should collect now. Returns 0, -EINVAL for a malformed message (the connection is
+ * closed), -ENOMEM.
+ */
+int gpu__attach(struct gpu *g, uint32_t pid, uint32_t uid, const Profd__GpuAttach *m,
+		bool *enable);
+/* A batch from pid's library. Sets *enable as gpu__attach. Returns 0, -EINVAL, -ENOMEM. */
+int gpu__batch(struct gpu *g, uint32_t pid, const Profd__GpuBatch *m, bool *enable);
+/* pid's library disconnected: release its held samples, detach its probe. */
+void gpu__detach(struct gpu *g, uint32_t pid);
+
+/*
+ * Every CPU sample the ingest symbolized (stack interned in the store). The module adds it to
+ * the store (column STORE_VALUE_CPU_SAMPLES, at once or after holding it) and to the ring.
+ * Returns 0 or -ENOMEM.
+ */
+int gpu__cpu_sample(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack);
+/* A launch record from the USDT probe (corr_id > 0), stack interned. Returns 0 or -ENOMEM. */
+int gpu__launch(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack,
+		uint32_t corr_id);
+/* A launch seen by a libcuda uprobe: counted per stack. Returns 0 or -ENOMEM. */
+int gpu__uprobe_launch(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid,
+		       uint32_t stack);
+/* The process exited: its pending state goes after the next tick. */
+void gpu__process_exited(struct gpu *g, uint32_t pid);
+
+/* Periodic work (the daemon calls it every 100 ms): release held samples, expire joins. */
+void gpu__tick(struct gpu *g, uint64_t now_ns);
+
+/*
+ * Build a Trace of the ring's events in [q->start_ns, q->end_ns) for q's pids (uid-filtered as
+ * store queries are). Returns 0 and *out (free with gpu__trace_free), -ENODATA when nothing
+ * matched, or another negative errno.
+ */
+struct gpu_trace_meta {
+	int64_t realtime_offset_ns;
+	uint32_t frequency_hz;
+	bool hide_kernel_addresses;
+};
+int gpu__trace(struct gpu *g, const struct store_query *q, const struct gpu_trace_meta *meta,
+	       Profd__Trace **out);
+void gpu__trace_free(Profd__Trace *t);
+
+void gpu__stats(const struct gpu *g, struct gpu_stats *out);
+/*
+ * Per-process state for StatusReply.gpu: fills up to max entries (owned by the module, valid
+ * until the next call into it) and returns how many there are.
+ */
+size_t gpu__status(struct gpu *g, Profd__GpuProcessStatus **out, size_t max);
+
+#endif

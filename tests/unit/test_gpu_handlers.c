@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The request handlers' GPU side, called directly as the server would: GpuAttach and GpuBatch
+ * per connection, the close notification, StatusReply's gpu fields per caller, TraceRequest's
+ * access rules and windows. The sampler is a stub (no BPF here).
+ */
+#include "check.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "frame.h"
+#include "log.h"
+#include "timeutil.h"
+#include "wire.h"
+
+#define LIB "/usr/lib/libprofd_cupti.so"
+
+/* --- sampler stubs ------------------------------------------------------------------------ */
+
+static int probes_attached, probes_detached;
+
+int sampler__counters(const struct sampler *s, uint64_t out[PROFD_CNT__MAX])
+{
+	memset(out, 0, sizeof(uint64_t) * PROFD_CNT__MAX);
+	return 0;
+}
+
+unsigned int sampler__ncpus(const struct sampler *s)
+{
+	return 1;
+}
+
+static int stub_attach(void *ctx, uint32_t pid, const char *path)
+{
+	probes_attached++;
+	return 0;
+}
+
+static void stub_detach(void *ctx, uint32_t pid)
+{
+	probes_detached++;
+}
+
+/* --- calling the handlers ----------------------------------------------------------------- */
+
+static Profd__Response *call(struct daemon *d, const struct server_peer *peer,
+			     const Profd__Request *req, int *ret)
+{
+	uint8_t *frame = NULL;
+	size_t len = 0;
+	Profd__Response *r = NULL;
+
+	*ret = handlers__handle(d, peer, req, &frame, &len);
+	if (!*ret && frame && len > FRAME_HDR_SIZE)
+		r = profd__response__unpack(NULL, len - FRAME_HDR_SIZE, frame + FRAME_HDR_SIZE);
+	free(frame);
+	return r;
+}
+
+static int attach(struct daemon *d, const struct server_peer *peer, bool *enable)
+{
+	Profd__Request req = PROFD__REQUEST__INIT;
+	Profd__GpuAttach a = PROFD__GPU_ATTACH__INIT;
+	Profd__Response *r;
+	int ret;
+
+	a.state = PROFD__GPU_STATE__GPU_STATE_READY;
+	a.library_path = LIB;
+	req.msg_case = PROFD__REQUEST__MSG_GPU_ATTACH;
+	req.gpu_attach = &a;
+	r = call(d, peer, &req, &ret);
+	*enable = false;
+	if (r && r->msg_case == PROFD__RESPONSE__MSG_GPU_CONTROL) {
+		*enable = r->gpu_control->enable;
+		CHECK_EQ_U(r->gpu_control->flush_interval_ms, 250);
+	} else if (!ret) {
+		ret = -EPROTO;
+	}
+	profd__response__free_unpacked(r, NULL);
+	return ret;
+}
+
+/* A batch with one kernel; returns the reply (caller frees) and the handler's return. */
+static Profd__Response *batch(struct daemon *d, const struct server_peer *peer, int *ret)
+{
+	Profd__Request req = PROFD__REQUEST__INIT;
+	Profd__GpuBatch b = PROFD__GPU_BATCH__INIT;
+	Profd__GpuKernel k = PROFD__GPU_KERNEL__INIT, *kp = &k;
+	char *strs[] = { "_Z1kv" };
+
+	k.start_ns = 1000;
+	k.end_ns = 2000;
+	k.correlation_id = 1;
+	k.has_name = true;
+	k.name = 1;
+	b.n_strings = 1;
+	b.strings = strs;
+	b.n_kernels = 1;
+	b.kernels = &kp;
+	req.msg_case = PROFD__REQUEST__MSG_GPU_BATCH;
+	req.gpu_batch = &b;
+	return call(d, peer, &req, ret);
+}
+
+static Profd__Response *status(struct daemon *d, const struct server_peer *peer)
+{
+	Profd__Request req = PROFD__REQUEST__INIT;
+	Profd__StatusRequest sr = PROFD__STATUS_REQUEST__INIT;
+	int ret;
+
+	req.msg_case = PROFD__REQUEST__MSG_STATUS;
+	req.status = &sr;
+	return call(d, peer, &req, &ret);
+}
+
+static Profd__Response *trace(struct daemon *d, const struct server_peer *peer, uint32_t pid,
+			      uint64_t since)
+{
+	Profd__Request req = PROFD__REQUEST__INIT;
+	Profd__TraceRequest tr = PROFD__TRACE_REQUEST__INIT;
+	int ret;
+
+	if (pid) {
+		tr.n_pids = 1;
+		tr.pids = &pid;
+	}
+	if (since) {
+		tr.has_since_ns = true;
+		tr.since_ns = since;
+	}
+	req.msg_case = PROFD__REQUEST__MSG_TRACE;
+	req.trace = &tr;
+	return call(d, peer, &req, &ret);
+}
+
+static void check_error(Profd__Response *r, Profd__ErrorCode code, const char *text)
+{
+	CHECK(r && r->msg_case == PROFD__RESPONSE__MSG_ERROR);
+	if (r && r->msg_case == PROFD__RESPONSE__MSG_ERROR) {
+		CHECK_EQ_I(r->error->code, code);
+		if (!strstr(r->error->message, text)) {
+			fprintf(stderr, "\"%s\" lacks \"%s\"\n", r->error->message, text);
+			CHECK(!"error text");
+		}
+	}
+	profd__response__free_unpacked(r, NULL);
+}
+
+int main(void)
+{
+	struct config cfg = { .frequency_hz = 99 };
+	struct daemon d = { .cfg = &cfg };
+	struct server_peer lib_a = { .uid = 1000, .pid = 500, .conn_id = 1 };
+	struct server_peer lib_b = { .uid = 2000, .pid = 600, .conn_id = 2 };
+	struct server_peer lib_a2 = { .uid = 1000, .pid = 500, .conn_id = 3 };
+	struct server_peer root = { .uid = 0, .pid = 1, .conn_id = 10 };
+	struct server_peer user = { .uid = 1000, .pid = 2, .conn_id = 11 };
+	struct server_peer other = { .uid = 3000, .pid = 3, .conn_id = 12 };
+	Profd__Response *r;
+	bool enable;
+	int ret;
+
+	log_set_level(getenv("TEST_VERBOSE") ? LOG_LVL_DEBUG : LOG_LVL_ERROR);
+	d.start_ns = mono_ns();
+	d.store = store__new(&(struct store_opts){ 0 });
+	d.sym = symbolizer__new(&(struct symbolizer_opts){ 0 });
+	d.ingest = ingest__new(&(struct ingest_opts){ .store = d.store, .sym = d.sym });
+	d.gpu = gpu__new(&(struct gpu_opts){ .store = d.store, .attach_probe = stub_attach,
+					     .detach_probe = stub_detach });
+	CHECK(d.store && d.sym && d.ingest && d.gpu);
+	store__set_process(d.store, 500, 1000, "train_a");
+	store__set_process(d.store, 600, 2000, "train_b");
+
+	/* A batch before an attach on that connection is a bad request. */
+	check_error(batch(&d, &lib_a, &ret), PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
+		    "GpuBatch before GpuAttach");
+	CHECK_EQ_I(ret, 0);
+
+	CHECK_EQ_I(attach(&d, &lib_a, &enable), 0);
+	CHECK(enable);
+	CHECK_EQ_I(attach(&d, &lib_b, &enable), 0);
+	CHECK_EQ_I(probes_attached, 2);
+	r = batch(&d, &lib_a, &ret);
+	CHECK_EQ_I(ret, 0);
+	CHECK(r && r->msg_case == PROFD__RESPONSE__MSG_GPU_CONTROL && r->gpu_control->enable);
+	profd__response__free_unpacked(r, NULL);
+	r = batch(&d, &lib_b, &ret);
+	profd__response__free_unpacked(r, NULL);
+
+	/* A malformed attach closes the connection (the handler fails). */
+	{
+		Profd__Request req = PROFD__REQUEST__INIT;
+		Profd__GpuAttach a = PROFD__GPU_ATTACH__INIT;
+		struct server_peer bad = { .uid = 1000, .pid = 700, .conn_id = 4 };
+
+		a.state = PROFD__GPU_STATE__GPU_STATE_READY;
+		a.library_path = "no/slash";
+		req.msg_case = PROFD__REQUEST__MSG_GPU_ATTACH;
+		req.gpu_attach = &a;
+		r = call(&d, &bad, &req, &ret);
+		CHECK_EQ_I(ret, -EINVAL);
+		CHECK(r == NULL);
+	}
+
+	/* Status: root sees both libraries, a user their own, another user none. */
+	r = status(&d, &root);
+	CHECK(r && r->msg_case == PROFD__RESPONSE__MSG_STATUS);
+	if (r) {
+		CHECK_EQ_U(r->status->gpu_processes, 2);
+		CHECK_EQ_U(r->status->gpu_records, 2);
+		CHECK_EQ_U(r->status->gpu_unmatched, 0);
+		CHECK_EQ_U(r->status->n_gpu, 2);
+	}
+	profd__response__free_unpacked(r, NULL);
+	r = status(&d, &user);
+	if (r) {
+		CHECK_EQ_U(r->status->n_gpu, 1);
+		if (r->status->n_gpu == 1) {
+			CHECK_EQ_U(r->status->gpu[0]->pid, 500);
+			CHECK(r->status->gpu[0]->enabled);
+		}
+	}
+	profd__response__free_unpacked(r, NULL);
+	r = status(&d, &other);
+	if (r)
+		CHECK_EQ_U(r->status->n_gpu, 0);
+	profd__response__free_unpacked(r, NULL);
+
+	/* Traces: as dumps. */
+	r = trace(&d, &root, 0, 0);
+	CHECK(r && r->msg_case == PROFD__RESPONSE__MSG_TRACE);
+	if (r && r->msg_case == PROFD__RESPONSE__MSG_TRACE) {
+		CHECK_EQ_U(r->trace->n_kernels, 2);
+		CHECK(!r->trace->has_only_uid);
+		CHECK_STREQ(r->trace->strings[r->trace->kernels[0]->name], "k()");
+	}
+	profd__response__free_unpacked(r, NULL);
+	r = trace(&d, &user, 0, 0);
+	CHECK(r && r->msg_case == PROFD__RESPONSE__MSG_TRACE);
+	if (r && r->msg_case == PROFD__RESPONSE__MSG_TRACE) {
+		CHECK_EQ_U(r->trace->n_kernels, 1);
+		CHECK_EQ_U(r->trace->kernels[0]->pid, 500);
+		CHECK_EQ_U(r->trace->only_uid, 1000);
+	}
+	profd__response__free_unpacked(r, NULL);
+	check_error(trace(&d, &user, 600, 0), PROFD__ERROR_CODE__ERROR_PERMISSION_DENIED,
+		    "pid 600 runs as uid 2000");
+	check_error(trace(&d, &other, 0, 0), PROFD__ERROR_CODE__ERROR_NO_SAMPLES,
+		    "no events for processes of your uid");
+	/* The kernels are from long ago on the monotonic clock: not in the last 10 s. */
+	check_error(trace(&d, &root, 500, 10 * NSEC_PER_SEC), PROFD__ERROR_CODE__ERROR_NO_SAMPLES,
+		    "no events for pid 500 in the last 10s");
+
+	/* The process attaches again on a new connection: the old one's close changes nothing. */
+	CHECK_EQ_I(attach(&d, &lib_a2, &enable), 0);
+	r = batch(&d, &lib_a, &ret);
+	CHECK(r && r->msg_case == PROFD__RESPONSE__MSG_GPU_CONTROL && !r->gpu_control->enable);
+	profd__response__free_unpacked(r, NULL);
+	handlers__closed(&d, &lib_a);
+	{
+		struct gpu_stats gs;
+
+		gpu__stats(d.gpu, &gs);
+		CHECK_EQ_U(gs.processes, 2);
+		handlers__closed(&d, &lib_a2);
+		handlers__closed(&d, &lib_b);
+		handlers__closed(&d, &root); /* not a library: nothing */
+		gpu__stats(d.gpu, &gs);
+		CHECK_EQ_U(gs.processes, 0);
+	}
+	CHECK_EQ_I(probes_detached, 3); /* a's first probe on re-attach, then a2 and b */
+
+	handlers__fini(&d);
+	gpu__free(d.gpu);
+	ingest__free(d.ingest);
+	symbolizer__free(d.sym);
+	store__free(d.store);
+	return CHECK_DONE();
+}

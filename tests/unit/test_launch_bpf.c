@@ -1,0 +1,410 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The launch probes against the real kernel (root): the sampler's BPF object, attached through
+ * the sampler API to a fixture process, read back from the ring buffer.
+ *
+ *   test_launch_bpf usdt FIXTURE          USDT profd:cuda_launch in the fixture's own probe site:
+ *                                         the exact correlation ids, the launching thread, the
+ *                                         noinline chain, the semaphore, the target filter.
+ *   test_launch_bpf uprobe FIXTURE [LIB]  uprobes on a libcuda (the CUDA toolkit's stub unless
+ *                                         LIB): flagged records with the chain, none for a pid
+ *                                         with the CUPTI library marked or outside the targets.
+ *
+ * The uprobe stacks expect the direct caller of the probed function: at a function's entry the
+ * frame pointer still names the caller's frame, and kernels from 6.11 read the return address
+ * from the stack for a uprobe on a `push %rbp`; older kernels lose that one frame.
+ *
+ * Exit 77 (skip) when not root or when no stub libcuda exists; with CI=true a skip fails.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "abi.h"
+#include "check.h"
+#include "log.h"
+#include "sampler.h"
+#include "symbolize.h"
+
+#define MAX_RECS 64
+
+static struct profd_sample_rec recs[MAX_RECS];
+static int nrecs;
+static uint32_t fixture_pid;
+
+/* Keep the launch records of the fixture; CPU samples (a few at 1 Hz) are not under test. */
+static int on_record(void *ctx, const void *data, size_t size)
+{
+	const struct profd_rec_hdr *h = data;
+	const struct profd_sample_rec *r = data;
+
+	if (size < PROFD_SAMPLE_HDR_SIZE || h->type != PROFD_REC_LAUNCH || r->pid != fixture_pid)
+		return 0;
+	if (nrecs < MAX_RECS)
+		memcpy(&recs[nrecs], data, size < sizeof(recs[0]) ? size : sizeof(recs[0]));
+	nrecs++;
+	return 0;
+}
+
+static int skip(const char *why)
+{
+	const char *ci = getenv("CI");
+
+	if (ci && !strcmp(ci, "true")) {
+		fprintf(stderr, "FAIL: would skip in CI: %s\n", why);
+		return 1;
+	}
+	fprintf(stderr, "SKIP: %s\n", why);
+	return 77;
+}
+
+/* The fixture, driven through its stdin and stdout. */
+struct fixture {
+	pid_t pid;
+	FILE *in;
+	FILE *out;
+};
+
+static int fixture_start(struct fixture *f, const char *path, const char *lib)
+{
+	int to[2], from[2];
+
+	if (pipe(to) || pipe(from))
+		return -errno;
+	f->pid = fork();
+	if (f->pid < 0)
+		return -errno;
+	if (f->pid == 0) {
+		dup2(to[0], 0);
+		dup2(from[1], 1);
+		close(to[1]);
+		close(from[0]);
+		execl(path, path, lib, (char *)NULL);
+		_exit(127);
+	}
+	close(to[0]);
+	close(from[1]);
+	f->in = fdopen(to[1], "w");
+	f->out = fdopen(from[0], "r");
+	return f->in && f->out ? 0 : -ENOMEM;
+}
+
+/* Send one command; the answer's first line goes to buf. Returns 0 or -EIO. */
+static int ask(struct fixture *f, const char *cmd, char *buf, size_t len)
+{
+	if (fprintf(f->in, "%s\n", cmd) < 0 || fflush(f->in))
+		return -EIO;
+	if (!fgets(buf, (int)len, f->out))
+		return -EIO;
+	buf[strcspn(buf, "\n")] = '\0';
+	return 0;
+}
+
+static long ask_num(struct fixture *f, const char *cmd)
+{
+	char buf[64];
+
+	if (ask(f, cmd, buf, sizeof(buf)))
+		return -1;
+	return strtol(buf, NULL, 10);
+}
+
+static void fixture_stop(struct fixture *f)
+{
+	char buf[64];
+
+	if (f->pid <= 0)
+		return;
+	if (ask(f, "q", buf, sizeof(buf)))
+		kill(f->pid, SIGKILL);
+	fclose(f->in);
+	fclose(f->out);
+	waitpid(f->pid, NULL, 0);
+}
+
+/* Run cmd in the fixture, then collect what its probes left in the ring buffer. */
+static int run_and_drain(struct sampler *s, struct fixture *f, const char *cmd)
+{
+	char buf[64];
+
+	nrecs = 0;
+	CHECK_EQ_I(ask(f, cmd, buf, sizeof(buf)), 0);
+	CHECK(!strncmp(buf, "done", 4));
+	/* The programs ran in the fixture before it answered: everything is committed. */
+	CHECK(sampler__drain(s) >= 0);
+	return nrecs;
+}
+
+/* Names of the first n user frames of r, leaf first, joined by ';' (callers at addr - 1). */
+static void user_names(struct symbolizer *sym, const struct profd_sample_rec *r, unsigned int n,
+		       char *out, size_t len)
+{
+	out[0] = '\0';
+	for (unsigned int i = 0; i < n && i < r->nr_user; i++) {
+		struct sym_result res;
+		size_t l = strlen(out);
+		const char *name = "?";
+
+		if (symbolizer__user(sym, r->pid, r->ips[r->nr_kernel + i] - (i > 0), &res) == 0 &&
+		    res.name)
+			name = res.name;
+		snprintf(out + l, len - l, "%s%s", i ? ";" : "", name);
+	}
+}
+
+static struct sampler *open_sampler(uint32_t target)
+{
+	struct sampler_opts o = {
+		.pids = &target,
+		.npids = 1,
+		.frequency_hz = 1,
+		.ringbuf_size = 1 << 20,
+		.on_record = on_record,
+	};
+
+	return sampler__new(&o);
+}
+
+/* Check the common shape of launch record i: ids, type, no kernel stack, the thread's name. */
+static void check_rec(int i, uint32_t tid, uint32_t corr, uint32_t flags)
+{
+	const struct profd_sample_rec *r = &recs[i];
+
+	CHECK_EQ_U(r->hdr.type, PROFD_REC_LAUNCH);
+	CHECK_EQ_U(r->pid, fixture_pid);
+	CHECK_EQ_U(r->tid, tid);
+	CHECK_EQ_U(r->corr_id, corr);
+	CHECK_EQ_U(r->flags, flags);
+	CHECK_EQ_U(r->nr_kernel, 0);
+	CHECK(r->nr_user >= 4);
+	CHECK_EQ_U(r->uid, getuid());
+	CHECK_EQ_U(r->hdr.size, PROFD_SAMPLE_HDR_SIZE + 8u * r->nr_user);
+	CHECK_STREQ(r->comm, "launcher");
+	CHECK(r->ts_ns > 0);
+	if (i > 0)
+		CHECK(r->ts_ns > recs[i - 1].ts_ns);
+}
+
+static int test_usdt(const char *fixture_path)
+{
+	struct symbolizer *sym = symbolizer__new(&(struct symbolizer_opts){ .no_kernel = true });
+	struct fixture f = { 0 };
+	struct sampler *s = NULL;
+	char names[512];
+	long tid;
+
+	CHECK_EQ_I(fixture_start(&f, fixture_path, NULL), 0);
+	fixture_pid = (uint32_t)f.pid;
+	tid = ask_num(&f, "t");
+	CHECK(tid > 0 && tid != f.pid);
+	CHECK_EQ_I(ask_num(&f, "s"), 0);
+
+	s = open_sampler(fixture_pid);
+	CHECK(s != NULL);
+	if (!s || !sym)
+		goto out;
+
+	/* Nothing attached: the probe site is skipped, nothing arrives. */
+	CHECK_EQ_I(run_and_drain(s, &f, "f 1 3"), 0);
+
+	CHECK_EQ_I(sampler__attach_launch_probe(s, fixture_pid, fixture_path), 0);
+	CHECK_EQ_I(ask_num(&f, "s"), 1);
+	/* Again: nothing changes, the semaphore is not raised twice. */
+	CHECK_EQ_I(sampler__attach_launch_probe(s, fixture_pid, fixture_path), 0);
+	CHECK_EQ_I(ask_num(&f, "s"), 1);
+	CHECK_EQ_I(sampler__attach_launch_probe(s, fixture_pid, "relative/path"), -EINVAL);
+
+	CHECK_EQ_I(run_and_drain(s, &f, "f 100 5"), 5);
+	for (int i = 0; i < nrecs && i < 5; i++) {
+		check_rec(i, (uint32_t)tid, 100 + i, 0);
+		user_names(sym, &recs[i], 4, names, sizeof(names));
+		CHECK_STREQ(names, "fire_probe;launch_inner;launch_middle;launch_outer");
+	}
+
+	/* Detached: the semaphore drops and the site is skipped again. */
+	sampler__detach_launch_probe(s, fixture_pid);
+	CHECK_EQ_I(ask_num(&f, "s"), 0);
+	CHECK_EQ_I(run_and_drain(s, &f, "f 200 3"), 0);
+	sampler__detach_launch_probe(s, fixture_pid); /* not attached: nothing happens */
+
+	/* Attached again after a detach: works as the first time. */
+	CHECK_EQ_I(sampler__attach_launch_probe(s, fixture_pid, fixture_path), 0);
+	CHECK_EQ_I(run_and_drain(s, &f, "f 250 2"), 2);
+	if (nrecs == 2) {
+		check_rec(0, (uint32_t)tid, 250, 0);
+		check_rec(1, (uint32_t)tid, 251, 0);
+	}
+	/* Freeing the sampler takes its probes away. */
+	sampler__free(s);
+	CHECK_EQ_I(ask_num(&f, "s"), 0);
+
+	/* A sampler whose targets exclude the fixture: the probe is attached, nothing is sent. */
+	s = open_sampler((uint32_t)getpid());
+	CHECK(s != NULL);
+	if (!s)
+		goto out;
+	CHECK_EQ_I(sampler__attach_launch_probe(s, fixture_pid, fixture_path), 0);
+	CHECK_EQ_I(ask_num(&f, "s"), 1);
+	CHECK_EQ_I(run_and_drain(s, &f, "f 300 2"), 0);
+out:
+	sampler__free(s);
+	fixture_stop(&f);
+	symbolizer__free(sym);
+	return CHECK_DONE();
+}
+
+/* The CUDA toolkit's stub libcuda: every entry point, no driver behind it. */
+static const char *find_stub(char *buf, size_t len)
+{
+	static const char *const rel[] = { "lib64/stubs/libcuda.so",
+					   "targets/x86_64-linux/lib/stubs/libcuda.so",
+					   "targets/sbsa-linux/lib/stubs/libcuda.so" };
+	const char *roots[] = { getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda" };
+
+	for (size_t r = 0; r < sizeof(roots) / sizeof(roots[0]); r++) {
+		if (!roots[r] || !roots[r][0])
+			continue;
+		for (size_t k = 0; k < sizeof(rel) / sizeof(rel[0]); k++) {
+			snprintf(buf, len, "%s/%s", roots[r], rel[k]);
+			if (access(buf, R_OK) == 0)
+				return buf;
+		}
+	}
+	return NULL;
+}
+
+typedef int (*cu_graph_launch_fn)(void *exec, void *stream);
+
+static int test_uprobe(const char *fixture_path, const char *lib)
+{
+	struct symbolizer *sym = symbolizer__new(&(struct symbolizer_opts){ .no_kernel = true });
+	struct fixture f = { 0 };
+	struct sampler *s = NULL;
+	cu_graph_launch_fn own_launch;
+	char names[512], buf[64];
+	void *own = NULL;
+	long tid;
+
+	CHECK_EQ_I(fixture_start(&f, fixture_path, lib), 0);
+	fixture_pid = (uint32_t)f.pid;
+	tid = ask_num(&f, "t");
+	CHECK(tid > 0 && tid != f.pid);
+
+	s = open_sampler(fixture_pid);
+	CHECK(s != NULL);
+	if (!s || !sym)
+		goto out;
+	CHECK_EQ_I(sampler__attach_libcuda(s, "/nonexistent/libcuda.so.1"), -ENOENT);
+	CHECK_EQ_I(sampler__attach_libcuda(s, lib), 0);
+
+	CHECK_EQ_I(run_and_drain(s, &f, "c 3"), 3);
+	for (int i = 0; i < nrecs && i < 3; i++) {
+		check_rec(i, (uint32_t)tid, 0, PROFD_SAMPLE_UPROBE);
+		user_names(sym, &recs[i], 4, names, sizeof(names));
+		CHECK_STREQ(names, "cuLaunchKernel;cuda_inner;cuda_middle;cuda_outer");
+	}
+	CHECK_EQ_I(run_and_drain(s, &f, "g 2"), 2);
+	for (int i = 0; i < nrecs && i < 2; i++) {
+		check_rec(i, (uint32_t)tid, 0, PROFD_SAMPLE_UPROBE);
+		user_names(sym, &recs[i], 3, names, sizeof(names));
+		CHECK_STREQ(names, "cuGraphLaunch;graph_inner;graph_outer");
+	}
+
+	/* This process calls libcuda too, but is not a target: nothing. */
+	own = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+	own_launch = own ? (cu_graph_launch_fn)dlsym(own, "cuGraphLaunch") : NULL;
+	CHECK(own_launch != NULL);
+	if (own_launch) {
+		uint32_t keep = fixture_pid;
+
+		fixture_pid = (uint32_t)getpid();
+		nrecs = 0;
+		own_launch(NULL, NULL);
+		CHECK(sampler__drain(s) >= 0);
+		CHECK_EQ_I(nrecs, 0);
+		fixture_pid = keep;
+	}
+
+	/* The CUPTI library's probe attached for the pid: the uprobes leave it to the USDT. */
+	CHECK_EQ_I(sampler__attach_launch_probe(s, fixture_pid, fixture_path), 0);
+	CHECK_EQ_I(run_and_drain(s, &f, "c 2"), 0);
+	sampler__detach_launch_probe(s, fixture_pid);
+	CHECK_EQ_I(run_and_drain(s, &f, "c 1"), 1);
+
+	/* Replacing the probes: the old ones go, nothing fires twice. */
+	CHECK_EQ_I(sampler__attach_libcuda(s, lib), 0);
+	CHECK_EQ_I(run_and_drain(s, &f, "c 1"), 1);
+	if (nrecs == 1)
+		check_rec(0, (uint32_t)tid, 0, PROFD_SAMPLE_UPROBE);
+
+	/* The stub's calls all fail; the probes do not change that. */
+	CHECK_EQ_I(ask(&f, "c 1", buf, sizeof(buf)), 0);
+	CHECK(strcmp(buf, "done 0") != 0);
+
+	/* No target list: one uprobe for every process, this one included. */
+	sampler__free(s);
+	s = sampler__new(&(struct sampler_opts){ .frequency_hz = 1,
+						  .ringbuf_size = 1 << 20,
+						  .on_record = on_record });
+	CHECK(s != NULL);
+	if (!s)
+		goto out;
+	CHECK_EQ_I(sampler__attach_libcuda(s, lib), 0);
+	CHECK_EQ_I(run_and_drain(s, &f, "c 2"), 2);
+	if (nrecs == 2)
+		check_rec(1, (uint32_t)tid, 0, PROFD_SAMPLE_UPROBE);
+	if (own_launch) {
+		uint32_t keep = fixture_pid;
+
+		fixture_pid = (uint32_t)getpid();
+		nrecs = 0;
+		own_launch(NULL, NULL);
+		CHECK(sampler__drain(s) >= 0);
+		CHECK_EQ_I(nrecs, 1);
+		CHECK_EQ_U(recs[0].tid, (uint32_t)gettid());
+		CHECK_EQ_U(recs[0].flags, PROFD_SAMPLE_UPROBE);
+		fixture_pid = keep;
+	}
+out:
+	sampler__free(s);
+	if (own)
+		dlclose(own);
+	fixture_stop(&f);
+	symbolizer__free(sym);
+	return CHECK_DONE();
+}
+
+int main(int argc, char **argv)
+{
+	char stub[PATH_MAX], fixture[PATH_MAX];
+	const char *lib;
+
+	if (argc < 3 || (strcmp(argv[1], "usdt") && strcmp(argv[1], "uprobe"))) {
+		fprintf(stderr, "usage: %s usdt|uprobe FIXTURE [LIBCUDA]\n", argv[0]);
+		return 2;
+	}
+	if (geteuid() != 0)
+		return skip("needs root for BPF and uprobes");
+	if (getenv("TEST_VERBOSE"))
+		log_set_level(LOG_LVL_DEBUG);
+	/* Probes are attached by absolute path, as the daemon gets it from the library. */
+	if (!realpath(argv[2], fixture)) {
+		fprintf(stderr, "%s: %s\n", argv[2], strerror(errno));
+		return 1;
+	}
+	if (!strcmp(argv[1], "usdt"))
+		return test_usdt(fixture);
+	lib = argc > 3 ? argv[3] : find_stub(stub, sizeof(stub));
+	if (!lib)
+		return skip("no stub libcuda.so from the CUDA toolkit (set CUDA_HOME)");
+	return test_uprobe(fixture, lib);
+}
