@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * What the files of the CUPTI core share: the CUPTI function table, the clock conversion, the
+ * launch callback's state, the record decoder, the NVTX pairing table. Nothing here leaves the
+ * library (-fvisibility=hidden); the unit tests link these sources directly and use the
+ * core__test_* hooks.
+ */
+#ifndef PROFD_CUPTI_CORE_PRIV_H
+#define PROFD_CUPTI_CORE_PRIV_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cupti.h>
+
+#include "events.h"
+
+/*
+ * The oldest CUPTI this library drives: API version 17 is CUDA 11.6 (cupti_version.h), the
+ * first with cuptiActivityRegisterTimestampCallback and cudaLaunchKernelExC.
+ */
+#define CUPTI_MIN_API_VERSION 17
+
+/* CUPTI entry points, resolved with dlsym. The optional ones may be NULL. */
+struct cupti_fns {
+	CUptiResult (*GetVersion)(uint32_t *);
+	CUptiResult (*Subscribe)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
+	CUptiResult (*Unsubscribe)(CUpti_SubscriberHandle);
+	CUptiResult (*EnableCallback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
+				      CUpti_CallbackId);
+	CUptiResult (*ActivityEnable)(CUpti_ActivityKind);
+	CUptiResult (*ActivityDisable)(CUpti_ActivityKind);
+	CUptiResult (*ActivityRegisterCallbacks)(CUpti_BuffersCallbackRequestFunc,
+						 CUpti_BuffersCallbackCompleteFunc);
+	CUptiResult (*ActivityGetNextRecord)(uint8_t *, size_t, CUpti_Activity **);
+	CUptiResult (*ActivityGetNumDroppedRecords)(CUcontext, uint32_t, size_t *);
+	CUptiResult (*ActivityFlushAll)(uint32_t);
+	CUptiResult (*GetTimestamp)(uint64_t *);
+	CUptiResult (*SetThreadIdType)(CUpti_ActivityThreadIdType);
+	/* optional */
+	CUptiResult (*Subscribe_v2)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *,
+				    CUpti_SubscriberParams *);
+	CUptiResult (*ActivityRegisterTimestampCallback)(CUpti_TimestampCallbackFunc);
+	CUptiResult (*ActivityEnableRuntimeApi)(CUpti_CallbackId, uint8_t);
+	CUptiResult (*ActivityEnableDriverApi)(CUpti_CallbackId, uint8_t);
+	CUptiResult (*GetResultString)(CUptiResult, const char **);
+};
+
+/* ---- loader.c ------------------------------------------------------------------------------ */
+
+/*
+ * Find libcupti: the one already in the process, else $PROFD_CUPTI_PATH when set, else the
+ * system's. Returns a dlopen handle (never closed: CUPTI cannot be unloaded) or NULL with a
+ * one-line reason in why. Sets path to the file's name ("" if unknown).
+ */
+void *cupti_find(char *path, size_t path_len, char *why, size_t why_len);
+/* A CUPTI result as text, for details and logs. */
+const char *cupti_result_str(const struct cupti_fns *f, CUptiResult r);
+
+/* ---- core.c -------------------------------------------------------------------------------- */
+
+/* Log conditions, each logged at most once per process. */
+enum core_log_id {
+	CLOG_NO_CUPTI,
+	CLOG_TOO_OLD,
+	CLOG_TAKEN,
+	CLOG_ENABLE_ERR,
+	CLOG_CLOCK,
+	CLOG_KIND,
+	CLOG_CALLBACK,
+	CLOG_API,
+	CLOG_POOL_EMPTY,
+	CLOG_FLUSH,
+	CLOG_NVTX_FULL,
+	CLOG_ENV,
+	CLOG_NR,
+};
+/* One line to stderr prefixed "profd_cupti: ", the first time the condition occurs. */
+void core_log_once(enum core_log_id id, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The CLOCK_MONOTONIC reader every part of the core uses (a test may replace it). */
+extern uint64_t (*core_mono_ns)(void);
+
+/* CUPTI timestamp to CLOCK_MONOTONIC ns per the clock mode chosen at enable; 0 stays 0. */
+uint64_t core_ts(uint64_t cupti_ns);
+
+extern struct cupti_fns core_fns;
+extern struct evq *core_evq;
+
+/* ---- launch.c ------------------------------------------------------------------------------ */
+
+/* The USDT semaphore (sys/sdt.h naming): nonzero while a tracer is attached to the probe. */
+extern volatile unsigned short profd_cuda_launch_semaphore;
+
+/* One traced API: its callback id, name, and what the core does with it. */
+struct traced_api {
+	CUpti_CallbackDomain domain;
+	CUpti_CallbackId cbid;
+	const char *name;
+	bool probe; /* launch callback: fire the USDT probe, rate-limit, weight */
+};
+extern const struct traced_api traced_apis[];
+extern const size_t traced_apis_nr;
+/* The traced API's name, or NULL when the core does not trace that cbid. */
+const char *traced_api_name(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
+
+/* The subscriber callback. */
+void CUPTIAPI launch_callback(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+			      const void *cbdata);
+/* Start a new generation: thread states from before are reset on their next launch. */
+void launch_reset(uint32_t rate_per_sec);
+/* The weight the probe gave this correlation id; 1 when no launch callback saw it. */
+uint32_t launch_weight(uint32_t corr);
+
+/* Counters, relaxed atomics. */
+struct core_stats {
+	atomic_uint_least64_t probes_fired; /* USDT probe executed (semaphore set) */
+	atomic_uint_least64_t overhead;	    /* CUPTI overhead records seen */
+	atomic_uint_least64_t discard_bufs; /* buffers handed out from the discard buffer */
+};
+extern struct core_stats core_stats;
+
+/* ---- decode.c ------------------------------------------------------------------------------ */
+
+/* Decode a completed buffer's valid bytes into events on core_evq. Returns records seen. */
+size_t decode_buffer(uint8_t *buf, size_t valid);
+/* Count the records in a buffer without decoding them. */
+size_t count_records(uint8_t *buf, size_t valid);
+
+/* ---- nvtx_pair.c --------------------------------------------------------------------------- */
+
+/* Feed one Marker2 record (already converted timestamp). Pushes paired ranges and marks. */
+void nvtx_pair_marker(const CUpti_ActivityMarker2 *m, uint64_t ts_ns);
+/* Forget every open range (disable). */
+void nvtx_pair_reset(void);
+
+/* ---- test hooks ---------------------------------------------------------------------------- */
+
+/* Replace the CLOCK_MONOTONIC reader (NULL restores it). */
+void core__test_set_clock(uint64_t (*mono)(void));
+/* The clock offset in use (CLOCK_REALTIME - CLOCK_MONOTONIC as CUPTI reports it). */
+int64_t core__test_offset(void);
+
+#endif

@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The launch callback. It runs synchronously inside every traced CUDA call, on the calling
+ * thread, so it must stay cheap: no allocation, no lock, no CUDA call, a few thread-local
+ * fields and one relaxed store. At API enter of the outermost traced call of the thread it
+ * fires the USDT probe profd:cuda_launch(corr, cbid), from which the daemon's eBPF takes the
+ * launching stack, unless the thread's token bucket says to skip this one. The weight table
+ * tells the buffer decoder how many launches each probed one stands for.
+ */
+#define _SDT_HAS_SEMAPHORES 1
+#include <sys/sdt.h>
+
+#include <string.h>
+
+#include "core_priv.h"
+#include "timeutil.h"
+
+/* sys/sdt.h names the semaphore <provider>_<name>_semaphore; the kernel counts tracers in it. */
+__attribute__((section(".probes"), used)) volatile unsigned short profd_cuda_launch_semaphore;
+
+struct core_stats core_stats;
+
+/* clang-format off */
+#define RT(id, nm, pr) { CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_##id, nm, pr }
+#define DRV(id, nm, pr) { CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_##id, nm, pr }
+
+/*
+ * Launches (CUDA 13 sends <<<>>> through __cudaLaunchKernel; cuBLAS and cuDNN call the driver
+ * directly), then copies and memsets, probed like launches so their time gets a stack too,
+ * then synchronisations, which only get API records (where a thread waits for the GPU).
+ */
+const struct traced_api traced_apis[] = {
+	RT(cudaLaunchKernel_v7000, "cudaLaunchKernel", true),
+	RT(cudaLaunchKernel_ptsz_v7000, "cudaLaunchKernel_ptsz", true),
+	RT(cudaLaunchKernelExC_v11060, "cudaLaunchKernelExC", true),
+	RT(cudaLaunchKernelExC_ptsz_v11060, "cudaLaunchKernelExC_ptsz", true),
+	RT(cudaGraphLaunch_v10000, "cudaGraphLaunch", true),
+	RT(cudaGraphLaunch_ptsz_v10000, "cudaGraphLaunch_ptsz", true),
+	RT(__cudaLaunchKernel_v13000, "__cudaLaunchKernel", true),
+	RT(__cudaLaunchKernel_ptsz_v13000, "__cudaLaunchKernel_ptsz", true),
+	RT(cudaLaunchCooperativeKernel_v9000, "cudaLaunchCooperativeKernel", true),
+	RT(cudaLaunchCooperativeKernel_ptsz_v9000, "cudaLaunchCooperativeKernel_ptsz", true),
+	DRV(cuLaunchKernel, "cuLaunchKernel", true),
+	DRV(cuLaunchKernel_ptsz, "cuLaunchKernel_ptsz", true),
+	DRV(cuLaunchKernelEx, "cuLaunchKernelEx", true),
+	DRV(cuLaunchKernelEx_ptsz, "cuLaunchKernelEx_ptsz", true),
+	DRV(cuGraphLaunch, "cuGraphLaunch", true),
+	DRV(cuGraphLaunch_ptsz, "cuGraphLaunch_ptsz", true),
+	DRV(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel", true),
+	DRV(cuLaunchCooperativeKernel_ptsz, "cuLaunchCooperativeKernel_ptsz", true),
+
+	RT(cudaMemcpy_v3020, "cudaMemcpy", true),
+	RT(cudaMemcpy_ptds_v7000, "cudaMemcpy_ptds", true),
+	RT(cudaMemcpyAsync_v3020, "cudaMemcpyAsync", true),
+	RT(cudaMemcpyAsync_ptsz_v7000, "cudaMemcpyAsync_ptsz", true),
+	RT(cudaMemcpy2D_v3020, "cudaMemcpy2D", true),
+	RT(cudaMemcpy2D_ptds_v7000, "cudaMemcpy2D_ptds", true),
+	RT(cudaMemcpy2DAsync_v3020, "cudaMemcpy2DAsync", true),
+	RT(cudaMemcpy2DAsync_ptsz_v7000, "cudaMemcpy2DAsync_ptsz", true),
+	RT(cudaMemset_v3020, "cudaMemset", true),
+	RT(cudaMemset_ptds_v7000, "cudaMemset_ptds", true),
+	RT(cudaMemsetAsync_v3020, "cudaMemsetAsync", true),
+	RT(cudaMemsetAsync_ptsz_v7000, "cudaMemsetAsync_ptsz", true),
+	DRV(cuMemcpy, "cuMemcpy", true),
+	DRV(cuMemcpy_ptds, "cuMemcpy_ptds", true),
+	DRV(cuMemcpyAsync, "cuMemcpyAsync", true),
+	DRV(cuMemcpyAsync_ptsz, "cuMemcpyAsync_ptsz", true),
+	DRV(cuMemcpyHtoD_v2, "cuMemcpyHtoD", true),
+	DRV(cuMemcpyHtoD_v2_ptds, "cuMemcpyHtoD_ptds", true),
+	DRV(cuMemcpyDtoH_v2, "cuMemcpyDtoH", true),
+	DRV(cuMemcpyDtoH_v2_ptds, "cuMemcpyDtoH_ptds", true),
+	DRV(cuMemcpyDtoD_v2, "cuMemcpyDtoD", true),
+	DRV(cuMemcpyHtoDAsync_v2, "cuMemcpyHtoDAsync", true),
+	DRV(cuMemcpyHtoDAsync_v2_ptsz, "cuMemcpyHtoDAsync_ptsz", true),
+	DRV(cuMemcpyDtoHAsync_v2, "cuMemcpyDtoHAsync", true),
+	DRV(cuMemcpyDtoHAsync_v2_ptsz, "cuMemcpyDtoHAsync_ptsz", true),
+	DRV(cuMemcpyDtoDAsync_v2, "cuMemcpyDtoDAsync", true),
+	DRV(cuMemsetD8_v2, "cuMemsetD8", true),
+	DRV(cuMemsetD32_v2, "cuMemsetD32", true),
+	DRV(cuMemsetD8Async, "cuMemsetD8Async", true),
+	DRV(cuMemsetD32Async, "cuMemsetD32Async", true),
+
+	RT(cudaDeviceSynchronize_v3020, "cudaDeviceSynchronize", false),
+	RT(cudaStreamSynchronize_v3020, "cudaStreamSynchronize", false),
+	RT(cudaStreamSynchronize_ptsz_v7000, "cudaStreamSynchronize_ptsz", false),
+	RT(cudaEventSynchronize_v3020, "cudaEventSynchronize", false),
+	DRV(cuCtxSynchronize, "cuCtxSynchronize", false),
+	DRV(cuStreamSynchronize, "cuStreamSynchronize", false),
+	DRV(cuStreamSynchronize_ptsz, "cuStreamSynchronize_ptsz", false),
+	DRV(cuEventSynchronize, "cuEventSynchronize", false),
+};
+/* clang-format on */
+const size_t traced_apis_nr = sizeof(traced_apis) / sizeof(traced_apis[0]);
+
+const char *traced_api_name(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
+{
+	size_t i;
+
+	for (i = 0; i < traced_apis_nr; i++)
+		if (traced_apis[i].domain == domain && traced_apis[i].cbid == cbid)
+			return traced_apis[i].name;
+	return NULL;
+}
+
+/*
+ * weight[corr & 0xffff]: (corr >> 16) in the high half tells a slot written for this corr from
+ * one left by a launch 65536 ids earlier; the low half is weight + 1, so 0 means never written.
+ */
+#define WEIGHT_SLOTS (1u << 16)
+#define WEIGHT_MAX 0xfffeu
+static _Atomic uint32_t weights[WEIGHT_SLOTS];
+
+static inline void weight_store(uint32_t corr, uint32_t w)
+{
+	if (w > WEIGHT_MAX)
+		w = WEIGHT_MAX;
+	atomic_store_explicit(&weights[corr & (WEIGHT_SLOTS - 1)], (corr & 0xffff0000u) | (w + 1),
+			      memory_order_relaxed);
+}
+
+uint32_t launch_weight(uint32_t corr)
+{
+	uint32_t e =
+	    atomic_load_explicit(&weights[corr & (WEIGHT_SLOTS - 1)], memory_order_relaxed);
+
+	if (!(e & 0xffff) || (e & 0xffff0000u) != (corr & 0xffff0000u))
+		return 1;
+	return (e & 0xffff) - 1;
+}
+
+/* The token bucket: one token per launch, refilled at rate/s, holding 100 ms worth. */
+static uint32_t rate;
+static uint64_t cost_ns, cap_ns;
+/* Bumped by every enable, so thread state from an earlier session starts over. */
+static _Atomic uint32_t generation;
+
+struct launch_tls {
+	uint32_t gen;
+	uint32_t depth;	  /* traced calls in progress on this thread */
+	uint32_t skipped; /* launches skipped since the last probed one */
+	bool primed;
+	uint64_t credit_ns;
+	uint64_t last_ns;
+};
+static __thread struct launch_tls tls;
+
+void launch_reset(uint32_t rate_per_sec)
+{
+	uint32_t burst = rate_per_sec / 10 ? rate_per_sec / 10 : 1;
+
+	rate = rate_per_sec;
+	cost_ns = rate ? NSEC_PER_SEC / rate : 0;
+	cap_ns = cost_ns * burst;
+	atomic_fetch_add_explicit(&generation, 1, memory_order_release);
+}
+
+static bool bucket_take(struct launch_tls *t)
+{
+	uint64_t now, el;
+
+	if (!rate)
+		return true;
+	now = core_mono_ns();
+	if (!t->primed) {
+		t->primed = true;
+		t->credit_ns = cap_ns;
+	} else {
+		el = now - t->last_ns;
+		t->credit_ns = el >= cap_ns - t->credit_ns ? cap_ns : t->credit_ns + el;
+	}
+	t->last_ns = now;
+	if (t->credit_ns < cost_ns)
+		return false;
+	t->credit_ns -= cost_ns;
+	return true;
+}
+
+void CUPTIAPI launch_callback(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+			      const void *cbdata)
+{
+	const CUpti_CallbackData *cb = cbdata;
+	struct launch_tls *t = &tls;
+	uint32_t gen, corr;
+
+	if ((domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) || !cb)
+		return;
+	gen = atomic_load_explicit(&generation, memory_order_acquire);
+	if (t->gen != gen) {
+		/* A call that began before this session would otherwise leave depth stuck. */
+		memset(t, 0, sizeof(*t));
+		t->gen = gen;
+	}
+	if (cb->callbackSite == CUPTI_API_EXIT) {
+		if (t->depth)
+			t->depth--;
+		return;
+	}
+	/* A driver launch inside a runtime launch shares its correlation id: skip it. */
+	if (t->depth++)
+		return;
+	corr = cb->correlationId;
+	if (!bucket_take(t)) {
+		t->skipped++;
+		weight_store(corr, 0);
+		return;
+	}
+	weight_store(corr, 1 + t->skipped);
+	t->skipped = 0;
+	if (__builtin_expect(profd_cuda_launch_semaphore != 0, 0)) {
+		STAP_PROBE2(profd, cuda_launch, corr, (uint32_t)cbid);
+		atomic_fetch_add_explicit(&core_stats.probes_fired, 1, memory_order_relaxed);
+	}
+}

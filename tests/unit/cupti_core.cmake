@@ -1,0 +1,24 @@
+# The CUPTI core of libprofd_cupti.so (cupti/core.c and the files around it) against a fake
+# libcupti. The fake hands activity buffers to the real libcupti's record iterator, which needs
+# no GPU and no driver, so synthetic CUDA 13 records are walked exactly as in production.
+if(PROFD_CUPTI_BUILT AND PROFD_CUPTI_REAL_LIBRARY)
+  add_library(fake_cupti SHARED fixtures/cupti_fake/fake_cupti.c)
+  target_include_directories(fake_cupti PRIVATE ${PROFD_CUPTI_INCLUDE_DIR})
+  target_compile_definitions(fake_cupti PRIVATE
+    FAKE_CUPTI_REAL_LIBRARY="${PROFD_CUPTI_REAL_LIBRARY}")
+  target_compile_options(fake_cupti PRIVATE -fvisibility=hidden)
+  target_link_libraries(fake_cupti PRIVATE dl)
+
+  add_executable(test_cupti_core unit/test_cupti_core.c)
+  target_include_directories(test_cupti_core PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit
+                             ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/cupti_fake ${CMAKE_SOURCE_DIR}/bpf)
+  target_link_libraries(test_cupti_core PRIVATE profd_cupti_static fake_cupti)
+  target_compile_definitions(test_cupti_core PRIVATE
+    FAKE_CUPTI_PATH="$<TARGET_FILE:fake_cupti>" PROFD_CUPTI_SO="$<TARGET_FILE:profd_cupti>")
+  # The test reads the probe note of the real library.
+  add_dependencies(test_cupti_core profd_cupti)
+  add_test(NAME unit.test_cupti_core COMMAND test_cupti_core)
+  set_tests_properties(unit.test_cupti_core PROPERTIES LABELS unit SKIP_RETURN_CODE 77 TIMEOUT 120)
+elseif(PROFD_CUPTI_BUILT)
+  message(STATUS "test_cupti_core: not built (no libcupti to walk activity buffers)")
+endif()

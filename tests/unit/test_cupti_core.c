@@ -1,0 +1,920 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The CUPTI core against a fake libcupti. Each case runs in its own child process: the core is
+ * a process-wide singleton, and once the fake has loaded the real libcupti for its record
+ * iterator, a later core__init would find that one already in the process.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "abi.h"
+#include "check.h"
+#include "core.h"
+#include "core_priv.h"
+#include "fake_cupti.h"
+#include "nvtx_open.h"
+#include "profd.pb-c.h"
+
+#define MS 1000000ull
+#define SEC 1000000000ull
+
+static struct evq *q;
+static struct core_info info;
+static _Atomic uint64_t test_now = 10 * SEC;
+
+static uint64_t test_clock(void)
+{
+	return atomic_load(&test_now);
+}
+
+static void init_core(void)
+{
+	q = evq__new(4096);
+	CHECK(q != NULL);
+	core__test_set_clock(test_clock);
+	CHECK_EQ_I(core__init(q, &info), 0);
+	CHECK_EQ_I(info.state, PROFD__GPU_STATE__GPU_STATE_READY);
+}
+
+static void enable_core(void)
+{
+	init_core();
+	CHECK_EQ_I(core__enable(&info), 0);
+	CHECK(core__enabled());
+}
+
+/* ---- loading ------------------------------------------------------------------------------- */
+
+static void case_no_cupti(void)
+{
+	uint64_t until = 1;
+
+	setenv("PROFD_CUPTI_PATH", "/nonexistent/libcupti.so.13", 1);
+	q = evq__new(16);
+	CHECK_EQ_I(core__init(q, &info), -ENOENT);
+	CHECK_EQ_I(info.state, PROFD__GPU_STATE__GPU_STATE_NO_CUPTI);
+	CHECK(strstr(info.detail, "PROFD_CUPTI_PATH") != NULL);
+	CHECK_STREQ(info.cupti_path, "");
+	CHECK_EQ_I(core__enable(&info), -ENOENT);
+	CHECK(!core__enabled());
+	core__flush(true, &until);
+	CHECK_EQ_U(until, 0);
+	core__disable();
+}
+
+static void case_too_old(void)
+{
+	fake_cupti_set_version(16);
+	q = evq__new(16);
+	CHECK_EQ_I(core__init(q, &info), -ENOSYS);
+	CHECK_EQ_I(info.state, PROFD__GPU_STATE__GPU_STATE_CUPTI_TOO_OLD);
+	CHECK_EQ_U(info.cupti_version, 16);
+	CHECK(strstr(info.detail, "16") != NULL);
+	CHECK_EQ_I(core__enable(&info), -ENOENT);
+	CHECK_EQ_U(fake_cupti_call_count("cuptiSubscribe_v2"), 0);
+}
+
+static void case_init(void)
+{
+	setenv("PROFD_CUPTI_LAUNCH_RATE", "250", 1);
+	init_core();
+	CHECK_EQ_U(info.cupti_version, CUPTI_API_VERSION);
+	CHECK(strstr(info.cupti_path, "libfake_cupti.so") != NULL);
+	CHECK(info.library_path[0] != 0);
+	CHECK_EQ_U(info.launch_rate_limit, 250);
+	CHECK_EQ_I(info.clock, PROFD__GPU_CLOCK__GPU_CLOCK_UNSPECIFIED);
+	/* core__init never subscribes. */
+	CHECK(!fake_cupti_subscribed());
+	CHECK(!core__enabled());
+}
+
+/* A libcupti already in the process wins over PROFD_CUPTI_PATH (the fake loads the real one). */
+static void case_loaded_wins(void)
+{
+	CHECK(fake_cupti_real_iterator());
+	q = evq__new(16);
+	CHECK_EQ_I(core__init(q, &info), 0);
+	CHECK(strstr(info.cupti_path, "libcupti.so") != NULL);
+	CHECK(strstr(info.cupti_path, "fake") == NULL);
+	CHECK(info.cupti_version >= 130000);
+}
+
+static void case_bad_env(void)
+{
+	setenv("PROFD_CUPTI_LAUNCH_RATE", "12x", 1);
+	init_core();
+	CHECK_EQ_U(info.launch_rate_limit, 1000);
+}
+
+/* ---- enable -------------------------------------------------------------------------------- */
+
+static const struct {
+	CUpti_CallbackDomain d;
+	CUpti_CallbackId id;
+} launch_cbids[] = {
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2},
+};
+
+static const CUpti_ActivityKind kinds_on[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+    CUPTI_ACTIVITY_KIND_MEMCPY,
+    CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_MARKER,
+    CUPTI_ACTIVITY_KIND_OVERHEAD,
+};
+
+static void case_enable(void)
+{
+	int ts_idx, first_enable;
+	size_t i, n;
+
+	enable_core();
+	CHECK_EQ_I(info.state, PROFD__GPU_STATE__GPU_STATE_READY);
+	CHECK_EQ_I(info.clock, PROFD__GPU_CLOCK__GPU_CLOCK_CALLBACK);
+	CHECK(fake_cupti_subscribed());
+	CHECK_STREQ(fake_cupti_subscriber_name(), "profd");
+	CHECK_EQ_U(fake_cupti_call_count("cuptiSubscribe"), 0); /* _v2 was there */
+	CHECK_EQ_U(fake_cupti_thread_id_type(), CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+	CHECK(fake_cupti_timestamp_callback_set());
+
+	/* The clock is CUPTI's from the first kind enabled on: the callback must come first. */
+	ts_idx = fake_cupti_call_index("cuptiActivityRegisterTimestampCallback", false, 0);
+	first_enable = fake_cupti_call_index("cuptiActivityEnable", false, 0);
+	CHECK(ts_idx >= 0);
+	CHECK(first_enable > ts_idx);
+	CHECK(fake_cupti_call_index("cuptiActivityRegisterCallbacks", false, 0) < first_enable);
+	CHECK_EQ_I(fake_cupti_call_index("cuptiActivityEnable", false, 0),
+		   fake_cupti_call_index("cuptiActivityEnable", true,
+					 CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+
+	for (i = 0; i < sizeof(kinds_on) / sizeof(kinds_on[0]); i++)
+		CHECK(fake_cupti_kind_enabled(kinds_on[i]));
+	CHECK_EQ_U(fake_cupti_call_count("cuptiActivityEnable"), 5);
+	CHECK(!fake_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_RUNTIME));
+	CHECK(!fake_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_DRIVER));
+	CHECK(!fake_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_KERNEL));
+
+	for (i = 0; i < sizeof(launch_cbids) / sizeof(launch_cbids[0]); i++) {
+		CHECK(fake_cupti_callback_enabled(launch_cbids[i].d, launch_cbids[i].id));
+		CHECK(fake_cupti_api_enabled(launch_cbids[i].d, launch_cbids[i].id));
+	}
+	/* Synchronisations: API records, no callback. Everything else: neither. */
+	CHECK(fake_cupti_api_enabled(CUPTI_CB_DOMAIN_RUNTIME_API,
+				     CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020));
+	CHECK(!fake_cupti_callback_enabled(CUPTI_CB_DOMAIN_RUNTIME_API,
+					   CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020));
+	CHECK(fake_cupti_api_enabled(CUPTI_CB_DOMAIN_DRIVER_API,
+				     CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize));
+	CHECK(!fake_cupti_api_enabled(CUPTI_CB_DOMAIN_RUNTIME_API,
+				      CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020));
+	CHECK(!fake_cupti_callback_enabled(CUPTI_CB_DOMAIN_RUNTIME_API,
+					   CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020));
+	/* One call per probed API of the table, no domain-wide enable. */
+	for (i = n = 0; i < traced_apis_nr; i++)
+		n += traced_apis[i].probe;
+	CHECK(n >= sizeof(launch_cbids) / sizeof(launch_cbids[0]));
+	CHECK_EQ_U(fake_cupti_call_count("cuptiEnableCallback"), n);
+	CHECK_EQ_U(fake_cupti_call_count("cuptiEnableDomain"), 0);
+
+	/* Enable twice is a no-op; disable undoes everything and flushes. */
+	CHECK_EQ_I(core__enable(&info), 0);
+	CHECK_EQ_U(fake_cupti_call_count("cuptiSubscribe_v2"), 1);
+	core__disable();
+	CHECK(!core__enabled());
+	CHECK(!fake_cupti_subscribed());
+	for (i = 0; i < sizeof(kinds_on) / sizeof(kinds_on[0]); i++)
+		CHECK(!fake_cupti_kind_enabled(kinds_on[i]));
+	CHECK(!fake_cupti_api_enabled(CUPTI_CB_DOMAIN_RUNTIME_API,
+				      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
+	CHECK(
+	    fake_cupti_call_index("cuptiActivityFlushAll", true, CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) >
+	    fake_cupti_call_index("cuptiActivityDisable", false, 0));
+	core__disable();
+	CHECK_EQ_U(fake_cupti_call_count("cuptiUnsubscribe"), 1);
+
+	/* And it comes back. */
+	CHECK_EQ_I(core__enable(&info), 0);
+	CHECK(fake_cupti_subscribed());
+	CHECK(fake_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+	CHECK(fake_cupti_callback_enabled(CUPTI_CB_DOMAIN_DRIVER_API,
+					  CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch));
+}
+
+static void case_subscriber_taken(void)
+{
+	const struct fake_call *calls;
+	size_t n, i;
+
+	fake_cupti_set_result("cuptiSubscribe_v2", CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+	fake_cupti_set_old_subscriber("CUPTI for torch.profiler");
+	init_core();
+	CHECK_EQ_I(core__enable(&info), -EBUSY);
+	CHECK_EQ_I(info.state, PROFD__GPU_STATE__GPU_STATE_SUBSCRIBER_TAKEN);
+	CHECK(strstr(info.detail, "CUPTI for torch.profiler") != NULL);
+	CHECK(!core__enabled());
+	/* Nothing but the version and the subscribe attempt: the slot's owner is left alone. */
+	n = fake_cupti_calls(&calls);
+	CHECK_EQ_U(n, 2);
+	for (i = 0; i < n; i++)
+		CHECK(!strcmp(calls[i].fn, "cuptiGetVersion") ||
+		      !strcmp(calls[i].fn, "cuptiSubscribe_v2"));
+	core__disable();
+	CHECK_EQ_U(fake_cupti_call_count("cuptiUnsubscribe"), 0);
+}
+
+static void case_kernel_kind_fails(void)
+{
+	fake_cupti_set_result("cuptiActivityEnable", CUPTI_ERROR_NOT_COMPATIBLE);
+	init_core();
+	CHECK_EQ_I(core__enable(&info), -EIO);
+	CHECK_EQ_I(info.state, PROFD__GPU_STATE__GPU_STATE_ERROR);
+	CHECK(strstr(info.detail, "CONCURRENT_KERNEL") != NULL);
+	CHECK(!fake_cupti_subscribed());
+	CHECK(!core__enabled());
+}
+
+/* ---- launch callbacks ---------------------------------------------------------------------- */
+
+#define RT CUPTI_CB_DOMAIN_RUNTIME_API
+#define DRV CUPTI_CB_DOMAIN_DRIVER_API
+#define RT_LAUNCH CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000
+#define DRV_LAUNCH CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel
+
+static void launch(CUpti_CallbackDomain d, CUpti_CallbackId id, uint32_t corr)
+{
+	fake_cupti_invoke_callback(d, id, CUPTI_API_ENTER, corr, "k");
+	fake_cupti_invoke_callback(d, id, CUPTI_API_EXIT, corr, "k");
+}
+
+/* A runtime launch with the driver launch CUPTI reports inside it. */
+static void nested_launch(uint32_t corr)
+{
+	fake_cupti_invoke_callback(RT, RT_LAUNCH, CUPTI_API_ENTER, corr, "k");
+	fake_cupti_invoke_callback(DRV, DRV_LAUNCH, CUPTI_API_ENTER, corr, "k");
+	fake_cupti_invoke_callback(DRV, DRV_LAUNCH, CUPTI_API_EXIT, corr, "k");
+	fake_cupti_invoke_callback(RT, RT_LAUNCH, CUPTI_API_EXIT, corr, "k");
+}
+
+static uint64_t fired(void)
+{
+	return atomic_load(&core_stats.probes_fired);
+}
+
+static void case_launch_unlimited(void)
+{
+	setenv("PROFD_CUPTI_LAUNCH_RATE", "0", 1);
+	enable_core();
+	CHECK_EQ_U(info.launch_rate_limit, 0);
+
+	/* Semaphore 0: no tracer attached, the probe is not fired, weights are still kept. */
+	CHECK_EQ_U(profd_cuda_launch_semaphore, 0);
+	nested_launch(10);
+	launch(DRV, DRV_LAUNCH, 11);
+	CHECK_EQ_U(fired(), 0);
+	CHECK_EQ_U(launch_weight(10), 1);
+	CHECK_EQ_U(launch_weight(11), 1);
+
+	profd_cuda_launch_semaphore = 1;
+	nested_launch(12); /* one probe: the driver call inside is not the outermost */
+	CHECK_EQ_U(fired(), 1);
+	launch(DRV, DRV_LAUNCH, 13); /* a driver launch on its own is */
+	CHECK_EQ_U(fired(), 2);
+	launch(RT, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, 14);
+	CHECK_EQ_U(fired(), 3);
+	/* Not traced (no callback enabled): never reaches the core. */
+	launch(RT, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 15);
+	CHECK_EQ_U(fired(), 3);
+	CHECK_EQ_U(launch_weight(12), 1);
+	CHECK_EQ_U(launch_weight(13), 1);
+	CHECK_EQ_U(launch_weight(14), 1);
+	/* Unseen ids, and a slot's owner from 65536 ids earlier, read as weight 1. */
+	CHECK_EQ_U(launch_weight(99), 1);
+	CHECK_EQ_U(launch_weight(12 + 65536), 1);
+}
+
+struct thread_arg {
+	uint32_t corr;
+};
+
+static void *other_thread(void *p)
+{
+	struct thread_arg *a = p;
+
+	launch(RT, RT_LAUNCH, a->corr);
+	return NULL;
+}
+
+/*
+ * Rate 10/s: a token every 100 ms, a bucket of one token. The weights are exact because the
+ * test owns the clock.
+ */
+static void rate_limited_launches(void)
+{
+	struct thread_arg a = {.corr = 30};
+	pthread_t t;
+
+	atomic_store(&test_now, 20 * SEC);
+	launch(RT, RT_LAUNCH, 20); /* first launch of the thread: probed */
+	atomic_store(&test_now, 20 * SEC + 10 * MS);
+	launch(RT, RT_LAUNCH, 21); /* 10 ms of credit: skipped */
+	atomic_store(&test_now, 20 * SEC + 20 * MS);
+	nested_launch(22); /* skipped; its driver half changes nothing */
+	atomic_store(&test_now, 20 * SEC + 100 * MS);
+	launch(DRV, DRV_LAUNCH, 23); /* 100 ms: probed, stands for itself and 21, 22 */
+	/* Another thread has its own bucket. */
+	CHECK_EQ_I(pthread_create(&t, NULL, other_thread, &a), 0);
+	pthread_join(t, NULL);
+	atomic_store(&test_now, 20 * SEC + 150 * MS);
+	launch(RT, RT_LAUNCH, 24); /* 50 ms: skipped */
+	atomic_store(&test_now, 25 * SEC);
+	launch(RT, RT_LAUNCH, 26); /* long idle: the bucket holds one token, not fifty */
+	launch(RT, RT_LAUNCH, 27); /* same instant: skipped */
+}
+
+static void case_launch_rate(void)
+{
+	setenv("PROFD_CUPTI_LAUNCH_RATE", "10", 1);
+	enable_core();
+	profd_cuda_launch_semaphore = 1;
+	rate_limited_launches();
+	CHECK_EQ_U(launch_weight(20), 1);
+	CHECK_EQ_U(launch_weight(21), 0);
+	CHECK_EQ_U(launch_weight(22), 0);
+	CHECK_EQ_U(launch_weight(23), 3);
+	CHECK_EQ_U(launch_weight(30), 1);
+	CHECK_EQ_U(launch_weight(24), 0);
+	CHECK_EQ_U(launch_weight(26), 2);
+	CHECK_EQ_U(launch_weight(27), 0);
+	CHECK_EQ_U(fired(), 4);
+}
+
+/* A call in flight across disable and enable must not leave its thread's depth stuck. */
+static void case_launch_generation(void)
+{
+	setenv("PROFD_CUPTI_LAUNCH_RATE", "0", 1);
+	enable_core();
+	profd_cuda_launch_semaphore = 1;
+	fake_cupti_invoke_callback(RT, RT_LAUNCH, CUPTI_API_ENTER, 40, "k");
+	CHECK_EQ_U(fired(), 1);
+	core__disable();
+	CHECK_EQ_I(core__enable(&info), 0);
+	launch(RT, RT_LAUNCH, 41);
+	CHECK_EQ_U(fired(), 2);
+}
+
+/* ---- activity buffers ---------------------------------------------------------------------- */
+
+struct buf {
+	uint8_t *p;
+	size_t size, len;
+};
+
+static void put(struct buf *b, const void *rec, size_t n)
+{
+	CHECK(b->len + n <= b->size);
+	if (b->len + n > b->size)
+		return;
+	memcpy(b->p + b->len, rec, n);
+	b->len += n;
+}
+
+static void get_buf(struct buf *b)
+{
+	fake_cupti_request_buffer(&b->p, &b->size);
+	CHECK(b->p != NULL);
+	b->len = 0;
+}
+
+static void put_kernel(struct buf *b, uint32_t corr, uint64_t start, uint64_t end, const char *name,
+		       uint32_t graph)
+{
+	CUpti_ActivityKernel10 k;
+
+	memset(&k, 0, sizeof(k));
+	k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+	k.start = start;
+	k.end = end;
+	k.deviceId = 1;
+	k.contextId = 1;
+	k.streamId = 7;
+	k.gridX = 4;
+	k.gridY = 2;
+	k.gridZ = 3;
+	k.blockX = 128;
+	k.blockY = 2;
+	k.blockZ = 1;
+	k.correlationId = corr;
+	k.name = name;
+	k.graphId = graph;
+	put(b, &k, sizeof(k));
+}
+
+static void put_memcpy(struct buf *b, uint32_t corr, uint64_t start, uint64_t end, uint8_t kind,
+		       uint64_t bytes)
+{
+	CUpti_ActivityMemcpy6 m;
+
+	memset(&m, 0, sizeof(m));
+	m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+	m.copyKind = kind;
+	m.bytes = bytes;
+	m.start = start;
+	m.end = end;
+	m.deviceId = 2;
+	m.streamId = 9;
+	m.correlationId = corr;
+	put(b, &m, sizeof(m));
+}
+
+static void put_memset(struct buf *b, uint32_t corr, uint64_t start, uint64_t end, uint64_t bytes)
+{
+	CUpti_ActivityMemset4 m;
+
+	memset(&m, 0, sizeof(m));
+	m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+	m.bytes = bytes;
+	m.start = start;
+	m.end = end;
+	m.deviceId = 3;
+	m.streamId = 11;
+	m.correlationId = corr;
+	put(b, &m, sizeof(m));
+}
+
+static void put_marker(struct buf *b, uint32_t flags, uint32_t id, uint32_t tid, uint64_t ts,
+		       const char *name, const char *domain)
+{
+	CUpti_ActivityMarker2 m;
+
+	memset(&m, 0, sizeof(m));
+	m.kind = CUPTI_ACTIVITY_KIND_MARKER;
+	m.flags = flags;
+	m.timestamp = ts;
+	m.id = id;
+	m.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+	m.objectId.pt.processId = 1234;
+	m.objectId.pt.threadId = tid;
+	m.name = name;
+	m.domain = domain;
+	put(b, &m, sizeof(m));
+}
+
+static void put_api(struct buf *b, CUpti_ActivityKind kind, CUpti_CallbackId cbid, uint32_t corr,
+		    uint32_t tid, uint64_t start, uint64_t end)
+{
+	CUpti_ActivityAPI a;
+
+	memset(&a, 0, sizeof(a));
+	a.kind = kind;
+	a.cbid = cbid;
+	a.start = start;
+	a.end = end;
+	a.processId = 1234;
+	a.threadId = tid;
+	a.correlationId = corr;
+	put(b, &a, sizeof(a));
+}
+
+static void put_overhead(struct buf *b)
+{
+	CUpti_ActivityOverhead3 o;
+
+	memset(&o, 0, sizeof(o));
+	o.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+	o.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
+	put(b, &o, sizeof(o));
+}
+
+static void check_kernel(const struct ev *e, uint32_t corr, uint64_t start, uint64_t end,
+			 const char *name, uint32_t graph, uint32_t weight)
+{
+	CHECK_EQ_U(e->type, EV_KERNEL);
+	CHECK_EQ_U(e->corr, corr);
+	CHECK_EQ_U(e->start_ns, start);
+	CHECK_EQ_U(e->end_ns, end);
+	CHECK_EQ_U(e->device, 1);
+	CHECK_EQ_U(e->stream, 7);
+	CHECK_EQ_U(e->graph_id, graph);
+	CHECK_EQ_U(e->grid, 24);
+	CHECK_EQ_U(e->block, 256);
+	CHECK_EQ_U(e->weight, weight);
+	CHECK_STREQ(e->name, name);
+}
+
+static void check_nvtx(const struct ev *e, uint64_t start, uint64_t end, uint32_t tid,
+		       uint32_t depth, const char *name, const char *domain)
+{
+	CHECK_EQ_U(e->type, EV_NVTX);
+	CHECK_EQ_U(e->start_ns, start);
+	CHECK_EQ_U(e->end_ns, end);
+	CHECK_EQ_U(e->tid, tid);
+	CHECK_EQ_U(e->depth, depth);
+	CHECK_STREQ(e->name, name);
+	if (domain)
+		CHECK_STREQ(e->domain, domain);
+	else
+		CHECK(e->domain == NULL);
+}
+
+static void check_api(const struct ev *e, uint32_t corr, uint32_t tid, uint64_t start, uint64_t end,
+		      const char *name)
+{
+	CHECK_EQ_U(e->type, EV_API);
+	CHECK_EQ_U(e->corr, corr);
+	CHECK_EQ_U(e->tid, tid);
+	CHECK_EQ_U(e->start_ns, start);
+	CHECK_EQ_U(e->end_ns, end);
+	CHECK_STREQ(e->name, name);
+}
+
+/* Callback clock: timestamps are CLOCK_MONOTONIC already. */
+static void case_decode_callback_clock(void)
+{
+	char kname[] = "_Z6kernelPf"; /* CUPTI's strings die with the buffer: interned copies */
+	struct ev ev[32], open[4];
+	struct buf b;
+	int64_t off;
+	size_t n;
+
+	setenv("PROFD_CUPTI_LAUNCH_RATE", "10", 1);
+	enable_core();
+	CHECK(fake_cupti_real_iterator());
+	CHECK_EQ_I(info.clock, PROFD__GPU_CLOCK__GPU_CLOCK_CALLBACK);
+	rate_limited_launches();
+	off = core__test_offset();
+	CHECK(off > (int64_t)(1000 * SEC)); /* CLOCK_REALTIME - the test's clock */
+
+	get_buf(&b);
+	CHECK_EQ_U(b.size, 1u << 20);
+	put_kernel(&b, 20, 1000, 2000, kname, 0);
+	put_kernel(&b, 23, 2100, 2600, "_Z5graphv", 9);
+	put_memcpy(&b, 21, 3000, 3500, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, 4096);
+	put_memset(&b, 22, 3600, 3700, 512);
+	put_marker(&b, CUPTI_ACTIVITY_FLAG_MARKER_START, 1, 77, 4000, "outer", NULL);
+	put_marker(&b, CUPTI_ACTIVITY_FLAG_MARKER_START, 2, 77, 4100, "inner", "dom");
+	put_marker(&b, CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS, 0, 77, 4150, "mark", NULL);
+	put_marker(&b, CUPTI_ACTIVITY_FLAG_MARKER_END, 2, 77, 4200, NULL, "dom");
+	put_marker(&b, CUPTI_ACTIVITY_FLAG_MARKER_END, 1, 77, 4300, NULL, NULL);
+	put_marker(&b, CUPTI_ACTIVITY_FLAG_MARKER_START, 3, 78, 4400, "open", NULL);
+	/* A start/end range whose END (thread 79) arrives before its START (thread 80). */
+	put_marker(&b, CUPTI_ACTIVITY_FLAG_MARKER_END, 5, 79, 4500, NULL, NULL);
+	put_marker(&b, CUPTI_ACTIVITY_FLAG_MARKER_START, 5, 80, 4450, "cross", NULL);
+	put_api(&b, CUPTI_ACTIVITY_KIND_RUNTIME, RT_LAUNCH, 20, 77, 900, 1000);
+	put_api(&b, CUPTI_ACTIVITY_KIND_DRIVER, DRV_LAUNCH, 20, 77, 920, 990); /* inside it */
+	put_api(&b, CUPTI_ACTIVITY_KIND_DRIVER, DRV_LAUNCH, 24, 77, 5000, 5100);
+	put_overhead(&b);
+	/* Still on CUPTI's default clock (a late attach): recognised and converted. */
+	put_kernel(&b, 25, (uint64_t)off + 7000, (uint64_t)off + 8000, kname, 0);
+	put_kernel(&b, 27, 0, 0, kname, 0);
+	fake_cupti_complete_buffer(b.p, b.size, b.len);
+	kname[1] = 'X'; /* CUPTI reuses the memory: the events must hold copies */
+
+	n = evq__drain(q, ev, 32);
+	CHECK_EQ_U(n, 12);
+	if (n != 12)
+		return;
+	check_kernel(&ev[0], 20, 1000, 2000, "_Z6kernelPf", 0, 1);
+	check_kernel(&ev[1], 23, 2100, 2600, "_Z5graphv", 9, 3);
+	CHECK_EQ_U(ev[2].type, EV_COPY);
+	CHECK_EQ_U(ev[2].copy_kind, PROFD__GPU_COPY_KIND__GPU_COPY_HTOD);
+	CHECK_EQ_U(ev[2].corr, 21);
+	CHECK_EQ_U(ev[2].start_ns, 3000);
+	CHECK_EQ_U(ev[2].end_ns, 3500);
+	CHECK_EQ_U(ev[2].bytes, 4096);
+	CHECK_EQ_U(ev[2].device, 2);
+	CHECK_EQ_U(ev[2].stream, 9);
+	CHECK_EQ_U(ev[2].weight, 0);
+	CHECK_EQ_U(ev[3].type, EV_COPY);
+	CHECK_EQ_U(ev[3].copy_kind, PROFD__GPU_COPY_KIND__GPU_COPY_MEMSET);
+	CHECK_EQ_U(ev[3].corr, 22);
+	CHECK_EQ_U(ev[3].start_ns, 3600);
+	CHECK_EQ_U(ev[3].end_ns, 3700);
+	CHECK_EQ_U(ev[3].bytes, 512);
+	CHECK_EQ_U(ev[3].device, 3);
+	CHECK_EQ_U(ev[3].stream, 11);
+	CHECK_EQ_U(ev[3].weight, 0);
+	check_nvtx(&ev[4], 4150, 4150, 77, 2, "mark", NULL);
+	check_nvtx(&ev[5], 4100, 4200, 77, 1, "inner", "dom");
+	check_nvtx(&ev[6], 4000, 4300, 77, 0, "outer", NULL);
+	check_nvtx(&ev[7], 4450, 4500, 80, 0, "cross", NULL);
+	check_api(&ev[8], 20, 77, 900, 1000, "cudaLaunchKernel");
+	check_api(&ev[9], 24, 77, 5000, 5100, "cuLaunchKernel");
+	check_kernel(&ev[10], 25, 7000, 8000, "_Z6kernelPf", 0, 1);
+	check_kernel(&ev[11], 27, 0, 0, "_Z6kernelPf", 0, 0); /* 0 stays 0; 27 was skipped */
+	CHECK_EQ_U(atomic_load(&core_stats.overhead), 1);
+	CHECK_EQ_U(evq__take_dropped(q), 0);
+
+	n = core__open_ranges(open, 4, 9999);
+	CHECK_EQ_U(n, 1);
+	check_nvtx(&open[0], 4400, 9999, 78, 0, "open", NULL);
+	core__disable();
+	CHECK_EQ_U(core__open_ranges(open, 4, 9999), 0);
+}
+
+/* No timestamp callback: records are on CUPTI's clock, offset measured against it. */
+#define FAKE_OFF (1700000000ull * SEC + 123456789ull)
+
+static uint64_t fake_realtime(void)
+{
+	return atomic_load(&test_now) + FAKE_OFF;
+}
+
+static uint64_t fake_realtime2(void)
+{
+	return atomic_load(&test_now) + FAKE_OFF + 5000;
+}
+
+static void decode_offset(bool honor)
+{
+	struct ev ev[8];
+	struct buf b;
+	uint64_t until;
+	size_t n;
+
+	fake_cupti_set_clock(fake_realtime, honor);
+	enable_core();
+	CHECK(fake_cupti_real_iterator());
+	CHECK_EQ_I(info.clock, PROFD__GPU_CLOCK__GPU_CLOCK_OFFSET);
+	CHECK_EQ_I(core__test_offset(), (int64_t)FAKE_OFF);
+
+	get_buf(&b);
+	put_kernel(&b, 50, FAKE_OFF + 1000, FAKE_OFF + 2000, "k", 0);
+	put_memcpy(&b, 51, FAKE_OFF + 3000, FAKE_OFF + 3100, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, 8);
+	put_marker(&b, CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS, 0, 5, FAKE_OFF + 4000, "m", NULL);
+	put_api(&b, CUPTI_ACTIVITY_KIND_RUNTIME,
+		CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, 52, 5, FAKE_OFF + 5000,
+		FAKE_OFF + 6000);
+	fake_cupti_complete_buffer(b.p, b.size, b.len);
+	n = evq__drain(q, ev, 8);
+	CHECK_EQ_U(n, 4);
+	if (n != 4)
+		return;
+	check_kernel(&ev[0], 50, 1000, 2000, "k", 0, 1);
+	CHECK_EQ_U(ev[1].start_ns, 3000);
+	CHECK_EQ_U(ev[1].end_ns, 3100);
+	CHECK_EQ_U(ev[1].copy_kind, PROFD__GPU_COPY_KIND__GPU_COPY_DTOH);
+	check_nvtx(&ev[2], 4000, 4000, 5, 0, "m", NULL);
+	check_api(&ev[3], 52, 5, 5000, 6000, "cudaDeviceSynchronize");
+
+	/* The offset is measured again every 10 s of flushing (NTP slews CLOCK_REALTIME). */
+	fake_cupti_set_clock(fake_realtime2, honor);
+	atomic_fetch_add(&test_now, 9 * SEC);
+	core__flush(false, &until);
+	CHECK_EQ_I(core__test_offset(), (int64_t)FAKE_OFF);
+	atomic_fetch_add(&test_now, 1 * SEC);
+	core__flush(false, &until);
+	CHECK_EQ_I(core__test_offset(), (int64_t)FAKE_OFF + 5000);
+}
+
+static void case_decode_offset_refused(void)
+{
+	fake_cupti_set_result("cuptiActivityRegisterTimestampCallback", CUPTI_ERROR_NOT_COMPATIBLE);
+	decode_offset(true);
+	CHECK(!fake_cupti_timestamp_callback_set());
+}
+
+static void case_decode_offset_ignored(void)
+{
+	/* Registered, but CUPTI's clock does not follow it. */
+	decode_offset(false);
+	CHECK(fake_cupti_timestamp_callback_set());
+}
+
+/* ---- pool, drops, flush -------------------------------------------------------------------- */
+
+static void case_pool(void)
+{
+	struct buf a, b, d1, d2, c;
+	struct ev ev[4];
+
+	setenv("PROFD_CUPTI_BUFFERS", "2", 1);
+	enable_core();
+	CHECK(fake_cupti_real_iterator());
+	get_buf(&a);
+	get_buf(&b);
+	CHECK(a.p != b.p);
+	CHECK_EQ_U(a.size, 1u << 20);
+	CHECK_EQ_U(b.size, 1u << 20);
+	/* Pool empty: a discard buffer, never NULL, and its records only counted. */
+	get_buf(&d1);
+	get_buf(&d2);
+	CHECK(d1.p != a.p && d1.p != b.p);
+	CHECK(d1.p == d2.p);
+	CHECK_EQ_U(d1.size, 64u << 10);
+	CHECK_EQ_U(atomic_load(&core_stats.discard_bufs), 2);
+	put_kernel(&d1, 60, 1, 2, "k", 0);
+	put_kernel(&d1, 61, 1, 2, "k", 0);
+	put_kernel(&d1, 62, 1, 2, "k", 0);
+	fake_cupti_complete_buffer(d1.p, d1.size, d1.len);
+	CHECK_EQ_U(evq__len(q), 0);
+	CHECK_EQ_U(evq__take_dropped(q), 3);
+
+	/* CUPTI's own drops are counted too. A completed buffer goes back to the pool. */
+	fake_cupti_set_dropped(5);
+	put_kernel(&a, 63, 1, 2, "k", 0);
+	fake_cupti_complete_buffer(a.p, a.size, a.len);
+	CHECK_EQ_U(evq__drain(q, ev, 4), 1);
+	CHECK_EQ_U(evq__take_dropped(q), 5);
+	get_buf(&c);
+	CHECK(c.p == a.p);
+}
+
+static struct buf flush_buf;
+
+static void on_flush(uint32_t flag)
+{
+	if (!(flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED))
+		return;
+	put_kernel(&flush_buf, 70, 100, 200, "k", 0);
+	fake_cupti_complete_buffer(flush_buf.p, flush_buf.size, flush_buf.len);
+}
+
+static void case_flush(void)
+{
+	uint64_t until = 1;
+	struct ev ev[4];
+
+	enable_core();
+	CHECK(fake_cupti_real_iterator());
+	get_buf(&flush_buf);
+	fake_cupti_on_flush(on_flush);
+	core__flush(false, &until);
+	CHECK_EQ_U(until, 0);
+	CHECK(fake_cupti_call_index("cuptiActivityFlushAll", true, 0) >= 0);
+	CHECK_EQ_U(evq__len(q), 0);
+	atomic_store(&test_now, 42 * SEC);
+	core__flush(true, &until);
+	CHECK_EQ_U(until, 42 * SEC);
+	CHECK_EQ_U(evq__drain(q, ev, 4), 1);
+	CHECK_EQ_U(ev[0].corr, 70);
+	fake_cupti_on_flush(NULL);
+	/* A failed flush promises nothing. */
+	fake_cupti_set_result("cuptiActivityFlushAll", CUPTI_ERROR_UNKNOWN);
+	core__flush(true, &until);
+	CHECK_EQ_U(until, 0);
+	/* Disabled: no CUPTI call, nothing promised. */
+	fake_cupti_set_result("cuptiActivityFlushAll", CUPTI_SUCCESS);
+	core__disable();
+	until = 1;
+	size_t before = fake_cupti_call_count("cuptiActivityFlushAll");
+	core__flush(true, &until);
+	CHECK_EQ_U(until, 0);
+	CHECK_EQ_U(fake_cupti_call_count("cuptiActivityFlushAll"), before);
+}
+
+/* ---- NVTX injection ------------------------------------------------------------------------ */
+
+int InitializeInjectionNvtx2(const void *(*get_export_table)(uint32_t));
+
+static const void *fake_export_table(uint32_t id)
+{
+	return NULL;
+}
+
+static void case_nvtx_injection(void)
+{
+	CHECK_EQ_I(InitializeInjectionNvtx2(fake_export_table), 1);
+	CHECK(fake_cupti_call_index("cuptiNvtxInitialize2", true,
+				    (uint64_t)(uintptr_t)fake_export_table) >= 0);
+	fake_cupti_set_result("cuptiNvtxInitialize2", CUPTI_ERROR_NOT_INITIALIZED);
+	CHECK_EQ_I(InitializeInjectionNvtx2(fake_export_table), 0);
+}
+
+static void case_nvtx_injection_no_cupti(void)
+{
+	setenv("PROFD_CUPTI_PATH", "/nonexistent/libcupti.so", 1);
+	CHECK_EQ_I(InitializeInjectionNvtx2(fake_export_table), 0);
+	CHECK_EQ_U(fake_cupti_call_count("cuptiNvtxInitialize2"), 0);
+}
+
+/* ---- the USDT probe site ------------------------------------------------------------------- */
+
+/*
+ * Find the stapsdt note of profd:cuda_launch in an ELF file and check that it names a
+ * semaphore: the probe is compiled in and gated. Returns the number of such notes.
+ */
+static int usdt_notes(const char *path)
+{
+	static const char owner[8] = "stapsdt";
+	struct stat st;
+	uint8_t *data, *p, *end;
+	int fd, found = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	CHECK(fd >= 0);
+	if (fd < 0)
+		return 0;
+	CHECK_EQ_I(fstat(fd, &st), 0);
+	data = malloc((size_t)st.st_size);
+	CHECK(data && read(fd, data, (size_t)st.st_size) == st.st_size);
+	close(fd);
+	end = data + st.st_size;
+	for (p = data + 12; p + 8 + 24 < end; p++) {
+		uint32_t namesz, descsz, type;
+		const char *prov, *name;
+		uint64_t sem;
+
+		p = memmem(p, (size_t)(end - p), owner, sizeof(owner));
+		if (!p || p + 8 + 24 >= end)
+			break;
+		memcpy(&namesz, p - 12, 4);
+		memcpy(&descsz, p - 8, 4);
+		memcpy(&type, p - 4, 4);
+		if (namesz != 8 || type != 3 || p + 8 + descsz > end)
+			continue;
+		memcpy(&sem, p + 8 + 16, 8);
+		prov = (const char *)p + 8 + 24;
+		name = prov + strnlen(prov, descsz - 24) + 1;
+		if (strcmp(prov, PROFD_USDT_PROVIDER) || strcmp(name, PROFD_USDT_LAUNCH))
+			continue;
+		CHECK(sem != 0);
+		found++;
+	}
+	free(data);
+	return found;
+}
+
+static void case_usdt(void)
+{
+	CHECK_EQ_I(usdt_notes("/proc/self/exe"), 1);
+	CHECK_EQ_I(usdt_notes(PROFD_CUPTI_SO), 1);
+}
+
+/* -------------------------------------------------------------------------------------------- */
+
+static int run(const char *name, void (*fn)(void))
+{
+	int status = 0;
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		return 1;
+	if (pid == 0) {
+		check_count = check_failures = 0;
+		setenv("PROFD_CUPTI_PATH", FAKE_CUPTI_PATH, 1);
+		fn();
+		fprintf(stderr, "%s: %d checks, %d failed\n", name, check_count, check_failures);
+		fflush(NULL);
+		_exit(check_failures || !check_count ? 1 : 0);
+	}
+	waitpid(pid, &status, 0);
+	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+		fprintf(stderr, "%s: FAILED (status 0x%x)\n", name, status);
+		return 1;
+	}
+	return 0;
+}
+
+#define RUN(fn) CHECK_EQ_I(run(#fn, fn), 0)
+
+int main(void)
+{
+	unsetenv("PROFD_CUPTI_LAUNCH_RATE");
+	unsetenv("PROFD_CUPTI_BUFFERS");
+	RUN(case_no_cupti);
+	RUN(case_too_old);
+	RUN(case_init);
+	RUN(case_loaded_wins);
+	RUN(case_bad_env);
+	RUN(case_enable);
+	RUN(case_subscriber_taken);
+	RUN(case_kernel_kind_fails);
+	RUN(case_launch_unlimited);
+	RUN(case_launch_rate);
+	RUN(case_launch_generation);
+	RUN(case_decode_callback_clock);
+	RUN(case_decode_offset_refused);
+	RUN(case_decode_offset_ignored);
+	RUN(case_pool);
+	RUN(case_flush);
+	RUN(case_nvtx_injection);
+	RUN(case_nvtx_injection_no_cupti);
+	RUN(case_usdt);
+	return CHECK_DONE();
+}
