@@ -77,11 +77,20 @@ int cmd_dump(int argc, char **argv, const struct global_opts *g);
 int cmd_top(int argc, char **argv, const struct global_opts *g);
 int cmd_table(int argc, char **argv, const struct global_opts *g);
 int cmd_diff(int argc, char **argv, const struct global_opts *g);
+int cmd_report(int argc, char **argv, const struct global_opts *g);
 void cmd_status_usage(FILE *f);
 void cmd_dump_usage(FILE *f);
 void cmd_top_usage(FILE *f);
 void cmd_table_usage(FILE *f);
 void cmd_diff_usage(FILE *f);
+void cmd_report_usage(FILE *f);
+
+/*
+ * A StatusReply as text for people (GPU lines only when the daemon sent GPU counters) or as one
+ * JSON object with every field set, named as in profd.proto. Implemented in cmd_status.c.
+ */
+void status_print_text(FILE *out, const Profd__StatusReply *st);
+void status_print_json(FILE *out, const Profd__StatusReply *st);
 
 enum dump_format {
 	DUMP_FORMAT_DEFAULT = 0, /* from -o's suffix (.svg, .pb.gz, .json, ...), else folded */
@@ -94,8 +103,14 @@ enum dump_format {
 
 #define DUMP_MAX_PIDS 256
 
+enum dump_kind {
+	DUMP_KIND_FLAMEGRAPH = 0,
+	DUMP_KIND_TRACE, /* Chrome trace event JSON of the raw events */
+};
+
 struct dump_args {
 	bool help;
+	enum dump_kind kind;
 	uint32_t pids[DUMP_MAX_PIDS];
 	size_t n_pids;
 	bool has_tid;
@@ -106,25 +121,35 @@ struct dump_args {
 	const char *output;	 /* NULL: stdout */
 	bool python_only;	 /* hide native frames between Python frames */
 	uint64_t timeout_ns;	 /* 0: global or default */
+	int value;		 /* enum value_kind (value.h): the column drawn */
+	bool gpu_idle;		 /* --gpu-idle: the gpu_idle_samples column */
+	bool nvtx;		 /* keep NVTX frames */
 };
 
 /*
- * Parse `dump flamegraph ...` (argv[0] is "dump"). Returns 0 (a->help set for --help), or
- * -EINVAL with e filled (code PROFCTL_EXIT_USAGE). argv may be permuted; strings are borrowed.
+ * Parse `dump flamegraph ...` or `dump trace ...` (argv[0] is "dump"). Returns 0 (a->help set
+ * for --help), or -EINVAL with e filled (code PROFCTL_EXIT_USAGE). argv may be permuted;
+ * strings are borrowed.
  */
 int dump_parse_args(int argc, char **argv, struct dump_args *a, struct cli_error *e);
 
 struct conn;
 
 /*
+ * The column of p that value (enum value_kind) names, by name. Returns 0 with *index set, or
+ * -ENODATA with e filled (PROFCTL_EXIT_NO_SAMPLES) when p lacks the column or it sums to 0.
+ * Implemented in cmd_dump.c.
+ */
+int dump_select_value(const Profd__Profile *p, int value, uint32_t *index, struct cli_error *e);
+/* Tell a non-root user, on stderr, that the daemon showed only their own processes. */
+void cli_note_filtered(const Profd__Profile *p);
+/*
  * Send dreq on c and check the profile that comes back: consistent indices (profile_check)
- * and at least one sample. Returns 0 with *out set (free it with
+ * and at least one sample with a value in any column. Returns 0 with *out set (free it with
  * profd__response__free_unpacked), or a negative errno with e filled: what conn__call returns,
  * -EPROTO (PROFCTL_EXIT_PROTOCOL) for an inconsistent profile, -ENODATA
  * (PROFCTL_EXIT_NO_SAMPLES) for an empty one. Implemented in cmd_dump.c.
  */
-/* Tell a non-root user, on stderr, that the daemon showed only their own processes. */
-void cli_note_filtered(const Profd__Profile *p);
 int dump_fetch(struct conn *c, const Profd__DumpRequest *dreq, Profd__Response **out,
 	       struct cli_error *e);
 /*

@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * profctl dump flamegraph: ask the daemon for a profile and render it as folded stacks, SVG,
- * pprof, speedscope or JSON.
+ * pprof, speedscope or JSON. profctl dump trace: ask for the raw events of a recent window and
+ * write them as Chrome trace event JSON.
  */
 #define _GNU_SOURCE /* asprintf */
 #include "cli.h"
 #include "conn.h"
 #include "format.h"
 #include "profile.h"
+#include "trace.h"
+#include "value.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,10 +30,15 @@ void cmd_dump_usage(FILE *f)
 {
 	fputs("Usage: profctl [--socket PATH] dump flamegraph [--pid N]... [--tid N]\n"
 	      "               [--since DURATION] [--format FORMAT] [-o FILE] [--python-only]\n"
-	      "               [--timeout DURATION]\n"
+	      "               [--value VALUE | --gpu-idle] [--nvtx] [--timeout DURATION]\n"
+	      "       profctl [--socket PATH] dump trace [--pid N]... [--since DURATION]\n"
+	      "               [-o FILE] [--timeout DURATION]\n"
 	      "\n"
-	      "Fetch the samples the daemon holds and render them as a flame graph, or write\n"
-	      "them in a format other tools read.\n"
+	      "flamegraph: fetch the samples the daemon holds and render them as a flame graph,\n"
+	      "or write them in a format other tools read.\n"
+	      "trace: fetch the raw events of a recent window (CPU samples, CUDA calls, kernels,\n"
+	      "copies, NVTX ranges, launches) as Chrome trace event JSON for Perfetto\n"
+	      "(ui.perfetto.dev) and chrome://tracing.\n"
 	      "\n"
 	      "Options:\n"
 	      "  --pid N              only process N (repeat for more); without it every process\n"
@@ -50,11 +58,23 @@ void cmd_dump_usage(FILE *f)
 	      "                       instead of standard output\n"
 	      "  --python-only        hide the native frames between Python frames (the\n"
 	      "                       interpreter's); C extensions above and main below stay\n"
+	      "  --value VALUE        what the widths measure, one of:\n"
+	      "                         cpu          CPU samples (default)\n"
+	      "                         gpu          GPU kernel time by launching stack\n"
+	      "                         gpu-kernels  kernels by launching stack\n"
+	      "                         copy         memcpy/memset time by launching stack\n"
+	      "                         copy-bytes   bytes copied by launching stack\n"
+	      "                         launches     launches seen by the libcuda uprobes\n"
+	      "                                      (processes without the CUPTI library)\n"
+	      "  --gpu-idle           only CPU samples taken while none of the process's GPU\n"
+	      "                       kernels ran: what the host did while the GPU starved\n"
+	      "  --nvtx               keep NVTX ranges as frames at the root ([nvtx] NAME)\n"
 	      "  --timeout DURATION   how long to wait for the daemon (default 60s)\n"
 	      "  -h, --help           show this help\n"
 	      "\n"
-	      "Frame names: kernel frames end in _[k], GPU frames in _[g], Python frames read\n"
-	      "NAME (FILE:LINE), frames without a symbol read [unknown] (MODULE+0xADDR).\n"
+	      "Frame names: kernel frames end in _[k], GPU frames (a kernel or [memcpy HtoD]\n"
+	      "above its launching stack) in _[g], Python frames read NAME (FILE:LINE), NVTX\n"
+	      "ranges read [nvtx] NAME, frames without a symbol read [unknown] (MODULE+0xADDR).\n"
 	      "\n"
 	      "Examples:\n"
 	      "  profctl dump flamegraph --pid 1234 --since 30s -o cpu.svg\n"
@@ -63,7 +83,10 @@ void cmd_dump_usage(FILE *f)
 	      "  profctl dump flamegraph --pid 1234 --format folded | flamegraph.pl > cpu.svg\n"
 	      "  profctl dump flamegraph --pid 1234 -o cpu.pb.gz && go tool pprof -top cpu.pb.gz\n"
 	      "  profctl dump flamegraph --since 1m -o cpu.speedscope.json\n"
-	      "  profctl dump flamegraph --format json | jq '.samples | length'\n",
+	      "  profctl dump flamegraph --format json | jq '.samples | length'\n"
+	      "  profctl dump flamegraph --pid 1234 --value gpu -o gpu.svg\n"
+	      "  profctl dump flamegraph --pid 1234 --gpu-idle --nvtx -o idle.svg\n"
+	      "  profctl dump trace --pid 1234 --since 10s -o trace.json\n",
 	      f);
 }
 
@@ -121,25 +144,30 @@ int dump_parse_args(int argc, char **argv, struct dump_args *a, struct cli_error
 	    {"since", required_argument, NULL, 's'},  {"format", required_argument, NULL, 'f'},
 	    {"output", required_argument, NULL, 'o'}, {"timeout", required_argument, NULL, 't'},
 	    {"python-only", no_argument, NULL, 'P'},  {"help", no_argument, NULL, 'h'},
-	    {0},
+	    {"value", required_argument, NULL, 'v'},  {"gpu-idle", no_argument, NULL, 'I'},
+	    {"nvtx", no_argument, NULL, 'N'},	      {0},
 	};
+	const char *value_opt = NULL;
 	uint32_t id;
 	int opt, err;
 
 	*a = (struct dump_args){0};
 	if (argc < 2) {
 		cli_error_set(e, PROFCTL_EXIT_USAGE,
-			      "dump: say what to dump (flamegraph); see 'profctl dump --help'");
+			      "dump: say what to dump (flamegraph or trace); see 'profctl dump "
+			      "--help'");
 		return -EINVAL;
 	}
 	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
 		a->help = true;
 		return 0;
 	}
-	if (strcmp(argv[1], "flamegraph") != 0) {
+	if (strcmp(argv[1], "trace") == 0) {
+		a->kind = DUMP_KIND_TRACE;
+	} else if (strcmp(argv[1], "flamegraph") != 0) {
 		cli_error_set(e, PROFCTL_EXIT_USAGE,
-			      "dump: unknown kind '%s' (only 'flamegraph' for now); see 'profctl "
-			      "dump --help'",
+			      "dump: unknown kind '%s' (flamegraph or trace); see 'profctl dump "
+			      "--help'",
 			      argv[1]);
 		return -EINVAL;
 	}
@@ -205,6 +233,21 @@ int dump_parse_args(int argc, char **argv, struct dump_args *a, struct cli_error
 		case 'P':
 			a->python_only = true;
 			break;
+		case 'v': {
+			enum value_kind k;
+
+			if (value_parse(optarg, &k))
+				return bad_value(e, "--value", optarg, "is not " VALUE_OPTION_LIST);
+			a->value = k;
+			value_opt = optarg;
+			break;
+		}
+		case 'I':
+			a->gpu_idle = true;
+			break;
+		case 'N':
+			a->nvtx = true;
+			break;
 		case 'h':
 			a->help = true;
 			return 0;
@@ -219,21 +262,71 @@ int dump_parse_args(int argc, char **argv, struct dump_args *a, struct cli_error
 			      argv[optind]);
 		return -EINVAL;
 	}
+	if (a->gpu_idle && value_opt && a->value != VALUE_CPU) {
+		cli_error_set(e, PROFCTL_EXIT_USAGE,
+			      "dump: --gpu-idle selects CPU samples, it cannot go with --value %s; "
+			      "see 'profctl dump --help'",
+			      value_opt);
+		return -EINVAL;
+	}
+	if (a->gpu_idle)
+		a->value = VALUE_GPU_IDLE;
+	if (a->kind == DUMP_KIND_TRACE) {
+		const char *bad = a->has_tid		  ? "--tid"
+				  : a->format != DUMP_FORMAT_DEFAULT ? "--format"
+				  : a->python_only		  ? "--python-only"
+				  : value_opt			  ? "--value"
+				  : a->gpu_idle			  ? "--gpu-idle"
+				  : a->nvtx			  ? "--nvtx"
+								  : NULL;
+
+		if (bad) {
+			cli_error_set(e, PROFCTL_EXIT_USAGE,
+				      "dump: %s is for flame graphs, not traces; see 'profctl dump "
+				      "--help'",
+				      bad);
+			return -EINVAL;
+		}
+		return 0;
+	}
 	if (a->format == DUMP_FORMAT_DEFAULT)
 		a->format = a->output ? format_for_file(a->output) : DUMP_FORMAT_FOLDED;
 	return 0;
 }
 
-static int render(const Profd__Profile *p, const struct dump_args *a, FILE *out)
+/* What the flame graph's title calls the value drawn. */
+static const char *value_title(int v)
 {
-	struct render_opts ro = {.process_root = a->n_pids == 0};
+	switch (v) {
+	case VALUE_GPU_IDLE:
+		return "GPU-idle CPU";
+	case VALUE_GPU:
+		return "GPU time";
+	case VALUE_GPU_KERNELS:
+		return "GPU kernels";
+	case VALUE_COPY:
+		return "GPU copy time";
+	case VALUE_COPY_BYTES:
+		return "GPU copy bytes";
+	case VALUE_LAUNCHES:
+		return "GPU launches (uprobe)";
+	default:
+		return "CPU";
+	}
+}
+
+static int render(const Profd__Profile *p, const struct dump_args *a, uint32_t value_index,
+		  FILE *out)
+{
+	struct render_opts ro = {.process_root = a->n_pids == 0, .value_index = value_index};
+	const char *what = value_title(a->value);
 	char title[160];
 	size_t pos;
 
 	if (a->n_pids == 0) {
-		pos = (size_t)snprintf(title, sizeof(title), "CPU flame graph: all processes");
+		pos = (size_t)snprintf(title, sizeof(title), "%s flame graph: all processes", what);
 	} else {
-		pos = (size_t)snprintf(title, sizeof(title), "CPU flame graph: pid");
+		pos = (size_t)snprintf(title, sizeof(title), "%s flame graph: pid", what);
 		for (size_t i = 0; i < a->n_pids && pos < sizeof(title); i++) {
 			const char *name = profile_process_name(p, a->pids[i]);
 
@@ -336,23 +429,29 @@ out:
 struct render_ctx {
 	const Profd__Profile *p;
 	const struct dump_args *a;
+	uint32_t value_index;
 };
 
 static int render_to(FILE *out, void *ctx)
 {
 	const struct render_ctx *rc = ctx;
 
-	return render(rc->p, rc->a, out);
+	return render(rc->p, rc->a, rc->value_index, out);
 }
 
-static uint64_t profile_total(const Profd__Profile *p)
+static int trace_to(FILE *out, void *ctx)
 {
-	uint64_t total = 0;
+	return format_trace(ctx, out);
+}
 
+/* Whether any sample carries a value in any column: a profile of only GPU time counts. */
+static bool profile_has_values(const Profd__Profile *p)
+{
 	for (size_t i = 0; i < p->n_samples; i++)
-		if (p->samples[i]->n_values)
-			total += p->samples[i]->values[0];
-	return total;
+		for (size_t j = 0; j < p->samples[i]->n_values; j++)
+			if (p->samples[i]->values[j])
+				return true;
+	return false;
 }
 
 void cli_note_filtered(const Profd__Profile *p)
@@ -383,7 +482,7 @@ int dump_fetch(struct conn *c, const Profd__DumpRequest *dreq, Profd__Response *
 			      "the same version?",
 			      why);
 		err = -EPROTO;
-	} else if (!profile_total(resp->profile)) {
+	} else if (!profile_has_values(resp->profile)) {
 		cli_error_set(e, PROFCTL_EXIT_NO_SAMPLES,
 			      "no samples: the daemon returned an empty profile; widen --since or "
 			      "check the --pid");
@@ -397,6 +496,83 @@ int dump_fetch(struct conn *c, const Profd__DumpRequest *dreq, Profd__Response *
 	return 0;
 }
 
+int dump_select_value(const Profd__Profile *p, int value, uint32_t *index, struct cli_error *e)
+{
+	const char *col = value_column_name((enum value_kind)value);
+	int idx = profile_value_index(p, col);
+
+	if (idx < 0) {
+		cli_error_set(e, PROFCTL_EXIT_NO_SAMPLES,
+			      "the profile has no %s values: the daemon does not collect them (GPU "
+			      "support missing, or a daemon older than profctl)",
+			      col);
+		return -ENODATA;
+	}
+	if (!profile_value_total(p, (uint32_t)idx)) {
+		cli_error_set(e, PROFCTL_EXIT_NO_SAMPLES,
+			      "no %s in the window: widen --since or check the --pid%s", col,
+			      value == VALUE_CPU ? "" : " (is the process's GPU library attached?)");
+		return -ENODATA;
+	}
+	*index = (uint32_t)idx;
+	return 0;
+}
+
+/* dump trace: fetch, check, write. Returns an exit code, any error printed. */
+static int dump_trace(struct conn *c, const struct dump_args *a)
+{
+	Profd__Request req = PROFD__REQUEST__INIT;
+	Profd__TraceRequest treq = PROFD__TRACE_REQUEST__INIT;
+	Profd__Response *resp = NULL;
+	struct cli_error e = {0};
+	char why[256];
+	int err, ret = PROFCTL_EXIT_OK;
+
+	treq.n_pids = a->n_pids;
+	treq.pids = (uint32_t *)a->pids;
+	treq.has_since_ns = a->has_since;
+	treq.since_ns = a->since_ns;
+	req.msg_case = PROFD__REQUEST__MSG_TRACE;
+	req.trace = &treq;
+	err = conn__call(c, &req, PROFD__RESPONSE__MSG_TRACE, &resp, &e);
+	if (err)
+		return cli_error_print(&e);
+	if (trace_check(resp->trace, why, sizeof(why))) {
+		cli_error_set(&e, PROFCTL_EXIT_PROTOCOL,
+			      "the daemon sent an inconsistent trace (%s): are profd and profctl "
+			      "the same version?",
+			      why);
+		ret = cli_error_print(&e);
+		goto out;
+	}
+	if (!trace_n_events(resp->trace)) {
+		cli_error_set(&e, PROFCTL_EXIT_NO_SAMPLES,
+			      "no events: the daemon's trace ring holds nothing for this filter; "
+			      "widen --since or check the --pid");
+		ret = cli_error_print(&e);
+		goto out;
+	}
+	if (resp->trace->has_only_uid)
+		fprintf(stderr,
+			"profctl: note: only processes of uid %u are shown; root sees every "
+			"process\n",
+			resp->trace->only_uid);
+	if (a->output) {
+		if (cli_write_file(a->output, trace_to, resp->trace, &e))
+			ret = cli_error_print(&e);
+	} else {
+		err = format_trace(resp->trace, stdout);
+		if (err) {
+			cli_error_set(&e, PROFCTL_EXIT_ERROR, "writing to standard output: %s",
+				      strerror(-err));
+			ret = cli_error_print(&e);
+		}
+	}
+out:
+	profd__response__free_unpacked(resp, NULL);
+	return ret;
+}
+
 int cmd_dump(int argc, char **argv, const struct global_opts *g)
 {
 	Profd__DumpRequest dreq = PROFD__DUMP_REQUEST__INIT;
@@ -405,6 +581,7 @@ int cmd_dump(int argc, char **argv, const struct global_opts *g)
 	struct dump_args a;
 	struct conn *c = NULL;
 	uint64_t timeout_ns;
+	uint32_t vi = 0;
 	int err, ret = PROFCTL_EXIT_OK;
 
 	if (dump_parse_args(argc, argv, &a, &e))
@@ -414,7 +591,8 @@ int cmd_dump(int argc, char **argv, const struct global_opts *g)
 		return PROFCTL_EXIT_OK;
 	}
 	/* Gzip on a terminal helps nobody and can upset it; say so before asking the daemon. */
-	if (a.format == DUMP_FORMAT_PPROF && !a.output && isatty(STDOUT_FILENO)) {
+	if (a.kind == DUMP_KIND_FLAMEGRAPH && a.format == DUMP_FORMAT_PPROF && !a.output &&
+	    isatty(STDOUT_FILENO)) {
 		cli_error_set(&e, PROFCTL_EXIT_USAGE,
 			      "dump: pprof output is binary: pass -o FILE or redirect standard "
 			      "output");
@@ -427,6 +605,11 @@ int cmd_dump(int argc, char **argv, const struct global_opts *g)
 	c = conn__open(wire_socket_path(g->socket), timeout_ns, &e);
 	if (!c)
 		return cli_error_print(&e);
+	if (a.kind == DUMP_KIND_TRACE) {
+		ret = dump_trace(c, &a);
+		conn__free(c);
+		return ret;
+	}
 	dreq.n_pids = a.n_pids;
 	dreq.pids = a.pids;
 	dreq.has_tid = a.has_tid;
@@ -437,22 +620,29 @@ int cmd_dump(int argc, char **argv, const struct global_opts *g)
 	conn__free(c);
 	if (err)
 		return cli_error_print(&e);
+	if (dump_select_value(resp->profile, a.value, &vi, &e)) {
+		ret = cli_error_print(&e);
+		goto out;
+	}
 	cli_note_filtered(resp->profile);
+	if (!a.nvtx)
+		profile_strip_nvtx(resp->profile);
 	if (a.python_only)
 		profile_python_only(resp->profile);
 	if (a.output) {
-		struct render_ctx rc = {resp->profile, &a};
+		struct render_ctx rc = {resp->profile, &a, vi};
 
 		if (cli_write_file(a.output, render_to, &rc, &e))
 			ret = cli_error_print(&e);
 	} else {
-		err = render(resp->profile, &a, stdout);
+		err = render(resp->profile, &a, vi, stdout);
 		if (err) {
 			cli_error_set(&e, PROFCTL_EXIT_ERROR, "writing to standard output: %s",
 				      strerror(-err));
 			ret = cli_error_print(&e);
 		}
 	}
+out:
 	profd__response__free_unpacked(resp, NULL);
 	return ret;
 }

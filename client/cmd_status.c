@@ -2,6 +2,7 @@
 /* profctl status: what the daemon is doing, as text for people or JSON for scripts. */
 #include "cli.h"
 #include "conn.h"
+#include "format.h"
 #include "profile.h"
 
 #include <errno.h>
@@ -18,7 +19,10 @@ void cmd_status_usage(FILE *f)
 	    "\n"
 	    "Show what the daemon is doing: version, uptime, sampling frequency and targets,\n"
 	    "samples received and lost (ring buffer full), stack read errors, samples evicted by\n"
-	    "the memory cap, store size, the time range it covers, clients, its CPU and memory.\n"
+	    "the memory cap, store size, the time range it covers, clients, its CPU and memory;\n"
+	    "with GPU support, the GPU counters and, per CUDA process, the state of the\n"
+	    "profd CUPTI library inside it (ready, or why not), whether it is collecting, its\n"
+	    "clock and the CUPTI version.\n"
 	    "\n"
 	    "Options:\n"
 	    "  --json              print the fields as one JSON object (names as in profd.proto)\n"
@@ -34,16 +38,7 @@ void cmd_status_usage(FILE *f)
 
 static void json_string(FILE *out, const char *s)
 {
-	fputc('"', out);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(out, "\\%c", *p);
-		else if (*p < 0x20)
-			fprintf(out, "\\u%04x", *p);
-		else
-			fputc(*p, out);
-	}
-	fputc('"', out);
+	json_write_string(out, s ? s : "");
 }
 
 /* One JSON value of a scalar field at p; false for a type the reply does not use. */
@@ -73,14 +68,50 @@ static bool json_scalar(FILE *out, ProtobufCType type, const void *p)
 	}
 }
 
+static void print_message(FILE *out, const ProtobufCMessageDescriptor *d, const void *msg);
+
+/* One element of a field: a scalar, an enum by its name, or a nested message. */
+static void json_value(FILE *out, const ProtobufCFieldDescriptor *fd, const void *p)
+{
+	if (fd->type == PROTOBUF_C_TYPE_ENUM) {
+		const ProtobufCEnumValue *ev = protobuf_c_enum_descriptor_get_value(
+		    fd->descriptor, *(const int *)p);
+
+		if (ev)
+			json_string(out, ev->name);
+		else
+			fprintf(out, "%d", *(const int *)p);
+	} else if (fd->type == PROTOBUF_C_TYPE_MESSAGE) {
+		print_message(out, fd->descriptor, *(const void *const *)p);
+	} else if (!json_scalar(out, fd->type, p)) {
+		fputs("null", out);
+	}
+}
+
+/* Size of one element of a repeated field in its array. */
+static size_t elem_size(ProtobufCType type)
+{
+	switch (type) {
+	case PROTOBUF_C_TYPE_UINT64:
+	case PROTOBUF_C_TYPE_INT64:
+		return 8;
+	case PROTOBUF_C_TYPE_BOOL:
+		return sizeof(protobuf_c_boolean);
+	case PROTOBUF_C_TYPE_STRING:
+	case PROTOBUF_C_TYPE_MESSAGE:
+		return sizeof(void *);
+	default:
+		return 4;
+	}
+}
+
 /*
  * Every field the daemon set, named as in profd.proto, walked from the message descriptor so
- * fields added to StatusReply appear without touching this file.
+ * fields added to StatusReply (and the messages it holds) appear without touching this file.
  */
-static void print_json(FILE *out, const Profd__StatusReply *st)
+static void print_message(FILE *out, const ProtobufCMessageDescriptor *d, const void *msg)
 {
-	const ProtobufCMessageDescriptor *d = &profd__status_reply__descriptor;
-	const char *base = (const char *)st;
+	const char *base = msg;
 	const char *sep = "";
 
 	fputs("{", out);
@@ -90,36 +121,101 @@ static void print_json(FILE *out, const Profd__StatusReply *st)
 
 		if (fd->label == PROTOBUF_C_LABEL_REPEATED) {
 			size_t n = *(const size_t *)(base + fd->quantifier_offset);
-			const uint32_t *arr = *(const uint32_t *const *)val;
+			const char *arr = *(const char *const *)val;
 
-			/* StatusReply repeats only uint32 fields (target_pids). */
-			if (fd->type != PROTOBUF_C_TYPE_UINT32)
-				continue;
 			fprintf(out, "%s\"%s\": [", sep, fd->name);
 			for (size_t k = 0; k < n; k++) {
 				fputs(k ? ", " : "", out);
-				json_scalar(out, fd->type, &arr[k]);
+				json_value(out, fd, arr + k * elem_size(fd->type));
 			}
 			fputs("]", out);
 			sep = ", ";
 			continue;
 		}
-		if (fd->type == PROTOBUF_C_TYPE_STRING) {
-			if (!*(const char *const *)val)
+		if (fd->type == PROTOBUF_C_TYPE_STRING || fd->type == PROTOBUF_C_TYPE_MESSAGE) {
+			if (!*(const void *const *)val)
 				continue;
 		} else if (fd->label == PROTOBUF_C_LABEL_OPTIONAL && fd->quantifier_offset &&
 			   !*(const protobuf_c_boolean *)(base + fd->quantifier_offset)) {
 			continue;
 		}
 		fprintf(out, "%s\"%s\": ", sep, fd->name);
-		if (!json_scalar(out, fd->type, val))
-			fputs("null", out);
+		json_value(out, fd, val);
 		sep = ", ";
 	}
-	fputs("}\n", out);
+	fputs("}", out);
 }
 
-static void print_text(FILE *out, const Profd__StatusReply *st)
+void status_print_json(FILE *out, const Profd__StatusReply *st)
+{
+	print_message(out, &profd__status_reply__descriptor, st);
+	fputs("\n", out);
+}
+
+static const char *gpu_state_name(Profd__GpuState s)
+{
+	switch (s) {
+	case PROFD__GPU_STATE__GPU_STATE_READY:
+		return "ready";
+	case PROFD__GPU_STATE__GPU_STATE_NO_CUPTI:
+		return "no CUPTI";
+	case PROFD__GPU_STATE__GPU_STATE_CUPTI_TOO_OLD:
+		return "CUPTI too old";
+	case PROFD__GPU_STATE__GPU_STATE_SUBSCRIBER_TAKEN:
+		return "CUPTI subscriber taken by another tool";
+	case PROFD__GPU_STATE__GPU_STATE_ERROR:
+		return "error";
+	default:
+		return "unknown state";
+	}
+}
+
+static const char *gpu_clock_name(Profd__GpuClock c)
+{
+	switch (c) {
+	case PROFD__GPU_CLOCK__GPU_CLOCK_CALLBACK:
+		return "monotonic callback";
+	case PROFD__GPU_CLOCK__GPU_CLOCK_OFFSET:
+		return "measured offset";
+	default:
+		return "unknown";
+	}
+}
+
+/* The GPU lines, when the daemon has GPU support (it sets the counters). */
+static void print_gpu(FILE *out, const Profd__StatusReply *st)
+{
+	if (!st->has_gpu_processes && !st->n_gpu)
+		return;
+	fprintf(out,
+		"%-14s%" PRIu64 " processes, %" PRIu64 " launches, %" PRIu64 " records, %" PRIu64
+		" joined, %" PRIu64 " unmatched, %" PRIu64 " dropped, %" PRIu64
+		" uprobe launches\n",
+		"gpu:", st->gpu_processes, st->gpu_launches, st->gpu_records, st->gpu_joined,
+		st->gpu_unmatched, st->gpu_dropped, st->gpu_uprobe_launches);
+	for (size_t i = 0; i < st->n_gpu; i++) {
+		const Profd__GpuProcessStatus *g = st->gpu[i];
+		char pid[32];
+
+		snprintf(pid, sizeof(pid), "  pid %" PRIu32 ":", g->pid);
+		fprintf(out, "%-14s%s", pid, gpu_state_name(g->state));
+		if (g->has_enabled)
+			fputs(g->enabled ? ", collecting" : ", idle", out);
+		if (g->has_clock)
+			fprintf(out, ", clock %s", gpu_clock_name(g->clock));
+		if (g->has_cupti_version && g->cupti_version)
+			fprintf(out, ", CUPTI %" PRIu32, g->cupti_version);
+		if (g->detail && *g->detail) {
+			fputs(": ", out);
+			/* One line whatever the library sent. */
+			for (const char *p = g->detail; *p; p++)
+				fputc((unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p, out);
+		}
+		fputc('\n', out);
+	}
+}
+
+void status_print_text(FILE *out, const Profd__StatusReply *st)
 {
 	char a[48], b[48], c[48];
 
@@ -176,6 +272,7 @@ static void print_text(FILE *out, const Profd__StatusReply *st)
 				fmt_duration(st->now_ns - st->newest_ns, a, sizeof(a)));
 		fputc('\n', out);
 	}
+	print_gpu(out, st);
 	fprintf(out, "%-14s%" PRIu32 "\n", "clients:", st->clients);
 	fprintf(out, "%-14s%s CPU, %s RSS\n",
 		"daemon:", fmt_duration(st->daemon_cpu_ns, a, sizeof(a)),
@@ -243,9 +340,9 @@ int cmd_status(int argc, char **argv, const struct global_opts *g)
 	if (err)
 		return cli_error_print(&e);
 	if (json)
-		print_json(stdout, resp->status);
+		status_print_json(stdout, resp->status);
 	else
-		print_text(stdout, resp->status);
+		status_print_text(stdout, resp->status);
 	profd__response__free_unpacked(resp, NULL);
 	if (fflush(stdout) || ferror(stdout)) {
 		cli_error_set(&e, PROFCTL_EXIT_ERROR, "writing to standard output: %s",

@@ -8,6 +8,7 @@
 #include "functable.h"
 #include "profile.h"
 #include "view.h"
+#include "value.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -176,6 +177,8 @@ int view_fetch(struct conn *c, const struct view_query *q, struct functable **ou
 		err = -EPROTO;
 		goto out;
 	}
+	/* NVTX labels are ranges, not functions: every sample under one would rank it first. */
+	profile_strip_nvtx(resp->profile);
 	t = functable__new(resp->profile);
 	if (!t) {
 		err = -errno;

@@ -11,11 +11,18 @@
 struct render_opts {
 	bool process_root; /* system-wide dump: each stack starts with its process name */
 	const char *title; /* SVG title; NULL: "Flame Graph" */
+	/*
+	 * The column of Sample.values drawn: flame widths, folded counts, speedscope weights,
+	 * pprof's default sample type. 0 (the first) unless the caller chose one by name
+	 * (profile_value_index).
+	 */
+	uint32_t value_index;
 };
 
 /*
  * Folded stacks, as flamegraph.pl and inferno read them: one line per distinct stack, frames
- * root first joined by ';', a space and the summed sample count; lines sorted bytewise. ';'
+ * root first joined by ';', a space and the summed value of the chosen column; lines sorted
+ * bytewise. ';'
  * in names becomes '_' and control characters become '?'. Returns 0 or a negative errno
  * (-EIO when writing to out failed).
  */
@@ -23,30 +30,34 @@ int format_folded(const Profd__Profile *p, const struct render_opts *o, FILE *ou
 
 /*
  * A self-contained interactive flame graph SVG (root at the bottom; hover, click to zoom,
- * search). Returns 0 or a negative errno.
+ * search). Tooltips and the subtitle give the chosen column in its unit: sample counts, times
+ * (ns as us/ms/s), sizes (KiB, MiB). Returns 0 or a negative errno.
  */
 int format_svg(const Profd__Profile *p, const struct render_opts *o, FILE *out);
 
 /*
  * pprof: a gzip-compressed perftools.profiles.Profile (proto/profile.proto) as `go tool pprof`
  * reads it. The CPU sample column becomes two values, samples/count and cpu/nanoseconds
- * (samples times the period); other columns keep their type and unit. Every sample carries
+ * (samples times the period); other columns keep their type and unit. The default sample type
+ * is cpu/nanoseconds when the chosen column is the CPU one, else the chosen column's type.
+ * Every sample carries
  * pid and tid number labels and thread_name and process_name string labels. o may be NULL.
  * Returns 0 or a negative errno (-EIO when writing to out failed).
  */
 int format_pprof(const Profd__Profile *p, const struct render_opts *o, FILE *out);
 
 /*
- * speedscope's JSON file format: one "sampled" profile per thread (unit "none", weights are
- * sample counts), frames in one shared table, each sample's frames root first. o->title names
- * the file (o may be NULL). Returns 0 or a negative errno.
+ * speedscope's JSON file format: one "sampled" profile per thread, weights the chosen column
+ * (unit "nanoseconds" or "bytes" when the column has that unit, else "none"), frames in one
+ * shared table, each sample's frames root first. o->title names the file (o may be NULL).
+ * Returns 0 or a negative errno.
  */
 int format_speedscope(const Profd__Profile *p, const struct render_opts *o, FILE *out);
 
 /*
  * The profile as one JSON document for scripts, strings resolved, laid out as docs/profctl.md
- * describes; the same profile gives the same bytes. o is unused and may be NULL. Returns 0 or
- * a negative errno.
+ * describes; the same profile gives the same bytes. "value" names the chosen column (o may
+ * be NULL: the first). Returns 0 or a negative errno.
  */
 int format_json(const Profd__Profile *p, const struct render_opts *o, FILE *out);
 

@@ -48,7 +48,7 @@ static char *stack_of(const struct flame_node *nodes, uint32_t idx)
 
 int format_folded(const Profd__Profile *p, const struct render_opts *o, FILE *out)
 {
-	struct flame_opts fo = {.process_root = o->process_root};
+	struct flame_opts fo = {.process_root = o->process_root, .value_index = o->value_index};
 	const struct flame_node *nodes;
 	struct line *lines = NULL;
 	size_t n_nodes, n_lines = 0, cap = 0;

@@ -6,6 +6,7 @@
  */
 #include "format.h"
 #include "profile.h"
+#include "value.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -112,6 +113,8 @@ static const char *kind_name(Profd__FrameKind k)
 		return "python";
 	case PROFD__FRAME_KIND__FRAME_GPU:
 		return "gpu";
+	case PROFD__FRAME_KIND__FRAME_NVTX:
+		return "nvtx";
 	default:
 		return "unknown";
 	}
@@ -189,13 +192,16 @@ static void write_samples(const Profd__Profile *p, FILE *out)
 
 int format_json(const Profd__Profile *p, const struct render_opts *o, FILE *out)
 {
-	(void)o;
 	fprintf(out,
 		"{\n  \"format_version\": %d,\n  \"start_ns\": %" PRIu64 ",\n  \"end_ns\": %" PRIu64
 		",\n  \"realtime_offset_ns\": %" PRId64 ",\n  \"frequency_hz\": %" PRIu32
 		",\n  \"period_ns\": %" PRIu64 ",\n",
 		JSON_FORMAT_VERSION, p->start_ns, p->end_ns, p->realtime_offset_ns, p->frequency_hz,
 		p->period_ns);
+	/* Which column the user chose (--value), so scripts need not repeat the choice. */
+	fputs("  \"value\": ", out);
+	json_write_string(out, profile_value_type(p, o ? o->value_index : 0));
+	fputs(",\n", out);
 
 	fputs("  \"value_types\": [", out);
 	for (size_t i = 0; i < p->n_value_types; i++) {

@@ -407,7 +407,7 @@ static void *alloc_n(size_t n, size_t size)
 
 /* The value types: the CPU column becomes samples/count and cpu/nanoseconds. */
 static int build_types(struct pp *pp, Perftools__Profiles__Profile *msg, struct pp_out *o,
-		       ssize_t cpu)
+		       ssize_t cpu, uint32_t chosen)
 {
 	const Profd__Profile *p = pp->p;
 	size_t n = p->n_value_types + (cpu >= 0);
@@ -431,6 +431,8 @@ static int build_types(struct pp *pp, Perftools__Profiles__Profile *msg, struct 
 		o->types[k].unit = ids[1];
 		o->type_ptrs[k] = &o->types[k];
 		k++;
+		if (i == chosen && (ssize_t)i != cpu)
+			msg->default_sample_type = ids[0];
 		if ((ssize_t)i != cpu)
 			continue;
 		perftools__profiles__value_type__init(&o->types[k]);
@@ -439,7 +441,8 @@ static int build_types(struct pp *pp, Perftools__Profiles__Profile *msg, struct 
 		o->type_ptrs[k] = &o->types[k];
 		k++;
 		/* What people open a CPU profile for: time, not sample counts. */
-		msg->default_sample_type = ids[2];
+		if (i == chosen)
+			msg->default_sample_type = ids[2];
 	}
 	msg->n_sample_type = n;
 	msg->sample_type = o->type_ptrs;
@@ -665,7 +668,7 @@ int format_pprof(const Profd__Profile *p, const struct render_opts *ro, FILE *ou
 		err = -ENOMEM;
 		goto out;
 	}
-	err = build_types(&pp, &msg, &o, cpu);
+	err = build_types(&pp, &msg, &o, cpu, ro ? ro->value_index : 0);
 	if (err)
 		goto out;
 	for (size_t i = 0; i < p->n_frames && !err; i++)

@@ -8,6 +8,7 @@
 #include "format.h"
 #include "intern.h"
 #include "profile.h"
+#include "value.h"
 #include "wire.h"
 
 #include <errno.h>
@@ -41,6 +42,8 @@ struct ss {
 	int64_t nostack; /* shared frame standing for an empty stack, -1 until needed */
 	struct thread_out *threads;
 	size_t n_threads;
+	uint32_t vi;	  /* the value column weighed */
+	const char *unit; /* speedscope's name for its unit */
 };
 
 static int cmp_thread_ref(const void *a, const void *b)
@@ -139,7 +142,7 @@ static int add_sample(struct ss *s, struct thread_out *t, size_t i, uint32_t **k
 {
 	const Profd__Sample *smp = s->p->samples[i];
 	const Profd__Stack *st = s->p->stacks[smp->stack];
-	uint64_t v = smp->n_values ? smp->values[0] : 0;
+	uint64_t v = s->vi < smp->n_values ? smp->values[s->vi] : 0;
 	size_t n = st->n_frames ? st->n_frames : 1;
 	int64_t id;
 	int added;
@@ -282,9 +285,9 @@ static void write_thread(const struct ss *s, const struct thread_out *t, FILE *o
 	fputs("    {\"type\": \"sampled\", \"name\": ", out);
 	write_profile_name(s->p, t, out);
 	fprintf(out,
-		", \"unit\": \"none\", \"startValue\": 0, \"endValue\": %" PRIu64
+		", \"unit\": \"%s\", \"startValue\": 0, \"endValue\": %" PRIu64
 		",\n     \"samples\": [",
-		t->total);
+		s->unit, t->total);
 	for (size_t i = 0; i < n; i++) {
 		/* A key is the stack's ids; intern's malloc'd copy is aligned for reading them. */
 		const uint32_t *fr = stacks[i];
@@ -303,10 +306,15 @@ static void write_thread(const struct ss *s, const struct thread_out *t, FILE *o
 
 int format_speedscope(const Profd__Profile *p, const struct render_opts *o, FILE *out)
 {
-	struct ss s = {.p = p, .nostack = -1};
+	struct ss s = {.p = p, .nostack = -1, .vi = o ? o->value_index : 0, .unit = "none"};
 	size_t active = 0, shown = 0;
 	int err = 0;
 
+	/* speedscope knows a few units; anything else (sample and launch counts) stays "none". */
+	if (value_unit_is_ns(profile_value_unit(p, s.vi)))
+		s.unit = "nanoseconds";
+	else if (value_unit_is_bytes(profile_value_unit(p, s.vi)))
+		s.unit = "bytes";
 	s.frames = intern__new();
 	s.frame_of = calloc(p->n_frames ? p->n_frames : 1, sizeof(*s.frame_of));
 	if (!s.frames || !s.frame_of) {

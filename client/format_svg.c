@@ -6,6 +6,7 @@
 #include "diff.h"
 #include "format.h"
 #include "profile.h"
+#include "value.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -169,6 +170,9 @@ static void put_colour(FILE *out, const struct flame_node *n)
 	case FLAME_GPU:
 		put_hsl(out, 265 + 35 * a, 0.55, 0.62 + 0.10 * b); /* purple */
 		break;
+	case FLAME_NVTX:
+		put_hsl(out, 170 + 15 * a, 0.45, 0.60 + 0.10 * b); /* teal */
+		break;
 	case FLAME_PROCESS:
 		put_hsl(out, 45, 0.15, 0.68 + 0.08 * b); /* warm grey */
 		break;
@@ -283,11 +287,30 @@ static const char svg_script[] =
     "\tcatch (err) { matched.textContent = \"Bad search in the address\"; } }\n"
     "})();\n";
 
-static void put_subtitle(FILE *out, const Profd__Profile *p, uint64_t total)
+/* How the chosen column's values read: "12 samples", "3.25 ms", "1.5 MiB". */
+struct svg_value {
+	const char *type; /* the column's type, "samples" */
+	const char *unit; /* its unit, "count" */
+};
+
+static void put_amount(FILE *out, const struct svg_value *sv, uint64_t v)
+{
+	char buf[64];
+
+	if (value_unit_is_ns(sv->unit) || value_unit_is_bytes(sv->unit))
+		fputs(fmt_value(v, sv->unit, buf, sizeof(buf)), out);
+	else
+		fprintf(out, "%" PRIu64 " %s", v, value_noun(sv->type));
+}
+
+static void put_subtitle(FILE *out, const Profd__Profile *p, const struct svg_value *sv,
+			 uint64_t total)
 {
 	char dur[48], from[48], to[48];
 
-	fprintf(out, "%" PRIu64 " samples", total);
+	put_amount(out, sv, total);
+	if (strcmp(sv->type, "samples") != 0)
+		fprintf(out, " of %s", sv->type);
 	if (p->has_start_ns && p->has_end_ns && p->end_ns > p->start_ns) {
 		fprintf(out, " in %s", fmt_duration(p->end_ns - p->start_ns, dur, sizeof(dur)));
 		if (p->has_realtime_offset_ns)
@@ -327,7 +350,7 @@ static void frame_end(FILE *out, const struct flame_node *n, double x, int y, do
 }
 
 static void put_frame(FILE *out, const struct flame_node *n, uint64_t start, uint64_t total,
-		      int height)
+		      int height, const struct svg_value *sv)
 {
 	double span = SVG_WIDTH - 2 * SVG_XPAD;
 	double x = SVG_XPAD + (double)start / (double)total * span;
@@ -335,8 +358,9 @@ static void put_frame(FILE *out, const struct flame_node *n, uint64_t start, uin
 	int y = height - SVG_BOTTOM - (int)(n->depth + 1) * FRAME_H;
 
 	frame_begin(out, n, start);
-	fprintf(out, " (%" PRIu64 " samples, %.2f%%)", n->value,
-		100.0 * (double)n->value / (double)total);
+	fputs(" (", out);
+	put_amount(out, sv, n->value);
+	fprintf(out, ", %.2f%%)", 100.0 * (double)n->value / (double)total);
 	frame_rect(out, x, y, w);
 	put_colour(out, n);
 	frame_end(out, n, x, y, w);
@@ -444,13 +468,14 @@ out:
 static void draw_plain(FILE *out, const struct flame_node *nodes, uint32_t i, uint64_t start,
 		       uint64_t total, int height, void *ctx)
 {
-	(void)ctx;
-	put_frame(out, &nodes[i], start, total, height);
+	put_frame(out, &nodes[i], start, total, height, ctx);
 }
 
 int format_svg(const Profd__Profile *p, const struct render_opts *o, FILE *out)
 {
-	struct flame_opts fo = {.process_root = o->process_root};
+	struct flame_opts fo = {.process_root = o->process_root, .value_index = o->value_index};
+	struct svg_value sv = {profile_value_type(p, o->value_index),
+			       profile_value_unit(p, o->value_index)};
 	const struct flame_node *nodes;
 	size_t n_nodes;
 	uint64_t total;
@@ -465,9 +490,9 @@ int format_svg(const Profd__Profile *p, const struct render_opts *o, FILE *out)
 	height = SVG_TOP + (int)(flame__max_depth(f) + 1) * FRAME_H + SVG_BOTTOM;
 
 	put_head(out, height, o->title ? o->title : "Flame Graph");
-	put_subtitle(out, p, total);
+	put_subtitle(out, p, &sv, total);
 	put_controls(out, height);
-	err = put_frames(out, nodes, n_nodes, total, height, draw_plain, NULL);
+	err = put_frames(out, nodes, n_nodes, total, height, draw_plain, &sv);
 	if (!err)
 		err = put_tail(out, total);
 	flame__free(f);

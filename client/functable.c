@@ -447,6 +447,9 @@ static size_t table_columns(const struct functable *t, struct column *cols)
 
 		if (step && vi == t->cpu)
 			continue;
+		/* A column nothing was charged to (GPU time of a CPU-only job) is noise. */
+		if (vi != t->cpu && !t->sums[vi])
+			continue;
 		if (vi == t->cpu) {
 			bool timed = t->period_ns != 0;
 
@@ -486,7 +489,7 @@ static size_t top_columns(const struct functable *t, struct column *cols)
 		const char *l = value_label(t, vi);
 		enum cell cell = is_ns(t->units[vi]) ? CELL_TIME : CELL_COUNT;
 
-		if (vi == c)
+		if (vi == c || !t->sums[vi])
 			continue;
 		n = add_col(cols, n, vi, false, cell, 1, "Self %s", l);
 		n = add_col(cols, n, vi, true, cell, 1, "%s total", l);
@@ -635,6 +638,8 @@ int functable__print_table(const struct functable *t, const struct functable_pri
 	for (size_t vi = 0; vi < t->nv; vi++) {
 		const char *l = value_label(t, vi);
 
+		if (vi != t->cpu && !t->sums[vi])
+			continue;
 		if (vi == t->cpu && t->period_ns)
 			fprintf(out, "Self %s time total: %s\n", l,
 				functable_fmt_time(t->sums[vi] > UINT64_MAX / t->period_ns

@@ -20,6 +20,7 @@ static const struct command commands[] = {
     {"top", cmd_top, cmd_top_usage, "live table of the hottest functions"},
     {"table", cmd_table, cmd_table_usage, "one-shot table of the hottest functions"},
     {"diff", cmd_diff, cmd_diff_usage, "differential flame graph of two profiles"},
+    {"report", cmd_report, cmd_report_usage, "GPU busy time, top kernels, idle CPU stacks"},
 };
 
 static void usage(FILE *f)
@@ -38,7 +39,7 @@ static void usage(FILE *f)
 	      "  --socket PATH       the daemon's socket (default: $" PROFD_SOCKET_ENV ", else\n"
 	      "                      " PROFD_DEFAULT_SOCKET ")\n"
 	      "  --timeout DURATION  how long to wait for the daemon (default: 10s for status,\n"
-	      "                      60s for dump)\n"
+	      "                      60s for dump and report)\n"
 	      "  -h, --help          show this help; 'profctl help COMMAND' for a command\n"
 	      "  -V, --version       show the version\n"
 	      "\n"
@@ -48,13 +49,16 @@ static void usage(FILE *f)
 	      "  2  bad command line\n"
 	      "  3  no daemon at the socket, or it closed the connection\n"
 	      "  4  permission denied (by the socket's file mode or by the daemon)\n"
-	      "  5  no samples matched (--pid, --tid, --since)\n"
+	      "  5  no samples matched (--pid, --tid, --since), or no --value column\n"
 	      "  6  protocol error: profd and profctl versions do not match\n"
 	      "  7  timeout: the daemon did not answer in time\n"
 	      "\n"
 	      "Examples:\n"
 	      "  profctl status\n"
 	      "  profctl dump flamegraph --pid 1234 --since 30s -o cpu.svg\n"
+	      "  profctl dump flamegraph --pid 1234 --value gpu -o gpu.svg\n"
+	      "  profctl dump trace --pid 1234 --since 10s -o trace.json\n"
+	      "  profctl report --pid 1234\n"
 	      "  profctl top --pid 1234\n"
 	      "  profctl table --pid 1234 --since 30s\n"
 	      "  PROFD_SOCKET=/tmp/profd.sock profctl status --json\n",
@@ -109,7 +113,7 @@ int main(int argc, char **argv)
 	}
 	if (optind >= argc) {
 		cli_error_set(&e, PROFCTL_EXIT_USAGE,
-			      "no command given (status, dump); see 'profctl --help'");
+			      "no command given (status, dump, report, ...); see 'profctl --help'");
 		return cli_error_print(&e);
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)

@@ -102,6 +102,11 @@ static size_t frame_name(const Profd__Profile *p, const Profd__Frame *f, char *b
 		buf[0] = '\0';
 	if (!*name)
 		name = UNKNOWN_NAME;
+	if (f->kind == PROFD__FRAME_KIND__FRAME_NVTX) {
+		/* A range name is the user's text, not a symbol: no module or address to add. */
+		append(buf, len, &pos, "[nvtx] %s", name);
+		return pos;
+	}
 	append(buf, len, &pos, "%s", name);
 	if (f->kind == PROFD__FRAME_KIND__FRAME_PYTHON) {
 		const char *file = f->has_file ? profile_string(p, f->file) : "";
@@ -372,6 +377,8 @@ static enum flame_kind kind_of(Profd__FrameKind k)
 		return FLAME_PYTHON;
 	case PROFD__FRAME_KIND__FRAME_GPU:
 		return FLAME_GPU;
+	case PROFD__FRAME_KIND__FRAME_NVTX:
+		return FLAME_NVTX;
 	default:
 		return FLAME_UNKNOWN;
 	}

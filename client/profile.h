@@ -5,7 +5,8 @@
  *
  * Display names, the same in every format: kernel frames end in "_[k]", GPU frames in "_[g]",
  * native frames are the bare function name, Python frames are "NAME (FILE:LINE)" with the file's
- * base name, and a frame without a symbol is "[unknown] (MODULE+0xADDR)".
+ * base name, NVTX ranges are "[nvtx] NAME", and a frame without a symbol is
+ * "[unknown] (MODULE+0xADDR)".
  */
 #ifndef PROFCTL_PROFILE_H
 #define PROFCTL_PROFILE_H
@@ -53,6 +54,7 @@ enum flame_kind {
 	FLAME_KERNEL,
 	FLAME_PYTHON,
 	FLAME_GPU,
+	FLAME_NVTX,
 	FLAME_UNKNOWN,
 };
 

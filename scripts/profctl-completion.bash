@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: BSD-2-Clause
-# bash completion for profctl: commands, each command's options, the values of --format and
-# --sort, and file names where a file is wanted (-o, --socket, the profiles of diff).
+# bash completion for profctl: commands, each command's options, the values of --format,
+# --sort and --value, and file names where a file is wanted (-o, --socket, the profiles of diff).
 # Install as /usr/share/bash-completion/completions/profctl, or source it from ~/.bashrc.
 
 _profctl()
 {
 	local cur prev cmd i w
-	local commands="status dump top table diff help"
+	local commands="status dump top table diff report help"
 	local global_opts="--socket --timeout --help --version -h -V"
 
 	COMPREPLY=()
@@ -48,6 +48,11 @@ _profctl()
 		mapfile -t COMPREPLY < <(compgen -W "self total" -- "$cur")
 		return 0
 		;;
+	--value)
+		mapfile -t COMPREPLY < <(compgen -W "cpu gpu gpu-kernels copy copy-bytes launches" \
+			-- "$cur")
+		return 0
+		;;
 	--before | --after)
 		mapfile -t COMPREPLY < <(compgen -W "10m..5m 5m..now 1h..30m 30m..now" -- "$cur")
 		return 0
@@ -56,7 +61,7 @@ _profctl()
 		mapfile -t COMPREPLY < <(compgen -W "500ms 1s 5s 10s 30s 1m 5m 1h" -- "$cur")
 		return 0
 		;;
-	--pid | --tid | --limit)
+	--pid | --tid | --limit | --top)
 		return 0
 		;;
 	esac
@@ -77,11 +82,18 @@ _profctl()
 	dump)
 		# "dump" takes what to dump first.
 		if [[ $prev == dump ]]; then
-			mapfile -t COMPREPLY < <(compgen -W "flamegraph --help" -- "$cur")
+			mapfile -t COMPREPLY < <(compgen -W "flamegraph trace --help" -- "$cur")
+		elif [[ " ${COMP_WORDS[*]} " == *" trace "* ]]; then
+			mapfile -t COMPREPLY < <(compgen -W "--pid --since -o --output --timeout --help" \
+				-- "$cur")
 		else
 			mapfile -t COMPREPLY < <(compgen -W "--pid --tid --since --format -o --output --python-only
-				--timeout --help" -- "$cur")
+				--value --gpu-idle --nvtx --timeout --help" -- "$cur")
 		fi
+		;;
+	report)
+		mapfile -t COMPREPLY < <(compgen -W "--pid --since --top --json --timeout --help" \
+			-- "$cur")
 		;;
 	top)
 		mapfile -t COMPREPLY < <(compgen -W "--pid --interval --window --sort --limit
@@ -102,7 +114,7 @@ _profctl()
 		fi
 		;;
 	help)
-		mapfile -t COMPREPLY < <(compgen -W "status dump top table diff" -- "$cur")
+		mapfile -t COMPREPLY < <(compgen -W "status dump top table diff report" -- "$cur")
 		;;
 	esac
 	return 0

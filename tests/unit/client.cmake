@@ -2,7 +2,8 @@
 # built in the top CMakeLists.txt) to call the parsers, renderers and connection code directly.
 find_package(Threads REQUIRED)
 
-foreach(name test_format test_format_cli test_functable test_formats_files test_diff)
+foreach(name test_format test_format_cli test_functable test_formats_files test_diff
+    test_gpu_views test_trace test_report)
   add_executable(${name} unit/${name}.c)
   target_link_libraries(${name} PRIVATE profctl_lib Threads::Threads)
   target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit)
@@ -47,3 +48,20 @@ profctl_exit(top_no_daemon 3 "no daemon at /nonexistent/z" --socket /nonexistent
 profctl_exit(table_bad_sort 2 "table: --sort 'cpu' is not self or total" table --sort cpu)
 profctl_exit(table_bad_limit 2 "table: --limit '-1' is not a number from 0 to 1000000"
   table --limit -1)
+
+# The trace test parses its output back with this script (python3's json), when python3 is there.
+target_compile_definitions(test_trace PRIVATE
+  CHECK_TRACE_PY="${CMAKE_CURRENT_SOURCE_DIR}/unit/check_trace_json.py")
+
+# The GPU options fail on the command line, before any daemon is asked.
+profctl_exit(bad_value 2
+  "^profctl: dump: --value 'gpu_time' is not cpu, gpu, gpu-kernels, copy, copy-bytes or launches; see 'profctl dump --help'\n$"
+  dump flamegraph --value gpu_time)
+profctl_exit(idle_with_value 2 "--gpu-idle selects CPU samples, it cannot go with --value copy"
+  dump flamegraph --gpu-idle --value copy)
+profctl_exit(trace_format 2 "dump: --format is for flame graphs, not traces"
+  dump trace --format svg)
+profctl_exit(trace_no_daemon 3 "no daemon at /nonexistent/t" --socket /nonexistent/t dump trace)
+profctl_exit(report_bad_top 2 "report: --top '-2' is not a number from 0 to 1000"
+  report --top -2)
+profctl_exit(report_no_daemon 3 "no daemon at /nonexistent/r" --socket /nonexistent/r report)

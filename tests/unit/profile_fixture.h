@@ -22,12 +22,12 @@
 
 #include "profd.pb-c.h"
 
-#define FX_NSTR 48
+#define FX_NSTR 64
 #define FX_NFRAME 16
 #define FX_NSTACK 12
 #define FX_DEPTH 8 /* frames in one stack */
-#define FX_NSAMPLE 16
-#define FX_NVALUE 2 /* value columns */
+#define FX_NSAMPLE 24
+#define FX_NVALUE 8 /* value columns */
 #define FX_NPROC 4
 #define FX_NTHREAD 4
 
@@ -239,6 +239,186 @@ static inline void fx_thread(struct fixture *fx, uint32_t pid, uint32_t tid, con
 	fx->threads[i].tid = tid;
 	fx->threads[i].name = fx_str(fx, name);
 	fx->thread_ptrs[i] = &fx->threads[i];
+}
+
+/*
+ * fx_init, then the value columns a daemon with GPU support writes, in its order: samples,
+ * gpu_idle_samples, gpu_time, gpu_kernels, copy_time, copy_bytes, uprobe_launches. Pass
+ * samples' values in that order to fx_sample_values (FX_GPU_COLUMNS of them).
+ */
+#define FX_GPU_COLUMNS 7
+static inline void fx_init_gpu(struct fixture *fx, uint64_t period_ns)
+{
+	fx_init_samples(fx, period_ns);
+	fx_value_type(fx, "gpu_idle_samples", "count");
+	fx_value_type(fx, "gpu_time", "nanoseconds");
+	fx_value_type(fx, "gpu_kernels", "count");
+	fx_value_type(fx, "copy_time", "nanoseconds");
+	fx_value_type(fx, "copy_bytes", "bytes");
+	fx_value_type(fx, "uprobe_launches", "count");
+}
+
+/*
+ * A decoded Profd__Trace whose strings, frames, stacks, processes and threads are those of a
+ * struct fixture (build them with the fx_* builders), with its events in fixed arrays. Every
+ * tx_* builder refreshes the shared tables, so build in any order.
+ */
+#define TX_NEVENT 24
+
+struct trace_fixture {
+	Profd__Trace t;
+	struct fixture *fx;
+	Profd__TraceSample samples[TX_NEVENT];
+	Profd__TraceSample *sample_ptrs[TX_NEVENT];
+	Profd__TraceLaunch launches[TX_NEVENT];
+	Profd__TraceLaunch *launch_ptrs[TX_NEVENT];
+	Profd__TraceKernel kernels[TX_NEVENT];
+	Profd__TraceKernel *kernel_ptrs[TX_NEVENT];
+	Profd__TraceCopy copies[TX_NEVENT];
+	Profd__TraceCopy *copy_ptrs[TX_NEVENT];
+	Profd__TraceApiCall api[TX_NEVENT];
+	Profd__TraceApiCall *api_ptrs[TX_NEVENT];
+	Profd__TraceNvtx nvtx[TX_NEVENT];
+	Profd__TraceNvtx *nvtx_ptrs[TX_NEVENT];
+};
+
+static inline void tx_sync(struct trace_fixture *tx)
+{
+	Profd__Profile *p = &tx->fx->p;
+
+	tx->t.strings = p->strings;
+	tx->t.n_strings = p->n_strings;
+	tx->t.frames = p->frames;
+	tx->t.n_frames = p->n_frames;
+	tx->t.stacks = p->stacks;
+	tx->t.n_stacks = p->n_stacks;
+	tx->t.processes = p->processes;
+	tx->t.n_processes = p->n_processes;
+	tx->t.threads = p->threads;
+	tx->t.n_threads = p->n_threads;
+}
+
+/* An empty trace over fx's tables, covering [start_ns, end_ns). */
+static inline void tx_init(struct trace_fixture *tx, struct fixture *fx, uint64_t start_ns,
+			   uint64_t end_ns)
+{
+	memset(tx, 0, sizeof(*tx));
+	profd__trace__init(&tx->t);
+	tx->fx = fx;
+	tx->t.samples = tx->sample_ptrs;
+	tx->t.launches = tx->launch_ptrs;
+	tx->t.kernels = tx->kernel_ptrs;
+	tx->t.copies = tx->copy_ptrs;
+	tx->t.api_calls = tx->api_ptrs;
+	tx->t.nvtx = tx->nvtx_ptrs;
+	tx->t.has_start_ns = tx->t.has_end_ns = 1;
+	tx->t.start_ns = start_ns;
+	tx->t.end_ns = end_ns;
+	tx_sync(tx);
+}
+
+static inline void tx_sample(struct trace_fixture *tx, uint64_t ts, uint32_t pid, uint32_t tid,
+			     uint32_t stack)
+{
+	size_t i = fx_slot(&tx->t.n_samples, TX_NEVENT, "trace samples");
+
+	profd__trace_sample__init(&tx->samples[i]);
+	tx->samples[i].ts_ns = ts;
+	tx->samples[i].pid = pid;
+	tx->samples[i].tid = tid;
+	tx->samples[i].stack = stack;
+	tx->sample_ptrs[i] = &tx->samples[i];
+	tx_sync(tx);
+}
+
+static inline void tx_launch(struct trace_fixture *tx, uint64_t ts, uint32_t pid, uint32_t tid,
+			     uint32_t stack, uint32_t corr)
+{
+	size_t i = fx_slot(&tx->t.n_launches, TX_NEVENT, "trace launches");
+
+	profd__trace_launch__init(&tx->launches[i]);
+	tx->launches[i].ts_ns = ts;
+	tx->launches[i].pid = pid;
+	tx->launches[i].tid = tid;
+	tx->launches[i].stack = stack;
+	tx->launches[i].correlation_id = corr;
+	tx->launch_ptrs[i] = &tx->launches[i];
+	tx_sync(tx);
+}
+
+static inline void tx_kernel(struct trace_fixture *tx, uint64_t start, uint64_t end, uint32_t pid,
+			     uint32_t corr, const char *name, uint32_t device, uint32_t stream)
+{
+	size_t i = fx_slot(&tx->t.n_kernels, TX_NEVENT, "trace kernels");
+	Profd__TraceKernel *k = &tx->kernels[i];
+
+	profd__trace_kernel__init(k);
+	k->start_ns = start;
+	k->end_ns = end;
+	k->pid = pid;
+	k->correlation_id = corr;
+	k->name = fx_str(tx->fx, name);
+	k->has_device = k->has_stream = 1;
+	k->device = device;
+	k->stream = stream;
+	tx->kernel_ptrs[i] = k;
+	tx_sync(tx);
+}
+
+static inline void tx_copy(struct trace_fixture *tx, uint64_t start, uint64_t end, uint32_t pid,
+			   uint32_t corr, Profd__GpuCopyKind kind, uint64_t bytes, uint32_t device,
+			   uint32_t stream)
+{
+	size_t i = fx_slot(&tx->t.n_copies, TX_NEVENT, "trace copies");
+	Profd__TraceCopy *c = &tx->copies[i];
+
+	profd__trace_copy__init(c);
+	c->start_ns = start;
+	c->end_ns = end;
+	c->pid = pid;
+	c->correlation_id = corr;
+	c->kind = kind;
+	c->has_bytes = c->has_device = c->has_stream = 1;
+	c->bytes = bytes;
+	c->device = device;
+	c->stream = stream;
+	tx->copy_ptrs[i] = c;
+	tx_sync(tx);
+}
+
+static inline void tx_api(struct trace_fixture *tx, uint64_t start, uint64_t end, uint32_t pid,
+			  uint32_t tid, uint32_t corr, const char *name)
+{
+	size_t i = fx_slot(&tx->t.n_api_calls, TX_NEVENT, "trace API calls");
+	Profd__TraceApiCall *a = &tx->api[i];
+
+	profd__trace_api_call__init(a);
+	a->start_ns = start;
+	a->end_ns = end;
+	a->pid = pid;
+	a->tid = tid;
+	a->correlation_id = corr;
+	a->name = fx_str(tx->fx, name);
+	tx->api_ptrs[i] = a;
+	tx_sync(tx);
+}
+
+static inline void tx_nvtx(struct trace_fixture *tx, uint64_t start, uint64_t end, uint32_t pid,
+			   uint32_t tid, const char *name, uint32_t depth)
+{
+	size_t i = fx_slot(&tx->t.n_nvtx, TX_NEVENT, "trace NVTX ranges");
+	Profd__TraceNvtx *n = &tx->nvtx[i];
+
+	profd__trace_nvtx__init(n);
+	n->start_ns = start;
+	n->end_ns = end;
+	n->pid = pid;
+	n->tid = tid;
+	n->name = fx_str(tx->fx, name);
+	n->has_depth = 1;
+	n->depth = depth;
+	tx->nvtx_ptrs[i] = n;
+	tx_sync(tx);
 }
 
 #endif /* PROFD_TEST_PROFILE_FIXTURE_H */

@@ -6,6 +6,8 @@
 #include "check.h"
 #include "cli.h"
 #include "conn.h"
+#include "profile_fixture.h"
+#include "value.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -118,10 +120,48 @@ static void test_parse_dump_errors(void)
 	BAD("dump: unknown option '-x'; see 'profctl dump --help'", "dump", "flamegraph", "-x");
 	BAD("dump: unexpected argument 'extra'; see 'profctl dump --help'", "dump", "flamegraph",
 	    "extra");
-	BAD("dump: unknown kind 'flamegraf' (only 'flamegraph' for now); see 'profctl dump "
-	    "--help'",
+	BAD("dump: unknown kind 'flamegraf' (flamegraph or trace); see 'profctl dump --help'",
 	    "dump", "flamegraf");
-	BAD("dump: say what to dump (flamegraph); see 'profctl dump --help'", "dump");
+	BAD("dump: say what to dump (flamegraph or trace); see 'profctl dump --help'", "dump");
+	BAD("dump: --value 'gpu-idle' is not cpu, gpu, gpu-kernels, copy, copy-bytes or "
+	    "launches; see 'profctl dump --help'",
+	    "dump", "flamegraph", "--value", "gpu-idle");
+	BAD("dump: --gpu-idle selects CPU samples, it cannot go with --value gpu; see 'profctl "
+	    "dump --help'",
+	    "dump", "flamegraph", "--value", "gpu", "--gpu-idle");
+	BAD("dump: --tid is for flame graphs, not traces; see 'profctl dump --help'", "dump",
+	    "trace", "--tid", "3");
+	BAD("dump: --value is for flame graphs, not traces; see 'profctl dump --help'", "dump",
+	    "trace", "--value", "gpu");
+	BAD("dump: --format is for flame graphs, not traces; see 'profctl dump --help'", "dump",
+	    "trace", "--format", "json");
+}
+
+static void test_parse_dump_gpu(void)
+{
+	struct dump_args a;
+	struct cli_error e;
+
+	CHECK_EQ_I(PARSE(&a, &e, "dump", "flamegraph"), 0);
+	CHECK_EQ_I(a.kind, DUMP_KIND_FLAMEGRAPH);
+	CHECK_EQ_I(a.value, VALUE_CPU);
+	CHECK(!a.nvtx && !a.gpu_idle);
+	CHECK_EQ_I(PARSE(&a, &e, "dump", "flamegraph", "--value", "copy-bytes", "--nvtx"), 0);
+	CHECK_EQ_I(a.value, VALUE_COPY_BYTES);
+	CHECK(a.nvtx);
+	CHECK_EQ_I(PARSE(&a, &e, "dump", "flamegraph", "--gpu-idle"), 0);
+	CHECK_EQ_I(a.value, VALUE_GPU_IDLE);
+	/* --value cpu says the same thing --gpu-idle starts from. */
+	CHECK_EQ_I(PARSE(&a, &e, "dump", "flamegraph", "--value=cpu", "--gpu-idle"), 0);
+	CHECK_EQ_I(a.value, VALUE_GPU_IDLE);
+	CHECK_EQ_I(PARSE(&a, &e, "dump", "trace", "--pid", "9", "--since", "10s", "-o", "t.json"),
+		   0);
+	CHECK_EQ_I(a.kind, DUMP_KIND_TRACE);
+	CHECK_EQ_U(a.n_pids, 1);
+	CHECK_EQ_U(a.since_ns, 10000000000ull);
+	CHECK_STREQ(a.output, "t.json");
+	CHECK_EQ_I(PARSE(&a, &e, "dump", "trace", "--help"), 0);
+	CHECK(a.help);
 }
 
 static void test_error_mapping(void)
@@ -168,6 +208,7 @@ enum scenario {
 	SC_CLOSE,	   /* accept and close */
 	SC_WRONG_KIND,	   /* answer a dump with a status reply */
 	SC_BAD_PROFILE,	   /* a profile whose sample names a missing stack */
+	SC_GPU,		   /* a daemon with GPU support: GPU columns, traces, GPU status */
 };
 
 struct fake {
@@ -183,6 +224,10 @@ struct fake {
 	size_t n_dump_pids;
 	bool dump_has_since;
 	uint64_t dump_since_ns;
+	int n_traces;
+	uint32_t trace_pids[4];
+	size_t n_trace_pids;
+	uint64_t trace_since_ns;
 	int cfd;
 };
 
@@ -212,7 +257,7 @@ static int send_error(int fd, Profd__ErrorCode code, const char *msg)
 	return send_response(fd, &r);
 }
 
-static int send_status(int fd)
+static int send_status(int fd, bool gpu)
 {
 	Profd__Response r = PROFD__RESPONSE__INIT;
 	Profd__StatusReply s = PROFD__STATUS_REPLY__INIT;
@@ -232,6 +277,34 @@ static int send_status(int fd)
 	s.has_system_wide = 1;
 	s.system_wide = 0;
 	r.msg_case = PROFD__RESPONSE__MSG_STATUS;
+	if (gpu) {
+		static Profd__GpuProcessStatus g0 = PROFD__GPU_PROCESS_STATUS__INIT,
+					       g1 = PROFD__GPU_PROCESS_STATUS__INIT;
+		static Profd__GpuProcessStatus *gs[] = {&g0, &g1};
+
+		g0.pid = 100;
+		g0.state = PROFD__GPU_STATE__GPU_STATE_READY;
+		g0.has_enabled = g0.enabled = 1;
+		g0.has_clock = 1;
+		g0.clock = PROFD__GPU_CLOCK__GPU_CLOCK_CALLBACK;
+		g0.has_cupti_version = 1;
+		g0.cupti_version = 130000;
+		g1.pid = 200;
+		g1.state = PROFD__GPU_STATE__GPU_STATE_SUBSCRIBER_TAKEN;
+		g1.detail = "cuptiSubscribe: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED\n";
+		s.has_gpu_processes = 1;
+		s.gpu_processes = 2;
+		s.has_gpu_launches = 1;
+		s.gpu_launches = 500;
+		s.has_gpu_records = 1;
+		s.gpu_records = 520;
+		s.has_gpu_joined = 1;
+		s.gpu_joined = 498;
+		s.has_gpu_unmatched = 1;
+		s.gpu_unmatched = 2;
+		s.n_gpu = 2;
+		s.gpu = gs;
+	}
 	r.status = &s;
 	return send_response(fd, &r);
 }
@@ -287,6 +360,62 @@ static int send_profile(int fd, bool broken)
 	return send_response(fd, &r);
 }
 
+/*
+ * pid 100 "trainer", root first: main;step;[nvtx] fwd... as the daemon would send them:
+ *   [nvtx fwd];main;step                        cpu 4
+ *   [nvtx fwd];main;loader                      cpu 2, idle 2
+ *   [nvtx fwd];main;step;cudaLaunchKernel;gemm  gpu 3 ms, 2 kernels
+ */
+static void gpu_fixture(struct fixture *fx)
+{
+	fx_init_gpu(fx, 10000000);
+	fx_proc(fx, 100, "trainer");
+	fx_thread(fx, 100, 100, "trainer");
+	uint32_t fwd = fx_frame(fx, PROFD__FRAME_KIND__FRAME_NVTX, "fwd");
+	uint32_t mn = fx_frame(fx, PROFD__FRAME_KIND__FRAME_NATIVE, "main");
+	uint32_t step = fx_frame(fx, PROFD__FRAME_KIND__FRAME_NATIVE, "step");
+	uint32_t loader = fx_frame(fx, PROFD__FRAME_KIND__FRAME_NATIVE, "loader");
+	uint32_t cl = fx_frame(fx, PROFD__FRAME_KIND__FRAME_NATIVE, "cudaLaunchKernel");
+	uint32_t gemm = fx_frame(fx, PROFD__FRAME_KIND__FRAME_GPU, "gemm");
+
+	fx_sample_values(fx, fx_stack(fx, 3, (uint32_t[]){fwd, mn, step}), 100, 100,
+			 FX_GPU_COLUMNS, (uint64_t[]){4, 0, 0, 0, 0, 0, 0});
+	fx_sample_values(fx, fx_stack(fx, 3, (uint32_t[]){fwd, mn, loader}), 100, 100,
+			 FX_GPU_COLUMNS, (uint64_t[]){2, 2, 0, 0, 0, 0, 0});
+	fx_sample_values(fx, fx_stack(fx, 5, (uint32_t[]){fwd, mn, step, cl, gemm}), 100, 100,
+			 FX_GPU_COLUMNS, (uint64_t[]){0, 0, 3000000, 2, 0, 0, 0});
+}
+
+static int send_gpu_profile(int fd)
+{
+	Profd__Response r = PROFD__RESPONSE__INIT;
+	struct fixture fx;
+
+	gpu_fixture(&fx);
+	r.msg_case = PROFD__RESPONSE__MSG_PROFILE;
+	r.profile = &fx.p;
+	return send_response(fd, &r);
+}
+
+/* Two gemm kernels of 1 ms and 2 ms in a 10 ms window, one launch, one sample. */
+static int send_trace(int fd)
+{
+	Profd__Response r = PROFD__RESPONSE__INIT;
+	struct fixture fx;
+	struct trace_fixture tx;
+
+	gpu_fixture(&fx);
+	tx_init(&tx, &fx, 1000000000, 1010000000);
+	tx_api(&tx, 1001000000, 1001100000, 100, 100, 5, "cudaLaunchKernel");
+	tx_launch(&tx, 1001050000, 100, 100, 2, 5);
+	tx_kernel(&tx, 1002000000, 1003000000, 100, 5, "gemm", 0, 7);
+	tx_kernel(&tx, 1004000000, 1006000000, 100, 6, "gemm", 0, 7);
+	tx_sample(&tx, 1005000000, 100, 100, 1);
+	r.msg_case = PROFD__RESPONSE__MSG_TRACE;
+	r.trace = &tx.t;
+	return send_response(fd, &r);
+}
+
 static int on_request(const uint8_t *body, size_t len, void *ctx)
 {
 	struct fake *fk = ctx;
@@ -314,7 +443,7 @@ static int on_request(const uint8_t *body, size_t len, void *ctx)
 		err = send_response(fk->cfd, &r);
 		break;
 	case PROFD__REQUEST__MSG_STATUS:
-		err = send_status(fk->cfd);
+		err = send_status(fk->cfd, fk->sc == SC_GPU);
 		break;
 	case PROFD__REQUEST__MSG_DUMP:
 		fk->n_dump_pids = req->dump->n_pids < 4 ? req->dump->n_pids : 4;
@@ -329,9 +458,20 @@ static int on_request(const uint8_t *body, size_t len, void *ctx)
 			err = send_error(fk->cfd, PROFD__ERROR_CODE__ERROR_PERMISSION_DENIED,
 					 "permission denied: uid 1000 may not see pid 1");
 		else if (fk->sc == SC_WRONG_KIND)
-			err = send_status(fk->cfd);
+			err = send_status(fk->cfd, false);
+		else if (fk->sc == SC_GPU)
+			err = send_gpu_profile(fk->cfd);
 		else
 			err = send_profile(fk->cfd, fk->sc == SC_BAD_PROFILE);
+		break;
+	case PROFD__REQUEST__MSG_TRACE:
+		fk->n_traces++;
+		fk->n_trace_pids = req->trace->n_pids < 4 ? req->trace->n_pids : 4;
+		for (size_t i = 0; i < fk->n_trace_pids; i++)
+			fk->trace_pids[i] = req->trace->pids[i];
+		fk->trace_since_ns = req->trace->since_ns;
+		/* An older daemon does not know the request and hangs up. */
+		err = fk->sc == SC_GPU ? send_trace(fk->cfd) : -EPROTO;
 		break;
 	default:
 		err = -EPROTO;
@@ -424,7 +564,7 @@ static void test_status(void)
 	fake_stop(&fk);
 	CHECK_STREQ(out, "{\"daemon_version\": \"0.1.0\", \"pid\": 42, \"frequency_hz\": 99, "
 			 "\"system_wide\": false, \"target_pids\": [5, 6], "
-			 "\"samples_received\": 1000, \"realtime_offset_ns\": -5}\n");
+			 "\"samples_received\": 1000, \"realtime_offset_ns\": -5, \"gpu\": []}\n");
 	CHECK_EQ_U(fk.hello_version, PROFD_PROTOCOL_VERSION);
 	CHECK_EQ_I(fk.n_requests, 2);
 
@@ -437,6 +577,129 @@ static void test_status(void)
 	CHECK(strstr(out, "\nsamples:      1000 received, 0 lost (ring buffer full), 0 evicted "
 			  "(memory cap)\n") != NULL);
 	CHECK(strstr(out, "\ntime range:   no samples yet\n") != NULL);
+	/* No GPU counters from this daemon: no GPU lines. */
+	CHECK(strstr(out, "gpu:") == NULL);
+
+	CHECK_EQ_I(fake_start(&fk, SC_GPU), 0);
+	g.socket = fk.path;
+	CHECK_EQ_I(run_cmd(cmd_status, 1, ARGV("status"), &g, out, sizeof(out)), 0);
+	fake_stop(&fk);
+	CHECK(strstr(out, "\ngpu:          2 processes, 500 launches, 520 records, 498 joined, 2 "
+			  "unmatched, 0 dropped, 0 uprobe launches\n"
+			  "  pid 100:    ready, collecting, clock monotonic callback, CUPTI 130000\n"
+			  "  pid 200:    CUPTI subscriber taken by another tool: cuptiSubscribe: "
+			  "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED?\n"
+			  "clients:") != NULL);
+
+	CHECK_EQ_I(fake_start(&fk, SC_GPU), 0);
+	g.socket = fk.path;
+	CHECK_EQ_I(run_cmd(cmd_status, 2, ARGV("status", "--json"), &g, out, sizeof(out)), 0);
+	fake_stop(&fk);
+	CHECK(strstr(out, "\"gpu_processes\": 2, \"gpu_launches\": 500, \"gpu_records\": 520, "
+			  "\"gpu_joined\": 498, \"gpu_unmatched\": 2, \"gpu\": [{\"pid\": 100, "
+			  "\"state\": \"GPU_STATE_READY\", \"enabled\": true, \"clock\": "
+			  "\"GPU_CLOCK_CALLBACK\", \"cupti_version\": 130000}, {\"pid\": 200, "
+			  "\"state\": \"GPU_STATE_SUBSCRIBER_TAKEN\", \"detail\": \"cuptiSubscribe: "
+			  "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED\\n\"}]}\n") != NULL);
+}
+
+/* The GPU views end to end against the fake daemon, and what an older daemon gets. */
+static void test_gpu_commands(void)
+{
+	struct global_opts g = {0};
+	struct fake fk;
+	char dir[] = "/tmp/test_profctl_gpu_XXXXXX", file[128], out[8192];
+	FILE *f;
+	size_t n;
+
+	CHECK_EQ_I(fake_start(&fk, SC_GPU), 0);
+	g.socket = fk.path;
+	CHECK_EQ_I(run_cmd(cmd_dump, 6, ARGV("dump", "flamegraph", "--pid", "100", "--value", "gpu"),
+			   &g, out, sizeof(out)),
+		   0);
+	fake_stop(&fk);
+	CHECK_STREQ(out, "main;step;cudaLaunchKernel;gemm_[g] 3000000\n");
+
+	CHECK_EQ_I(fake_start(&fk, SC_GPU), 0);
+	g.socket = fk.path;
+	CHECK_EQ_I(run_cmd(cmd_dump, 6, ARGV("dump", "flamegraph", "--pid", "100", "--gpu-idle",
+					     "--nvtx"),
+			   &g, out, sizeof(out)),
+		   0);
+	fake_stop(&fk);
+	CHECK_STREQ(out, "[nvtx] fwd;main;loader 2\n");
+
+	/* The default stays the CPU flame graph, NVTX stripped. */
+	CHECK_EQ_I(fake_start(&fk, SC_GPU), 0);
+	g.socket = fk.path;
+	CHECK_EQ_I(run_cmd(cmd_dump, 4, ARGV("dump", "flamegraph", "--pid", "100"), &g, out,
+			   sizeof(out)),
+		   0);
+	fake_stop(&fk);
+	CHECK_STREQ(out, "main;loader 2\nmain;step 4\n");
+
+	/* dump trace to a file. */
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(file, sizeof(file), "%s/trace.json", dir);
+	CHECK_EQ_I(fake_start(&fk, SC_GPU), 0);
+	g.socket = fk.path;
+	CHECK_EQ_I(run_cmd(cmd_dump, 8, ARGV("dump", "trace", "--pid", "100", "--since", "10s", "-o",
+					     file),
+			   &g, out, sizeof(out)),
+		   0);
+	fake_stop(&fk);
+	CHECK_STREQ(out, "");
+	CHECK_EQ_I(fk.n_traces, 1);
+	CHECK_EQ_U(fk.n_trace_pids, 1);
+	CHECK_EQ_U(fk.trace_pids[0], 100);
+	CHECK_EQ_U(fk.trace_since_ns, 10000000000ull);
+	f = fopen(file, "r");
+	CHECK(f != NULL);
+	if (f) {
+		n = fread(out, 1, sizeof(out) - 1, f);
+		out[n] = '\0';
+		fclose(f);
+		CHECK(strstr(out, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n") == out);
+		CHECK(strstr(out, "\"ts\": 1002000.000, \"dur\": 1000.000, \"name\": \"gemm\"") !=
+		      NULL);
+		CHECK(strstr(out, "{\"ph\": \"s\", \"pid\": 100, \"tid\": 100, \"ts\": "
+				  "1001050.000, \"id\": 1") != NULL);
+		unlink(file);
+	}
+	CHECK_EQ_I(rmdir(dir), 0);
+
+	/* report: busy 3 ms of 10 ms from the trace, the rest from the profile. */
+	CHECK_EQ_I(fake_start(&fk, SC_GPU), 0);
+	g.socket = fk.path;
+	CHECK_EQ_I(run_cmd(cmd_report, 3, ARGV("report", "--pid", "100"), &g, out, sizeof(out)),
+		   0);
+	fake_stop(&fk);
+	CHECK(strstr(out, "Window: 10.00 ms of the daemon's trace ring\n"
+			  "GPU busy: 30.0% (3.00 ms with a kernel running, 2 kernels)\n") == out);
+	CHECK(strstr(out, "       3.00 ms  100.0%         2  gemm\n") != NULL);
+	CHECK(strstr(out, "       3.00 ms  100.0%         2  cudaLaunchKernel\n") != NULL);
+	CHECK(strstr(out, "(2 of 6 CPU samples, 33.3%)") != NULL);
+
+	/* An older daemon: only "samples", no trace. */
+	CHECK_EQ_I(fake_start(&fk, SC_NORMAL), 0);
+	g.socket = fk.path;
+	CHECK_EQ_I(run_cmd(cmd_dump, 4, ARGV("dump", "flamegraph", "--value", "gpu"), &g, out,
+			   sizeof(out)),
+		   PROFCTL_EXIT_NO_SAMPLES);
+	fake_stop(&fk);
+	CHECK_STREQ(out, "");
+	CHECK_EQ_I(fake_start(&fk, SC_NORMAL), 0);
+	g.socket = fk.path;
+	CHECK_EQ_I(run_cmd(cmd_report, 1, ARGV("report"), &g, out, sizeof(out)), 0);
+	fake_stop(&fk);
+	CHECK(strstr(out, "GPU busy: unknown (the daemon sent no trace)\n") == out);
+	CHECK(strstr(out, "Top kernels by GPU time: none (the profile has no gpu_time column)") !=
+	      NULL);
+	CHECK_EQ_I(fake_start(&fk, SC_NORMAL), 0);
+	g.socket = fk.path;
+	CHECK_EQ_I(run_cmd(cmd_dump, 2, ARGV("dump", "trace"), &g, out, sizeof(out)),
+		   PROFCTL_EXIT_UNREACHABLE);
+	fake_stop(&fk);
 }
 
 static void test_dump_to_file(void)
@@ -583,10 +846,12 @@ int main(void)
 {
 	test_parse_dump();
 	test_parse_dump_errors();
+	test_parse_dump_gpu();
 	test_error_mapping();
 	test_status();
 	test_dump_to_file();
 	test_failures();
 	test_bad_profile();
+	test_gpu_commands();
 	return CHECK_DONE();
 }

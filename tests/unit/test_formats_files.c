@@ -330,6 +330,44 @@ static void test_pprof_value_types(void)
 	free(gz);
 }
 
+/* --value: every column stays a sample type, the chosen one is the default. */
+static void test_pprof_default_type(void)
+{
+	struct fixture fx;
+	uint32_t vis[] = {0, 1};
+	const char *want[] = {"cpu", "gpu_time"};
+
+	fx_init_samples(&fx, 10000000);
+	fx_value_type(&fx, "gpu_time", "nanoseconds");
+	uint32_t f = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_GPU, "sgemm");
+	fx_sample_values(&fx, fx_stack(&fx, 1, (uint32_t[]){f}), 9, 9, 2, (uint64_t[]){0, 5000});
+	for (size_t i = 0; i < 2; i++) {
+		struct render_opts o = {.value_index = vis[i]};
+		Perftools__Profiles__Profile *pp = NULL;
+		uint8_t *raw = NULL;
+		size_t len = 0, raw_len;
+		char *gz = NULL;
+		FILE *out = open_memstream(&gz, &len);
+
+		CHECK(out && format_pprof(&fx.p, &o, out) == 0);
+		if (out)
+			fclose(out);
+		if (gz)
+			raw = gunzip(gz, len, &raw_len);
+		if (raw)
+			pp = perftools__profiles__profile__unpack(NULL, raw_len, raw);
+		CHECK(pp != NULL);
+		if (pp) {
+			CHECK_EQ_U(pp->n_sample_type, 3);
+			CHECK_STREQ(pstr(pp, pp->default_sample_type), want[i]);
+			CHECK_EQ_I(pp->sample[0]->value[2], 5000);
+			perftools__profiles__profile__free_unpacked(pp, NULL);
+		}
+		free(raw);
+		free(gz);
+	}
+}
+
 /* The first mapping is the main binary for pprof: the busiest one that is not a library. */
 static void test_pprof_main_mapping(void)
 {
@@ -436,6 +474,7 @@ static void test_json(void)
 	    "  \"realtime_offset_ns\": 1700000000000000000,\n"
 	    "  \"frequency_hz\": 100,\n"
 	    "  \"period_ns\": 10000000,\n"
+	    "  \"value\": \"samples\",\n"
 	    "  \"value_types\": [\n"
 	    "    {\"type\": \"samples\", \"unit\": \"count\"}\n"
 	    "  ],\n"
@@ -593,6 +632,7 @@ int main(void)
 {
 	test_pprof();
 	test_pprof_value_types();
+	test_pprof_default_type();
 	test_pprof_main_mapping();
 	test_speedscope();
 	test_json();

@@ -368,6 +368,42 @@ static void test_gpu_columns(void)
 	functable__free(t);
 }
 
+/* All seven columns of a GPU daemon, only two with values: the empty ones are not shown. */
+static void test_empty_columns_hidden(void)
+{
+	struct fixture fx;
+	struct functable *t;
+	uint32_t f_main, f_kern;
+	char *s;
+
+	fx_init_gpu(&fx, 10000000);
+	f_main = fx_native(&fx, "main");
+	f_kern = fx_frame_at(&fx, PROFD__FRAME_KIND__FRAME_GPU, "gemm", 0);
+	fx_sample_values(&fx, STACK(&fx, f_main), 100, 100, FX_GPU_COLUMNS,
+			 (uint64_t[]){4, 0, 0, 0, 0, 0, 0});
+	fx_sample_values(&fx, STACK(&fx, f_main, f_kern), 100, 100, FX_GPU_COLUMNS,
+			 (uint64_t[]){0, 0, 2500000, 0, 0, 0, 0});
+	t = functable__new(&fx.p);
+	CHECK(t != NULL);
+	if (!t)
+		return;
+	CHECK_EQ_U(functable__n_values(t), 7);
+	s = render(functable__print_table, t, 0, 0);
+	CHECK(s &&
+	      strstr(s, "\nName        Self CPU %      Self CPU   CPU total %     CPU "
+			"total     # Samples    Self GPU %      Self GPU   GPU total %     GPU "
+			"total\n") != NULL);
+	CHECK(s && strstr(s, "gpu_idle") == NULL && strstr(s, "copy") == NULL);
+	CHECK(s && strstr(s, "\nSelf CPU time total: 40.000ms\nSelf GPU time total: 2.500ms\n") !=
+		       NULL);
+	free(s);
+	s = render(functable__print_top, t, 0, 1);
+	CHECK_STREQ(s, " Self %  Total %     Self    Total  Self GPU  GPU total  Function\n"
+		       "100.00%  100.00%        4        4   0.000us    2.500ms  main\n");
+	free(s);
+	functable__free(t);
+}
+
 static void test_time_format(void)
 {
 	char buf[32];
@@ -405,6 +441,7 @@ int main(void)
 	test_table_text();
 	test_width();
 	test_gpu_columns();
+	test_empty_columns_hidden();
 	test_time_format();
 	test_empty();
 	return CHECK_DONE();
