@@ -333,7 +333,8 @@ static int collect_gpus(struct tw *w)
 		w->gpus[n++] = (struct gpu_proc){t->kernels[i]->pid, t->kernels[i]->device};
 	for (size_t i = 0; i < t->n_copies; i++)
 		w->gpus[n++] = (struct gpu_proc){t->copies[i]->pid, t->copies[i]->device};
-	qsort(w->gpus, n, sizeof(*w->gpus), cmp_gpu_proc);
+	if (n) /* qsort(NULL, 0) is undefined */
+		qsort(w->gpus, n, sizeof(*w->gpus), cmp_gpu_proc);
 	w->n_gpus = 0;
 	for (size_t i = 0; i < n; i++)
 		if (!w->n_gpus || cmp_gpu_proc(&w->gpus[w->n_gpus - 1], &w->gpus[i]))
@@ -380,14 +381,16 @@ static int write_metadata(struct tw *w)
 		}
 		th[n++] = (struct pid_tid){w->gpus[i].pid, UINT32_MAX};
 	}
-	qsort(th, n, sizeof(*th), cmp_pid_tid);
+	if (n) /* qsort(NULL, 0) is undefined */
+		qsort(th, n, sizeof(*th), cmp_pid_tid);
 	for (size_t i = 0; i < t->n_kernels; i++)
 		streams[n_streams++] = (struct pid_tid){
 		    gpu_pid(w, t->kernels[i]->pid, t->kernels[i]->device), t->kernels[i]->stream};
 	for (size_t i = 0; i < t->n_copies; i++)
 		streams[n_streams++] = (struct pid_tid){
 		    gpu_pid(w, t->copies[i]->pid, t->copies[i]->device), t->copies[i]->stream};
-	qsort(streams, n_streams, sizeof(*streams), cmp_pid_tid);
+	if (n_streams) /* qsort(NULL, 0) is undefined */
+		qsort(streams, n_streams, sizeof(*streams), cmp_pid_tid);
 
 	for (size_t i = 0; i < n; i++) {
 		uint32_t pid = th[i].pid;
@@ -445,7 +448,8 @@ static int collect_events(struct tw *w)
 	for (size_t i = 0; i < t->n_kernels; i++)
 		corr[i] = (struct corr_ref){t->kernels[i]->pid, t->kernels[i]->correlation_id,
 					    (uint32_t)i};
-	qsort(corr, t->n_kernels, sizeof(*corr), cmp_corr);
+	if (t->n_kernels) /* qsort(NULL, 0) is undefined */
+		qsort(corr, t->n_kernels, sizeof(*corr), cmp_corr);
 
 	for (size_t i = 0; i < t->n_nvtx && !err; i++) {
 		const Profd__TraceNvtx *e = t->nvtx[i];
@@ -677,7 +681,8 @@ int format_trace(const Profd__Trace *t, FILE *out)
 		err = collect_events(&w);
 	if (err)
 		goto out;
-	qsort(w.evs, w.n_evs, sizeof(*w.evs), cmp_ev);
+	if (w.n_evs) /* qsort(NULL, 0) is undefined */
+		qsort(w.evs, w.n_evs, sizeof(*w.evs), cmp_ev);
 	fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [", out);
 	err = write_metadata(&w);
 	for (size_t i = 0; i < w.n_evs && !err; i++)

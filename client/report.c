@@ -24,7 +24,8 @@ uint64_t report_union_ns(struct report_span *s, size_t n, uint64_t lo, uint64_t 
 	uint64_t busy = 0, cur_s = 0, cur_e = 0;
 	bool open = false;
 
-	qsort(s, n, sizeof(*s), cmp_span);
+	if (n) /* qsort(NULL, 0) is undefined */
+		qsort(s, n, sizeof(*s), cmp_span);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t a = s[i].start < lo ? lo : s[i].start;
 		uint64_t b = s[i].end > hi ? hi : s[i].end;
@@ -100,7 +101,8 @@ static void rows_finish(struct rows *r, struct report_row **out, size_t *n_out)
 {
 	size_t n = 0;
 
-	qsort(r->v, r->n, sizeof(*r->v), cmp_row_name);
+	if (r->n) /* qsort(NULL, 0) is undefined */
+		qsort(r->v, r->n, sizeof(*r->v), cmp_row_name);
 	for (size_t i = 0; i < r->n; i++) {
 		if (n && strcmp(r->v[n - 1].name, r->v[i].name) == 0) {
 			r->v[n - 1].value = add_sat(r->v[n - 1].value, r->v[i].value);
@@ -110,7 +112,8 @@ static void rows_finish(struct rows *r, struct report_row **out, size_t *n_out)
 		}
 		r->v[n++] = r->v[i];
 	}
-	qsort(r->v, n, sizeof(*r->v), cmp_row_value);
+	if (n) /* qsort(NULL, 0) is undefined */
+		qsort(r->v, n, sizeof(*r->v), cmp_row_value);
 	*out = r->v;
 	*n_out = n;
 	*r = (struct rows){0};
@@ -324,7 +327,8 @@ static int from_trace(struct report *r, const Profd__Trace *t)
 	}
 	r->kernels_seen = n;
 	r->busy_ns = report_union_ns(spans, n, lo, hi);
-	qsort(r->devices, r->n_devices, sizeof(*r->devices), cmp_device);
+	if (r->n_devices) /* qsort(NULL, 0) is undefined */
+		qsort(r->devices, r->n_devices, sizeof(*r->devices), cmp_device);
 	for (size_t j = 0; j < r->n_devices; j++) {
 		size_t m = 0;
 

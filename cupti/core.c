@@ -40,6 +40,21 @@ struct cupti_fns core_fns;
 struct evq *core_evq;
 uint64_t (*core_mono_ns)(void) = mono_ns;
 
+/*
+ * The launch rate limit's clock: CLOCK_MONOTONIC_COARSE, read from the vDSO without touching
+ * the TSC (a few ns instead of about 26 on a VM). Its tick (1-4 ms) only makes the bucket refill
+ * in steps; the rate over a second stays the same.
+ */
+static uint64_t coarse_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t (*core_bucket_ns)(void) = coarse_ns;
+
 static struct {
 	bool loaded;
 	bool enabled;
@@ -330,8 +345,18 @@ static void fill_info(struct core_info *info)
 	info->cupti_version = core.version;
 	snprintf(info->cupti_path, sizeof(info->cupti_path), "%s", core.path);
 	info->library_path[0] = 0;
-	if (dladdr((void *)core__init, &di) && di.dli_fname)
-		snprintf(info->library_path, sizeof(info->library_path), "%s", di.dli_fname);
+	if (dladdr((void *)core__init, &di) && di.dli_fname) {
+		/*
+		 * dladdr gives the name as it was passed to dlopen, relative if CUDA_INJECTION64_PATH
+		 * was; the daemon attaches by absolute path, and the working directory is the one
+		 * the name was opened from only now, at initialization.
+		 */
+		char *abs = realpath(di.dli_fname, NULL);
+
+		snprintf(info->library_path, sizeof(info->library_path), "%s",
+			 abs ? abs : di.dli_fname);
+		free(abs);
+	}
 	info->launch_rate_limit = core.rate;
 }
 
@@ -587,6 +612,7 @@ void core__flush(bool forced, uint64_t *complete_until_ns)
 void core__test_set_clock(uint64_t (*mono)(void))
 {
 	core_mono_ns = mono ? mono : mono_ns;
+	core_bucket_ns = mono ? mono : coarse_ns;
 }
 
 int64_t core__test_offset(void)

@@ -82,6 +82,8 @@ void core_log_once(enum core_log_id id, const char *fmt, ...) __attribute__((for
 
 /* The CLOCK_MONOTONIC reader every part of the core uses (a test may replace it). */
 extern uint64_t (*core_mono_ns)(void);
+/* The launch rate limit's clock (coarse; the tests set both with core__test_set_clock). */
+extern uint64_t (*core_bucket_ns)(void);
 
 /* CUPTI timestamp to CLOCK_MONOTONIC ns per the clock mode chosen at enable; 0 stays 0. */
 uint64_t core_ts(uint64_t cupti_ns);

@@ -160,7 +160,7 @@ static bool bucket_take(struct launch_tls *t)
 
 	if (!rate)
 		return true;
-	now = core_mono_ns();
+	now = core_bucket_ns();
 	if (!t->primed) {
 		t->primed = true;
 		t->credit_ns = cap_ns;

@@ -77,7 +77,8 @@ static size_t nvtx_frames(struct gpu *g, uint32_t pid, uint32_t tid, uint64_t ts
 		if (range_active(&p->nvtx[i], tid, ts) && n < MAX_NVTX_DEPTH)
 			act[n++] = &p->nvtx[i];
 	if (n > 1)
-		qsort(act, n, sizeof(act[0]), range_cmp);
+		if (n) /* qsort(NULL, 0) is undefined */
+			qsort(act, n, sizeof(act[0]), range_cmp);
 	for (size_t i = 0; i < n; i++) {
 		struct frame_key k = {.kind = FRAME_KIND_NVTX, .name = act[i]->name};
 		uint32_t id = store__intern_frame(g->store, &k);

@@ -529,7 +529,8 @@ int gpu__trace(struct gpu *g, const struct store_query *q, const struct gpu_trac
 		err = -ENODATA;
 		goto out;
 	}
-	qsort(sel, nsel, sizeof(*sel), ev_cmp);
+	if (nsel) /* qsort(NULL, 0) is undefined */
+		qsort(sel, nsel, sizeof(*sel), ev_cmp);
 	for (size_t i = 0; i < nsel; i++) {
 		counts[sel[i]->type - 1]++;
 		if (sel[i]->end > newest)

@@ -50,8 +50,9 @@ endforeach()
 # real daemon attaches the launch probe, joins kernels to launch stacks and serves the views.
 if(TARGET fake_cupti AND TARGET profd_cupti)
   add_executable(fixture_gpu_app ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/gpu_app/gpu_app.c)
-  target_compile_options(fixture_gpu_app PRIVATE ${FIXTURE_FLAGS} -fno-sanitize=all)
-  target_link_options(fixture_gpu_app PRIVATE -fno-sanitize=all)
+  # Built like the library it loads (sanitized in a sanitizer build): the library is the code
+  # under test here, and an instrumented library needs its runtime in the program.
+  target_compile_options(fixture_gpu_app PRIVATE ${FIXTURE_FLAGS})
   target_include_directories(fixture_gpu_app PRIVATE ${PROFD_CUPTI_INCLUDE_DIR}
                              ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/cupti_fake)
   target_link_libraries(fixture_gpu_app PRIVATE fake_cupti ${CMAKE_DL_LIBS})

@@ -28,7 +28,10 @@ tmp = tempfile.mkdtemp(prefix="profd-gpu-")
 out_path = os.path.join(tmp, "out")
 sock = os.path.join(tmp, "run", "profd.sock")
 env = dict(os.environ, PROFD_SOCKET=sock, PROFD_CUPTI_PATH=FAKE)
-app = subprocess.Popen([fixture("gpu_app"), LIB, "6", out_path], env=env)
+# A relative library path, as CUDA_INJECTION64_PATH may be: the library must still tell the
+# daemon where it lives.
+app = subprocess.Popen([fixture("gpu_app"), "./" + os.path.basename(LIB), "6", out_path], env=env,
+                       cwd=os.path.dirname(LIB))
 
 
 def read_out():
@@ -38,7 +41,12 @@ def read_out():
 
 deadline = time.time() + 10
 while time.time() < deadline and not (os.path.exists(out_path) and "pid" in read_out()):
+    if app.poll() is not None:
+        fail(f"gpu_app exited with {app.returncode} before it started")
     time.sleep(0.05)
+if not os.path.exists(out_path):
+    app.kill()
+    fail("gpu_app did not start in 10 s")
 pid = int(read_out()["pid"])
 
 try:
