@@ -25,20 +25,32 @@
 #define POOL_BUF_SIZE (1u << 20)
 #define POOL_DEFAULT 8
 #define POOL_MAX 256
-/* Handed out when the pool is empty: CUPTI before API v27 crashes on a NULL buffer. */
+/* The pool grows (doubling, from the uplink thread) up to this when it ran dry. */
+#define POOL_GROW_MAX 64
+/*
+ * Declining a buffer request (*buffer = NULL) is documented in cupti_activity.h
+ * (CUpti_BuffersCallbackRequestFunc: "CUPTI may drop activity records"); CUPTI before API
+ * version 27 (CUDA 12.9) crashes on it (Kineto's CuptiActivityApi.cpp works around the same),
+ * so older ones get a discard buffer whose records are only counted.
+ */
+#define CUPTI_DECLINE_MIN_VERSION 27
 #define DISCARD_SIZE (64u << 10)
+#define DISCARD_SLOTS 64
 #define RATE_DEFAULT 1000
 #define RATE_MAX 10000000
 /* A callback clock further than this from CLOCK_MONOTONIC did not take effect. */
 #define CLOCK_CHECK_NS (50 * NSEC_PER_MSEC)
 #define OFFSET_READS 16
 #define OFFSET_REFRESH_NS (10 * NSEC_PER_SEC)
+/* A launch whose record is missing for this long is taken as lost (failed, or dropped). */
+#define LAUNCH_MAX_AGE_NS (10 * NSEC_PER_SEC)
 
 enum clock_mode { CLK_NONE, CLK_CALLBACK, CLK_OFFSET };
 
 struct cupti_fns core_fns;
 struct evq *core_evq;
 uint64_t (*core_mono_ns)(void) = mono_ns;
+atomic_bool core_forked;
 
 /*
  * The launch rate limit's clock: CLOCK_MONOTONIC_COARSE, read from the vDSO without touching
@@ -57,14 +69,16 @@ uint64_t (*core_bucket_ns)(void) = coarse_ns;
 
 static struct {
 	bool loaded;
+	bool deferred; /* no CUPTI at init: load the system's at the first enable */
 	bool enabled;
 	void *handle;
 	uint32_t version;
 	uint32_t rate;
-	unsigned pool_target;
+	unsigned pool_target, pool_cap;
 	char path[256];
 	CUpti_SubscriberHandle sub;
 	uint64_t offset_at; /* core_mono_ns() of the last offset measurement */
+	uint64_t until;	    /* the last watermark core__flush gave */
 	/* what enable switched on, for disable */
 	CUpti_ActivityKind kinds[8];
 	size_t nr_kinds;
@@ -75,6 +89,8 @@ static struct {
 static _Atomic int clock_mode = CLK_NONE;
 /* CUPTI's REALTIME-like clock minus CLOCK_MONOTONIC; records in that clock subtract it. */
 static _Atomic int64_t clock_offset;
+/* buf_completed calls in progress: their records are not all queued yet. */
+static atomic_int decoding;
 
 /* ---- logging ------------------------------------------------------------------------------- */
 
@@ -82,6 +98,7 @@ static atomic_uint log_seen;
 
 void core_log_once(enum core_log_id id, const char *fmt, ...)
 {
+	int saved_errno = errno;
 	char line[256];
 	va_list ap;
 
@@ -90,80 +107,196 @@ void core_log_once(enum core_log_id id, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	/* One writer for the library's lines: the prefix, one write(), PROFD_CUPTI_QUIET. */
+	/* Recorded, not written: the uplink thread writes it (never an application thread). */
 	uplink__log("%s", line);
+	errno = saved_errno;
 }
 
 /* ---- buffer pool --------------------------------------------------------------------------- */
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t *pool_free[POOL_MAX];
-static unsigned pool_nr_free, pool_nr;
-static uint8_t discard_buf[DISCARD_SIZE] __attribute__((aligned(8)));
+static unsigned pool_nr_free;
+/*
+ * Every buffer of the pool, for the membership check of buf_completed: written once per slot
+ * before pool_nr is published, read without the lock.
+ */
+static uint8_t *_Atomic pool_all[POOL_MAX];
+static atomic_uint pool_nr;
+/* A request found the pool empty: the uplink grows it at its next flush. */
+static atomic_bool pool_dry;
+
+/*
+ * Discard buffers for CUPTI before v27. Each is with at most one holder at a time (CUPTI fills
+ * per-thread buffers concurrently, and zeroes a buffer when it hands it to a thread), so a
+ * requesting thread never shares one with another: taken by CAS on busy, given back by
+ * buf_completed. Allocated on first use, kept for the life of the process.
+ */
+static uint8_t *_Atomic discard_buf[DISCARD_SLOTS];
+static atomic_uchar discard_busy[DISCARD_SLOTS];
 
 /* Fill the pool up to core.pool_target buffers. The buffers live as long as the process. */
 static int pool_fill(void)
 {
+	unsigned n;
 	int err = 0;
 
 	pthread_mutex_lock(&pool_lock);
-	while (pool_nr < core.pool_target) {
+	n = atomic_load_explicit(&pool_nr, memory_order_relaxed);
+	while (n < core.pool_target) {
 		uint8_t *b = aligned_alloc(8, POOL_BUF_SIZE);
 
 		if (!b) {
 			err = -ENOMEM;
 			break;
 		}
+		atomic_store_explicit(&pool_all[n], b, memory_order_relaxed);
+		atomic_store_explicit(&pool_nr, ++n, memory_order_release);
 		pool_free[pool_nr_free++] = b;
-		pool_nr++;
 	}
 	pthread_mutex_unlock(&pool_lock);
-	return pool_nr ? 0 : err;
+	return n ? 0 : err;
+}
+
+static bool pool_owns(const uint8_t *buf)
+{
+	unsigned i, n = atomic_load_explicit(&pool_nr, memory_order_acquire);
+
+	for (i = 0; i < n; i++)
+		if (atomic_load_explicit(&pool_all[i], memory_order_relaxed) == buf)
+			return true;
+	return false;
+}
+
+static uint8_t *discard_take(void)
+{
+	unsigned i;
+
+	for (i = 0; i < DISCARD_SLOTS; i++) {
+		unsigned char idle = 0;
+		uint8_t *b;
+
+		if (atomic_load_explicit(&discard_busy[i], memory_order_relaxed) ||
+		    !atomic_compare_exchange_strong(&discard_busy[i], &idle, 1))
+			continue;
+		b = atomic_load(&discard_buf[i]);
+		if (!b) {
+			b = aligned_alloc(8, DISCARD_SIZE);
+			if (!b) {
+				atomic_store(&discard_busy[i], 0);
+				return NULL;
+			}
+			atomic_store(&discard_buf[i], b);
+		}
+		return b;
+	}
+	return NULL;
+}
+
+/* Give a discard buffer back. Returns false when buf is none of them. */
+static bool discard_give(const uint8_t *buf)
+{
+	unsigned i;
+
+	for (i = 0; i < DISCARD_SLOTS; i++) {
+		if (atomic_load(&discard_buf[i]) == buf) {
+			atomic_store(&discard_busy[i], 0);
+			return true;
+		}
+	}
+	return false;
 }
 
 static void CUPTIAPI buf_requested(uint8_t **buf, size_t *size, size_t *max_records)
 {
+	int saved_errno = errno;
 	uint8_t *b = NULL;
 
+	*buf = NULL;
+	*size = 0;
+	*max_records = 0;
+	if (atomic_load_explicit(&core_forked, memory_order_relaxed))
+		return;
 	pthread_mutex_lock(&pool_lock);
 	if (pool_nr_free)
 		b = pool_free[--pool_nr_free];
 	pthread_mutex_unlock(&pool_lock);
-	*max_records = 0;
 	if (b) {
 		*buf = b;
 		*size = POOL_BUF_SIZE;
+		errno = saved_errno;
 		return;
 	}
-	/* Shared by every requester while the pool is empty; its records are only counted. */
-	atomic_fetch_add_explicit(&core_stats.discard_bufs, 1, memory_order_relaxed);
+	atomic_store_explicit(&pool_dry, true, memory_order_relaxed);
 	core_log_once(CLOG_POOL_EMPTY,
 		      "activity buffer pool empty (%u x 1 MiB), records dropped; "
 		      "PROFD_CUPTI_BUFFERS sets the count",
-		      pool_nr);
-	*buf = discard_buf;
-	*size = DISCARD_SIZE;
+		      atomic_load_explicit(&pool_nr, memory_order_relaxed));
+	if (core.version >= CUPTI_DECLINE_MIN_VERSION) {
+		/* Declined: CUPTI drops the records and counts them (buf_completed reads that). */
+		atomic_fetch_add_explicit(&core_stats.declined_bufs, 1, memory_order_relaxed);
+		errno = saved_errno;
+		return;
+	}
+	b = discard_take();
+	if (b) {
+		atomic_fetch_add_explicit(&core_stats.discard_bufs, 1, memory_order_relaxed);
+		*buf = b;
+		*size = DISCARD_SIZE;
+	} else {
+		/* Every discard buffer is out: nothing safe is left to give. */
+		atomic_fetch_add_explicit(&core_stats.declined_bufs, 1, memory_order_relaxed);
+	}
+	errno = saved_errno;
 }
 
 static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size,
 				   size_t valid)
 {
+	int saved_errno = errno;
 	size_t dropped = 0;
 
-	if (buf == discard_buf) {
-		if (core_evq)
-			evq__add_dropped(core_evq, count_records(buf, valid));
-	} else if (buf) {
+	if (atomic_load_explicit(&core_forked, memory_order_relaxed))
+		return;
+	atomic_fetch_add_explicit(&decoding, 1, memory_order_acq_rel);
+	if (!buf) {
+		/* nothing */
+	} else if (size == POOL_BUF_SIZE && pool_owns(buf)) {
 		decode_buffer(buf, valid);
 		pthread_mutex_lock(&pool_lock);
 		if (pool_nr_free < POOL_MAX)
 			pool_free[pool_nr_free++] = buf;
 		pthread_mutex_unlock(&pool_lock);
+	} else if (size == DISCARD_SIZE && discard_give(buf)) {
+		if (core_evq)
+			evq__add_dropped(core_evq, count_records(buf, valid));
+	} else {
+		/*
+		 * Not ours: another client's buffer still out when we registered our callbacks.
+		 * Its size and owner are unknown to us; it is never handed out again.
+		 */
+		atomic_fetch_add_explicit(&core_stats.foreign_bufs, 1, memory_order_relaxed);
 	}
 	if (core_fns.ActivityGetNumDroppedRecords &&
 	    core_fns.ActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS &&
 	    dropped && core_evq)
 		evq__add_dropped(core_evq, dropped);
+	atomic_fetch_sub_explicit(&decoding, 1, memory_order_acq_rel);
+	errno = saved_errno;
+}
+
+/* The pool ran dry since the last flush: double it, up to its cap. Uplink thread. */
+static void pool_grow(void)
+{
+	unsigned target;
+
+	if (!atomic_exchange_explicit(&pool_dry, false, memory_order_relaxed))
+		return;
+	if (core.pool_target >= core.pool_cap)
+		return;
+	target = core.pool_target * 2;
+	core.pool_target = target > core.pool_cap ? core.pool_cap : target;
+	pool_fill();
 }
 
 /* ---- clock --------------------------------------------------------------------------------- */
@@ -342,8 +475,8 @@ static void fill_info(struct core_info *info)
 {
 	Dl_info di;
 
-	info->cupti_version = core.version;
-	snprintf(info->cupti_path, sizeof(info->cupti_path), "%s", core.path);
+	info->cupti_version = core.loaded ? core.version : 0;
+	snprintf(info->cupti_path, sizeof(info->cupti_path), "%s", core.loaded ? core.path : "");
 	info->library_path[0] = 0;
 	if (dladdr((void *)core__init, &di) && di.dli_fname) {
 		/*
@@ -360,30 +493,23 @@ static void fill_info(struct core_info *info)
 	info->launch_rate_limit = core.rate;
 }
 
-int core__init(struct evq *q, struct core_info *info)
+/*
+ * Load CUPTI and resolve its function table. Returns 0, or a negative errno with info's state
+ * and detail saying why (nothing logged here: core__init runs inside cuInit). Without
+ * allow_system and nothing loaded or configured: -EAGAIN, the load is deferred.
+ */
+static int load_cupti(bool allow_system, struct core_info *info)
 {
 	char why[160];
 	void *h;
 	size_t i;
 	CUptiResult r;
 
-	core_evq = q;
-	if (core.loaded) {
-		fill_info(info);
-		set_state(info, PROFD__GPU_STATE__GPU_STATE_READY, NULL);
-		return 0;
-	}
-	memset(info, 0, sizeof(*info));
-	core.rate = RATE_DEFAULT;
-	env_u32("PROFD_CUPTI_LAUNCH_RATE", 0, RATE_MAX, &core.rate);
-	core.pool_target = POOL_DEFAULT;
-	env_u32("PROFD_CUPTI_BUFFERS", 2, POOL_MAX, &core.pool_target);
-	fill_info(info);
-
-	h = cupti_find(core.path, sizeof(core.path), why, sizeof(why));
+	h = cupti_find(allow_system, core.path, sizeof(core.path), why, sizeof(why));
+	if (!h && !allow_system && !why[0])
+		return -EAGAIN;
 	if (!h) {
 		set_state(info, PROFD__GPU_STATE__GPU_STATE_NO_CUPTI, "%s", why);
-		core_log_once(CLOG_NO_CUPTI, "%s", why);
 		return -ENOENT;
 	}
 	snprintf(info->cupti_path, sizeof(info->cupti_path), "%s", core.path);
@@ -394,7 +520,6 @@ int core__init(struct evq *q, struct core_info *info)
 		if (!p && syms[i].required) {
 			set_state(info, PROFD__GPU_STATE__GPU_STATE_CUPTI_TOO_OLD, "%s lacks %s",
 				  core.path, syms[i].name);
-			core_log_once(CLOG_TOO_OLD, "%s", info->detail);
 			memset(&core_fns, 0, sizeof(core_fns));
 			return -ENOSYS;
 		}
@@ -405,12 +530,12 @@ int core__init(struct evq *q, struct core_info *info)
 	if (r != CUPTI_SUCCESS || core.version < CUPTI_MIN_API_VERSION) {
 		if (r != CUPTI_SUCCESS)
 			set_state(info, PROFD__GPU_STATE__GPU_STATE_CUPTI_TOO_OLD,
-				  "cuptiGetVersion: %s", cupti_result_str(&core_fns, r));
+				  "%s: cuptiGetVersion: %s", core.path,
+				  cupti_result_str(&core_fns, r));
 		else
 			set_state(info, PROFD__GPU_STATE__GPU_STATE_CUPTI_TOO_OLD,
-				  "CUPTI API version %u, need %u (CUDA 11.6)", core.version,
-				  CUPTI_MIN_API_VERSION);
-		core_log_once(CLOG_TOO_OLD, "%s: %s", core.path, info->detail);
+				  "%s: CUPTI API version %u, need %u (CUDA 11.6)", core.path,
+				  core.version, CUPTI_MIN_API_VERSION);
 		memset(&core_fns, 0, sizeof(core_fns));
 		return -ENOSYS;
 	}
@@ -418,6 +543,37 @@ int core__init(struct evq *q, struct core_info *info)
 	core.loaded = true;
 	set_state(info, PROFD__GPU_STATE__GPU_STATE_READY, NULL);
 	return 0;
+}
+
+int core__init(struct evq *q, struct core_info *info)
+{
+	int err;
+
+	core_evq = q;
+	if (core.loaded || core.deferred) {
+		fill_info(info);
+		set_state(info, PROFD__GPU_STATE__GPU_STATE_READY, NULL);
+		return 0;
+	}
+	memset(info, 0, sizeof(*info));
+	core.rate = RATE_DEFAULT;
+	env_u32("PROFD_CUPTI_LAUNCH_RATE", 0, RATE_MAX, &core.rate);
+	core.pool_target = POOL_DEFAULT;
+	env_u32("PROFD_CUPTI_BUFFERS", 2, POOL_MAX, &core.pool_target);
+	core.pool_cap = core.pool_target > POOL_GROW_MAX ? core.pool_target : POOL_GROW_MAX;
+	fill_info(info);
+
+	err = load_cupti(false, info);
+	if (err == -EAGAIN) {
+		/*
+		 * READY: collection works when asked for, as far as we know. No path, no version:
+		 * the daemon gets both in a new GpuAttach after the first enable loads it.
+		 */
+		core.deferred = true;
+		set_state(info, PROFD__GPU_STATE__GPU_STATE_READY, NULL);
+		return 0;
+	}
+	return err;
 }
 
 /* ---- enable / disable ---------------------------------------------------------------------- */
@@ -499,6 +655,17 @@ int core__enable(struct core_info *info)
 	size_t i;
 	int err, mode;
 
+	if (!core.loaded && core.deferred) {
+		/* The first enable of a process that had no CUPTI loaded: the system's now. */
+		core.deferred = false;
+		err = load_cupti(true, info);
+		if (err) {
+			core_log_once(CLOG_NO_CUPTI, "%s; GPU activity is not collected",
+				      info->detail);
+			return err;
+		}
+		fill_info(info);
+	}
 	if (!core.loaded)
 		return -ENOENT; /* info still says why, from core__init */
 	if (core.enabled)
@@ -588,7 +755,7 @@ bool core__enabled(void)
 
 void core__flush(bool forced, uint64_t *complete_until_ns)
 {
-	uint64_t now;
+	uint64_t now, oldest, until;
 	CUptiResult r;
 
 	*complete_until_ns = 0;
@@ -597,14 +764,38 @@ void core__flush(bool forced, uint64_t *complete_until_ns)
 	now = core_mono_ns();
 	if (now - core.offset_at >= OFFSET_REFRESH_NS)
 		offset_refresh();
+	pool_grow();
+	/*
+	 * Unforced: CUPTI returns every buffer whose records are all complete, full or not. A
+	 * forced flush returns the others too, and their walk stops at the first incomplete
+	 * record, losing it and the rest: only for disable and exit.
+	 */
 	r = core_fns.ActivityFlushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
 	if (r != CUPTI_SUCCESS) {
 		core_log_once(CLOG_FLUSH, "cuptiActivityFlushAll: %s",
 			      cupti_result_str(&core_fns, r));
 		return;
 	}
-	if (forced)
-		*complete_until_ns = now;
+	/*
+	 * A buffer CUPTI handed over on another thread is still being decoded: its records are
+	 * not all queued, and may be older than anything we could vouch for now.
+	 */
+	if (atomic_load_explicit(&decoding, memory_order_acquire)) {
+		*complete_until_ns = core.until;
+		return;
+	}
+	/* A record still in CUPTI's hands belongs to a launch after the oldest outstanding. */
+	oldest = launch_oldest_ns(now, LAUNCH_MAX_AGE_NS);
+	until = oldest < now ? oldest : now;
+	if (until < core.until)
+		until = core.until;
+	core.until = until;
+	*complete_until_ns = until;
+}
+
+void core__forked_child(void)
+{
+	atomic_store(&core_forked, true);
 }
 
 /* ---- test hooks ---------------------------------------------------------------------------- */
@@ -613,6 +804,11 @@ void core__test_set_clock(uint64_t (*mono)(void))
 {
 	core_mono_ns = mono ? mono : mono_ns;
 	core_bucket_ns = mono ? mono : coarse_ns;
+}
+
+unsigned core__test_pool_size(void)
+{
+	return atomic_load(&pool_nr);
 }
 
 int64_t core__test_offset(void)

@@ -27,26 +27,36 @@ struct core_info {
 };
 
 /*
- * Find and load CUPTI (the one already in the process first; $PROFD_CUPTI_PATH when set is the
- * only other candidate, else the system's), resolve the function table. Never subscribes.
- * Returns 0 (info->state READY) or a negative errno with info->state/detail saying why; the
- * library then stays idle and the uplink reports the state.
+ * Find CUPTI and resolve its function table: the one already in the process, else
+ * $PROFD_CUPTI_PATH when set. Neither: the system's libcupti is loaded only by the first
+ * core__enable (a process that is never profiled never gets it), and info says READY with an
+ * empty cupti_path and no version until then. Never subscribes, never logs (it runs inside
+ * cuInit on an application thread). Returns 0 (info->state READY) or a negative errno with
+ * info->state/detail saying why; the library then stays idle and the uplink reports the state.
  */
 int core__init(struct evq *q, struct core_info *info);
 /*
- * Subscribe, set the clock, enable callbacks and activity kinds. Returns 0, or a negative errno
- * with info->state/detail updated (SUBSCRIBER_TAKEN when another tool holds the slot: nothing
- * is enabled then and the slot is left alone).
+ * Load the system's CUPTI if core__init deferred it, subscribe, set the clock, enable callbacks
+ * and activity kinds. Returns 0, or a negative errno with info->state/detail updated
+ * (SUBSCRIBER_TAKEN when another tool holds the slot: nothing is enabled then and the slot is
+ * left alone; NO_CUPTI when the deferred load failed).
  */
 int core__enable(struct core_info *info);
 /* Disable activity and callbacks, flush what is buffered, unsubscribe. Idempotent. */
 void core__disable(void);
 /*
- * Ask CUPTI for completed buffers (forced: partly filled ones too). Sets *complete_until_ns to
- * a time before which every record has now been pushed (0 if unknown). Safe when disabled.
+ * Ask CUPTI for the buffers whose records are all complete (forced: every buffer, losing the
+ * records after the first incomplete one in each; only for disable and exit). Grows the buffer
+ * pool when it ran dry. Sets *complete_until_ns to a watermark: every record that ended before
+ * it has been pushed to the queue. It is the smaller of the flush's start and the API-enter
+ * time of the oldest traced launch whose record is still missing (launches older than
+ * 10 s are taken as lost), never less than the previous one, and it does not move while a
+ * buffer is being decoded on another thread. 0 if unknown. Safe when disabled.
  */
 void core__flush(bool forced, uint64_t *complete_until_ns);
 /* Whether core__enable succeeded and core__disable was not called since. */
 bool core__enabled(void);
+/* In a forked child: every callback becomes a no-op (core_forked). Async-signal-safe. */
+void core__forked_child(void);
 
 #endif

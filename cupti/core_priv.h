@@ -51,11 +51,14 @@ struct cupti_fns {
 /* ---- loader.c ------------------------------------------------------------------------------ */
 
 /*
- * Find libcupti: the one already in the process, else $PROFD_CUPTI_PATH when set, else the
- * system's. Returns a dlopen handle (never closed: CUPTI cannot be unloaded) or NULL with a
- * one-line reason in why. Sets path to the file's name ("" if unknown).
+ * Find libcupti: the one already in the process, else $PROFD_CUPTI_PATH when set, else (only
+ * when allow_system) the system's. Returns a dlopen handle (never closed: CUPTI cannot be
+ * unloaded) or NULL with a one-line reason in why. Sets path to the file's name ("" if
+ * unknown). Without allow_system and with nothing loaded or configured, NULL with why "".
  */
-void *cupti_find(char *path, size_t path_len, char *why, size_t why_len);
+void *cupti_find(bool allow_system, char *path, size_t path_len, char *why, size_t why_len);
+/* Tests: the names tried for the system's libcupti (NULL restores the defaults). */
+void cupti_test_set_system_name(const char *name);
 /* A CUPTI result as text, for details and logs. */
 const char *cupti_result_str(const struct cupti_fns *f, CUptiResult r);
 
@@ -77,7 +80,10 @@ enum core_log_id {
 	CLOG_ENV,
 	CLOG_NR,
 };
-/* One line to stderr prefixed "profd_cupti: ", the first time the condition occurs. */
+/*
+ * Record one line for stderr (prefixed "profd_cupti: "), the first time the condition occurs.
+ * Any thread, never blocks, keeps errno: the uplink thread does the writing (uplink__log).
+ */
 void core_log_once(enum core_log_id id, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The CLOCK_MONOTONIC reader every part of the core uses (a test may replace it). */
@@ -90,6 +96,11 @@ uint64_t core_ts(uint64_t cupti_ns);
 
 extern struct cupti_fns core_fns;
 extern struct evq *core_evq;
+/*
+ * Set in a forked child: every callback (buffers, launches, NVTX pairing) returns at once
+ * without a lock, since threads of the parent may have held any of them at the fork.
+ */
+extern atomic_bool core_forked;
 
 /* ---- launch.c ------------------------------------------------------------------------------ */
 
@@ -111,16 +122,29 @@ const char *traced_api_name(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
 /* The subscriber callback. */
 void CUPTIAPI launch_callback(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 			      const void *cbdata);
-/* Start a new generation: thread states from before are reset on their next launch. */
+/*
+ * Start a new generation: thread states from before are reset on their next launch, the
+ * outstanding launches are forgotten. Called with the callbacks off.
+ */
 void launch_reset(uint32_t rate_per_sec);
 /* The weight the probe gave this correlation id; 1 when no launch callback saw it. */
 uint32_t launch_weight(uint32_t corr);
+/* A kernel, copy or memset record of corr was decoded: its launch is no longer outstanding. */
+void launch_done(uint32_t corr);
+/*
+ * The API-enter time (CLOCK_MONOTONIC ns, rounded down to the microsecond) of the oldest
+ * traced launch whose record has not been decoded, ignoring launches more than max_age_ns
+ * before now_ns (their records were dropped, or the launch failed). UINT64_MAX when none.
+ */
+uint64_t launch_oldest_ns(uint64_t now_ns, uint64_t max_age_ns);
 
 /* Counters, relaxed atomics. */
 struct core_stats {
-	atomic_uint_least64_t probes_fired; /* USDT probe executed (semaphore set) */
-	atomic_uint_least64_t overhead;	    /* CUPTI overhead records seen */
-	atomic_uint_least64_t discard_bufs; /* buffers handed out from the discard buffer */
+	atomic_uint_least64_t probes_fired;  /* USDT probe executed (semaphore set) */
+	atomic_uint_least64_t overhead;	     /* CUPTI overhead records seen */
+	atomic_uint_least64_t discard_bufs;  /* discard buffers handed out (CUPTI before v27) */
+	atomic_uint_least64_t declined_bufs; /* requests answered with NULL (pool empty) */
+	atomic_uint_least64_t foreign_bufs;  /* completed buffers not from our pool: ignored */
 };
 extern struct core_stats core_stats;
 
@@ -142,6 +166,8 @@ void nvtx_pair_reset(void);
 
 /* Replace the CLOCK_MONOTONIC reader (NULL restores it). */
 void core__test_set_clock(uint64_t (*mono)(void));
+/* Buffers in the pool (handed out or not). */
+unsigned core__test_pool_size(void);
 /* The clock offset in use (CLOCK_REALTIME - CLOCK_MONOTONIC as CUPTI reports it). */
 int64_t core__test_offset(void);
 

@@ -75,6 +75,8 @@ static void do_kernel(const CUpti_ActivityKernel5 *k)
 	};
 
 	push(&e);
+	/* After the push: the flush's watermark never passes a record not yet queued. */
+	launch_done(k->correlationId);
 }
 
 static uint8_t copy_kind(uint8_t k)
@@ -115,6 +117,7 @@ static void do_memcpy(const CUpti_ActivityMemcpy6 *m)
 	};
 
 	push(&e);
+	launch_done(m->correlationId);
 }
 
 static void do_memset(const CUpti_ActivityMemset4 *m)
@@ -132,6 +135,7 @@ static void do_memset(const CUpti_ActivityMemset4 *m)
 	};
 
 	push(&e);
+	launch_done(m->correlationId);
 }
 
 static void do_api(const CUpti_ActivityAPI *a, CUpti_CallbackDomain domain)

@@ -22,6 +22,7 @@ struct evq {
 	size_t head;  /* oldest */
 	size_t len;
 	uint64_t dropped;
+	uint64_t pushed; /* events ever queued */
 };
 
 struct evq *evq__new(size_t cap)
@@ -92,6 +93,7 @@ int evq__push(struct evq *q, const struct ev *e)
 	}
 	q->ring[(q->head + q->len) % q->slots] = *e;
 	q->len++;
+	q->pushed++;
 out:
 	pthread_mutex_unlock(&q->lock);
 	return err;
@@ -125,6 +127,16 @@ uint64_t evq__take_dropped(struct evq *q)
 	pthread_mutex_lock(&q->lock);
 	n = q->dropped;
 	q->dropped = 0;
+	pthread_mutex_unlock(&q->lock);
+	return n;
+}
+
+uint64_t evq__pushed(struct evq *q)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&q->lock);
+	n = q->pushed;
 	pthread_mutex_unlock(&q->lock);
 	return n;
 }

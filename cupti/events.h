@@ -55,6 +55,11 @@ void evq__add_dropped(struct evq *q, uint64_t n);
 uint64_t evq__take_dropped(struct evq *q);
 /* Events queued now. */
 size_t evq__len(struct evq *q);
+/*
+ * Events ever queued (dropped ones not counted). The queue is FIFO: once a reader has drained
+ * this many in all, it has every event pushed before it read the count.
+ */
+uint64_t evq__pushed(struct evq *q);
 
 /*
  * Intern a string for the life of the library (kernel names from CUPTI records live only as

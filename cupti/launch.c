@@ -2,14 +2,16 @@
 /*
  * The launch callback. It runs synchronously inside every traced CUDA call, on the calling
  * thread, so it must stay cheap: no allocation, no lock, no CUDA call, a few thread-local
- * fields and one relaxed store. At API enter of the outermost traced call of the thread it
+ * fields and two relaxed stores. At API enter of the outermost traced call of the thread it
  * fires the USDT probe profd:cuda_launch(corr, cbid), from which the daemon's eBPF takes the
  * launching stack, unless the thread's token bucket says to skip this one. The weight table
- * tells the buffer decoder how many launches each probed one stands for.
+ * tells the buffer decoder how many launches each probed one stands for; the outstanding
+ * table tells the flush which launches still wait for their record.
  */
 #define _SDT_HAS_SEMAPHORES 1
 #include <sys/sdt.h>
 
+#include <errno.h>
 #include <string.h>
 
 #include "core_priv.h"
@@ -105,6 +107,13 @@ const char *traced_api_name(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
 /*
  * weight[corr & 0xffff]: (corr >> 16) in the high half tells a slot written for this corr from
  * one left by a launch 65536 ids earlier; the low half is weight + 1, so 0 means never written.
+ *
+ * Aliasing: the table holds the last 65536 correlation ids. When more launches than that are
+ * in flight at once (launched, record not yet decoded), launch N + 65536 overwrites launch N's
+ * slot before N's record is decoded, and N's record then reads weight 1 (the tag differs)
+ * instead of its own. The sum of weights stays close to the number of launches but is no
+ * longer exact. CUPTI's own buffers hold about 300K records per context, so a process can
+ * reach that; the outstanding table below has the same limit (N is then no longer waited for).
  */
 #define WEIGHT_SLOTS (1u << 16)
 #define WEIGHT_MAX 0xfffeu
@@ -128,9 +137,64 @@ uint32_t launch_weight(uint32_t corr)
 	return (e & 0xffff) - 1;
 }
 
-/* The token bucket: one token per launch, refilled at rate/s, holding 100 ms worth. */
-static uint32_t rate;
-static uint64_t cost_ns, cap_ns;
+/*
+ * Outstanding launches, for the flush's watermark: out[corr & 0xffff] holds (corr >> 16) in
+ * the top 16 bits and the launch's API-enter time in microseconds + 1 in the low 48 (0: empty;
+ * 2^48 us is 8.9 years of uptime). Set at API enter of every traced launch, probed or not;
+ * cleared by the decoder when the kernel, copy or memset record of that id arrives. A graph
+ * launch's id is cleared by its first kernel's record. Launches whose record never comes (a
+ * failed launch, a record CUPTI dropped) age out in launch_oldest_ns.
+ */
+#define OUT_TAG_SHIFT 48
+#define OUT_TIME_MASK ((1ull << OUT_TAG_SHIFT) - 1)
+static _Atomic uint64_t outstanding[WEIGHT_SLOTS];
+
+static inline void out_store(uint32_t corr, uint64_t now_ns)
+{
+	uint64_t e =
+	    ((uint64_t)(corr >> 16) << OUT_TAG_SHIFT) | ((now_ns / 1000 + 1) & OUT_TIME_MASK);
+
+	atomic_store_explicit(&outstanding[corr & (WEIGHT_SLOTS - 1)], e, memory_order_relaxed);
+}
+
+void launch_done(uint32_t corr)
+{
+	_Atomic uint64_t *slot = &outstanding[corr & (WEIGHT_SLOTS - 1)];
+	uint64_t e = atomic_load_explicit(slot, memory_order_relaxed);
+
+	/* Only this launch's entry: a newer launch 65536 ids later keeps its own. */
+	if (e && (e >> OUT_TAG_SHIFT) == (corr >> 16))
+		atomic_compare_exchange_strong_explicit(slot, &e, 0, memory_order_release,
+							memory_order_relaxed);
+}
+
+uint64_t launch_oldest_ns(uint64_t now_ns, uint64_t max_age_ns)
+{
+	uint64_t oldest = UINT64_MAX;
+	size_t i;
+
+	for (i = 0; i < WEIGHT_SLOTS; i++) {
+		uint64_t e = atomic_load_explicit(&outstanding[i], memory_order_acquire);
+		uint64_t ns;
+
+		if (!e)
+			continue;
+		ns = ((e & OUT_TIME_MASK) - 1) * 1000;
+		if (ns + max_age_ns < now_ns)
+			continue;
+		if (ns < oldest)
+			oldest = ns;
+	}
+	return oldest;
+}
+
+/*
+ * The token bucket: one token per launch, refilled at rate/s, holding 100 ms worth. Written by
+ * launch_reset on the uplink thread while callbacks of an earlier session may still run:
+ * relaxed atomics, read once per callback.
+ */
+static _Atomic uint32_t rate;
+static _Atomic uint64_t cost_ns, cap_ns;
 /* Bumped by every enable, so thread state from an earlier session starts over. */
 static _Atomic uint32_t generation;
 
@@ -142,36 +206,50 @@ struct launch_tls {
 	uint64_t credit_ns;
 	uint64_t last_ns;
 };
-static __thread struct launch_tls tls;
+/*
+ * initial-exec: the library is dlopened, so the default model would reach this through
+ * __tls_get_addr on the launch path (and allocate the block on a thread's first launch).
+ * It is a few dozen bytes of glibc's static TLS surplus.
+ */
+static __thread struct launch_tls tls __attribute__((tls_model("initial-exec")));
 
 void launch_reset(uint32_t rate_per_sec)
 {
 	uint32_t burst = rate_per_sec / 10 ? rate_per_sec / 10 : 1;
+	uint64_t cost = rate_per_sec ? NSEC_PER_SEC / rate_per_sec : 0;
+	size_t i;
 
-	rate = rate_per_sec;
-	cost_ns = rate ? NSEC_PER_SEC / rate : 0;
-	cap_ns = cost_ns * burst;
+	atomic_store_explicit(&rate, rate_per_sec, memory_order_relaxed);
+	atomic_store_explicit(&cost_ns, cost, memory_order_relaxed);
+	atomic_store_explicit(&cap_ns, cost * burst, memory_order_relaxed);
+	/* Launches of an earlier session whose records were lost at disable. */
+	for (i = 0; i < WEIGHT_SLOTS; i++)
+		atomic_store_explicit(&outstanding[i], 0, memory_order_relaxed);
 	atomic_fetch_add_explicit(&generation, 1, memory_order_release);
 }
 
-static bool bucket_take(struct launch_tls *t)
+static bool bucket_take(struct launch_tls *t, uint64_t now)
 {
-	uint64_t now, el;
+	uint64_t el, cost_ns_, cap_ns_;
 
-	if (!rate)
+	if (!atomic_load_explicit(&rate, memory_order_relaxed))
 		return true;
-	now = core_bucket_ns();
+	cost_ns_ = atomic_load_explicit(&cost_ns, memory_order_relaxed);
+	cap_ns_ = atomic_load_explicit(&cap_ns, memory_order_relaxed);
 	if (!t->primed) {
 		t->primed = true;
-		t->credit_ns = cap_ns;
+		t->credit_ns = cap_ns_;
 	} else {
 		el = now - t->last_ns;
-		t->credit_ns = el >= cap_ns - t->credit_ns ? cap_ns : t->credit_ns + el;
+		/* A new session's smaller cap: clamp, never let the subtraction wrap. */
+		if (t->credit_ns > cap_ns_)
+			t->credit_ns = cap_ns_;
+		t->credit_ns = el >= cap_ns_ - t->credit_ns ? cap_ns_ : t->credit_ns + el;
 	}
 	t->last_ns = now;
-	if (t->credit_ns < cost_ns)
+	if (t->credit_ns < cost_ns_)
 		return false;
-	t->credit_ns -= cost_ns;
+	t->credit_ns -= cost_ns_;
 	return true;
 }
 
@@ -181,7 +259,11 @@ void CUPTIAPI launch_callback(void *userdata, CUpti_CallbackDomain domain, CUpti
 	const CUpti_CallbackData *cb = cbdata;
 	struct launch_tls *t = &tls;
 	uint32_t gen, corr;
+	uint64_t now;
+	int saved_errno;
 
+	if (atomic_load_explicit(&core_forked, memory_order_relaxed))
+		return;
 	if ((domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) || !cb)
 		return;
 	gen = atomic_load_explicit(&generation, memory_order_acquire);
@@ -198,10 +280,19 @@ void CUPTIAPI launch_callback(void *userdata, CUpti_CallbackDomain domain, CUpti
 	/* A driver launch inside a runtime launch shares its correlation id: skip it. */
 	if (t->depth++)
 		return;
+	/* The application's errno survives us (a clock read may touch it on some systems). */
+	saved_errno = errno;
 	corr = cb->correlationId;
-	if (!bucket_take(t)) {
+	/*
+	 * The coarse clock lags the real one by at most a tick: the launch looks older than it
+	 * is, which only holds the flush's watermark back a little.
+	 */
+	now = core_bucket_ns();
+	out_store(corr, now);
+	if (!bucket_take(t, now)) {
 		t->skipped++;
 		weight_store(corr, 0);
+		errno = saved_errno;
 		return;
 	}
 	weight_store(corr, 1 + t->skipped);
@@ -210,4 +301,5 @@ void CUPTIAPI launch_callback(void *userdata, CUpti_CallbackDomain domain, CUpti
 		STAP_PROBE2(profd, cuda_launch, corr, (uint32_t)cbid);
 		atomic_fetch_add_explicit(&core_stats.probes_fired, 1, memory_order_relaxed);
 	}
+	errno = saved_errno;
 }

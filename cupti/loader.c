@@ -16,8 +16,17 @@
 
 /* Sonames tried with RTLD_NOLOAD, newest first. */
 static const char *const loaded_names[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
-/* What we load ourselves when the process has none and no path is configured. */
-static const char *const system_names[] = {"libcupti.so.13", "libcupti.so"};
+/*
+ * What we load ourselves when the process has none and no path is configured: only at the
+ * first enable, so a process that is never profiled does not get a CUPTI it never asked for.
+ */
+static const char *const default_system_names[] = {"libcupti.so.13", "libcupti.so"};
+static const char *test_system_name;
+
+void cupti_test_set_system_name(const char *name)
+{
+	test_system_name = name;
+}
 
 static void copy_str(char *dst, size_t len, const char *src)
 {
@@ -84,9 +93,11 @@ static void *find_loaded(void)
 	return dlopen(s.path, RTLD_NOW | RTLD_NOLOAD);
 }
 
-void *cupti_find(char *path, size_t path_len, char *why, size_t why_len)
+void *cupti_find(bool allow_system, char *path, size_t path_len, char *why, size_t why_len)
 {
 	const char *env = getenv("PROFD_CUPTI_PATH");
+	const char *const *system_names = default_system_names;
+	size_t nr_system = sizeof(default_system_names) / sizeof(default_system_names[0]);
 	const char *err;
 	void *h;
 	size_t i;
@@ -103,7 +114,13 @@ void *cupti_find(char *path, size_t path_len, char *why, size_t why_len)
 		snprintf(why, why_len, "PROFD_CUPTI_PATH: %s", err ? err : env);
 		return NULL;
 	}
-	for (i = 0; i < sizeof(system_names) / sizeof(system_names[0]); i++) {
+	if (!allow_system)
+		return NULL;
+	if (test_system_name) {
+		system_names = &test_system_name;
+		nr_system = 1;
+	}
+	for (i = 0; i < nr_system; i++) {
 		h = dlopen(system_names[i], RTLD_NOW | RTLD_LOCAL);
 		if (h)
 			goto found;
@@ -119,7 +136,8 @@ found:
 
 const char *cupti_result_str(const struct cupti_fns *f, CUptiResult r)
 {
-	static _Thread_local char buf[32];
+	/* initial-exec: no __tls_get_addr anywhere in the library (see launch.c). */
+	static __thread char buf[32] __attribute__((tls_model("initial-exec")));
 	const char *s = NULL;
 
 	if (f && f->GetResultString && f->GetResultString(r, &s) == CUPTI_SUCCESS && s)

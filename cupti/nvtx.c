@@ -3,7 +3,8 @@
  * The NVTX entry point. With NVTX_INJECTION64_PATH pointing at this library, the first NVTX
  * call of each module loads it and calls InitializeInjectionNvtx2; CUPTI then turns NVTX
  * calls into MARKER activity records. That may happen before CUDA initialises, so CUPTI is
- * looked up here on its own, the same way core__init finds it.
+ * looked up here on its own. Unlike core__init it may load the system's libcupti at once:
+ * whoever set NVTX_INJECTION64_PATH to this library asked for CUPTI to handle NVTX.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -23,7 +24,7 @@ InitializeInjectionNvtx2(nvtx_get_export_table_fn get_export_table)
 	cupti_nvtx_init2_fn init;
 	void *h;
 
-	h = cupti_find(path, sizeof(path), why, sizeof(why));
+	h = cupti_find(true, path, sizeof(path), why, sizeof(why));
 	if (!h)
 		return 0;
 	init = (cupti_nvtx_init2_fn)dlsym(h, "cuptiNvtxInitialize2");

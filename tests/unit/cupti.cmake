@@ -9,6 +9,12 @@ if(PROFD_CUPTI_BUILT)
   set_tests_properties(unit.test_cupti_uplink PROPERTIES LABELS unit SKIP_RETURN_CODE 77
     TIMEOUT 60)
 
+  add_executable(test_cupti_gate unit/test_cupti_gate.c)
+  target_link_libraries(test_cupti_gate PRIVATE profd_cupti_static)
+  target_include_directories(test_cupti_gate PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit)
+  add_test(NAME unit.test_cupti_gate COMMAND test_cupti_gate)
+  set_tests_properties(unit.test_cupti_gate PROPERTIES LABELS unit TIMEOUT 30)
+
   add_executable(cupti_noop fixtures/cupti_noop/noop.c)
   target_link_libraries(cupti_noop PRIVATE dl)
   add_test(NAME unit.cupti_noop_inject

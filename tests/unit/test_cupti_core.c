@@ -5,9 +5,11 @@
  * iterator, a later core__init would find that one already in the process.
  */
 #define _GNU_SOURCE
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,6 +23,7 @@
 #include "fake_cupti.h"
 #include "nvtx_open.h"
 #include "profd.pb-c.h"
+#include "uplink.h"
 
 #define MS 1000000ull
 #define SEC 1000000000ull
@@ -706,34 +709,33 @@ static void case_decode_offset_ignored(void)
 
 /* ---- pool, drops, flush -------------------------------------------------------------------- */
 
+/* Pool empty: the request is declined (CUPTI 13 is well past v27), counted, never a buffer. */
 static void case_pool(void)
 {
-	struct buf a, b, d1, d2, c;
+	struct buf a, b, c, e, f;
+	uint8_t *p;
+	size_t size;
 	struct ev ev[4];
+	uint64_t until;
 
 	setenv("PROFD_CUPTI_BUFFERS", "2", 1);
 	enable_core();
 	CHECK(fake_cupti_real_iterator());
+	CHECK_EQ_U(core__test_pool_size(), 2);
 	get_buf(&a);
 	get_buf(&b);
 	CHECK(a.p != b.p);
 	CHECK_EQ_U(a.size, 1u << 20);
 	CHECK_EQ_U(b.size, 1u << 20);
-	/* Pool empty: a discard buffer, never NULL, and its records only counted. */
-	get_buf(&d1);
-	get_buf(&d2);
-	CHECK(d1.p != a.p && d1.p != b.p);
-	CHECK(d1.p == d2.p);
-	CHECK_EQ_U(d1.size, 64u << 10);
-	CHECK_EQ_U(atomic_load(&core_stats.discard_bufs), 2);
-	put_kernel(&d1, 60, 1, 2, "k", 0);
-	put_kernel(&d1, 61, 1, 2, "k", 0);
-	put_kernel(&d1, 62, 1, 2, "k", 0);
-	fake_cupti_complete_buffer(d1.p, d1.size, d1.len);
-	CHECK_EQ_U(evq__len(q), 0);
-	CHECK_EQ_U(evq__take_dropped(q), 3);
+	fake_cupti_request_buffer(&p, &size);
+	CHECK(p == NULL);
+	CHECK_EQ_U(size, 0);
+	fake_cupti_request_buffer(&p, &size);
+	CHECK(p == NULL);
+	CHECK_EQ_U(atomic_load(&core_stats.declined_bufs), 2);
+	CHECK_EQ_U(atomic_load(&core_stats.discard_bufs), 0);
 
-	/* CUPTI's own drops are counted too. A completed buffer goes back to the pool. */
+	/* CUPTI's own drops are counted. A completed buffer goes back to the pool. */
 	fake_cupti_set_dropped(5);
 	put_kernel(&a, 63, 1, 2, "k", 0);
 	fake_cupti_complete_buffer(a.p, a.size, a.len);
@@ -741,6 +743,78 @@ static void case_pool(void)
 	CHECK_EQ_U(evq__take_dropped(q), 5);
 	get_buf(&c);
 	CHECK(c.p == a.p);
+
+	/* The pool ran dry: the next flush (the uplink's thread) doubles it. */
+	core__flush(false, &until);
+	CHECK_EQ_U(core__test_pool_size(), 4);
+	get_buf(&e);
+	get_buf(&f);
+	CHECK(e.p != a.p && e.p != b.p && f.p != e.p && f.p != a.p && f.p != b.p);
+	core__flush(false, &until);
+	CHECK_EQ_U(core__test_pool_size(), 4); /* not dry since: stays */
+}
+
+/* CUPTI before v27 crashes on a declined request: discard buffers, never one for two holders. */
+static void case_pool_old_cupti(void)
+{
+	struct buf a, b, d1, d2, d3;
+
+	fake_cupti_set_version(26);
+	setenv("PROFD_CUPTI_BUFFERS", "2", 1);
+	enable_core();
+	CHECK(fake_cupti_real_iterator());
+	get_buf(&a);
+	get_buf(&b);
+	get_buf(&d1);
+	get_buf(&d2);
+	CHECK(d1.p != a.p && d1.p != b.p);
+	CHECK(d1.p != d2.p);
+	CHECK_EQ_U(d1.size, 64u << 10);
+	CHECK_EQ_U(d2.size, 64u << 10);
+	CHECK_EQ_U(atomic_load(&core_stats.discard_bufs), 2);
+	put_kernel(&d1, 60, 1, 2, "k", 0);
+	put_kernel(&d1, 61, 1, 2, "k", 0);
+	put_kernel(&d1, 62, 1, 2, "k", 0);
+	fake_cupti_complete_buffer(d1.p, d1.size, d1.len);
+	CHECK_EQ_U(evq__len(q), 0);
+	CHECK_EQ_U(evq__take_dropped(q), 3);
+	/* Given back: d1 is free again, d2 still out. */
+	get_buf(&d3);
+	CHECK(d3.p == d1.p);
+	CHECK_EQ_U(atomic_load(&core_stats.declined_bufs), 0);
+}
+
+/* Buffers CUPTI hands us that we never gave it (another client's) are not adopted. */
+static void case_foreign_buffers(void)
+{
+	uint8_t *small = aligned_alloc(8, 4096), *big = aligned_alloc(8, 1u << 20), *p;
+	struct buf a, b, k;
+	size_t size;
+
+	setenv("PROFD_CUPTI_BUFFERS", "2", 1);
+	enable_core();
+	CHECK(fake_cupti_real_iterator());
+	CHECK(small && big);
+	if (!small || !big)
+		return;
+	/* Records in them are the other client's: not decoded either. */
+	k = (struct buf){.p = big, .size = 1u << 20};
+	put_kernel(&k, 90, 1, 2, "k", 0);
+	fake_cupti_complete_buffer(small, 4096, 0);
+	fake_cupti_complete_buffer(big, 1u << 20, k.len);
+	CHECK_EQ_U(atomic_load(&core_stats.foreign_bufs), 2);
+	CHECK_EQ_U(evq__len(q), 0);
+	get_buf(&a);
+	get_buf(&b);
+	CHECK(a.p != small && a.p != big && b.p != small && b.p != big);
+	fake_cupti_request_buffer(&p, &size);
+	CHECK(p == NULL);
+	/* A pool buffer reported with another size is not ours to trust either. */
+	fake_cupti_complete_buffer(a.p, 4096, 0);
+	CHECK_EQ_U(atomic_load(&core_stats.foreign_bufs), 3);
+	fake_cupti_request_buffer(&p, &size);
+	CHECK(p == NULL);
+	CHECK_EQ_U(core__test_pool_size(), 2);
 }
 
 static struct buf flush_buf;
@@ -753,19 +827,64 @@ static void on_flush(uint32_t flag)
 	fake_cupti_complete_buffer(flush_buf.p, flush_buf.size, flush_buf.len);
 }
 
+/* The periodic flush is unforced, and its watermark stops at the oldest launch still out. */
 static void case_flush(void)
 {
 	uint64_t until = 1;
 	struct ev ev[4];
+	struct buf b;
 
+	setenv("PROFD_CUPTI_LAUNCH_RATE", "0", 1);
 	enable_core();
 	CHECK(fake_cupti_real_iterator());
+	atomic_store(&test_now, 11 * SEC);
+	launch(RT, RT_LAUNCH, 100);
+	nested_launch(101); /* its driver half does not count twice */
+	atomic_store(&test_now, 11 * SEC + 5 * MS);
+	launch(RT, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, 102);
+	atomic_store(&test_now, 12 * SEC);
+	core__flush(false, &until);
+	CHECK_EQ_U(fake_cupti_call_count("cuptiActivityFlushAll"), 1);
+	CHECK(fake_cupti_call_index("cuptiActivityFlushAll", true, 0) >= 0);
+	CHECK_EQ_U(until, 11 * SEC);
+
+	/* 100 and 101 decoded: the copy launched 5 ms later is the oldest left. */
+	get_buf(&b);
+	put_kernel(&b, 100, 11 * SEC + 1000, 11 * SEC + 2000, "k", 0);
+	put_kernel(&b, 101, 11 * SEC + 3000, 11 * SEC + 4000, "k", 0);
+	fake_cupti_complete_buffer(b.p, b.size, b.len);
+	atomic_store(&test_now, 13 * SEC);
+	core__flush(false, &until);
+	CHECK_EQ_U(until, 11 * SEC + 5 * MS);
+	get_buf(&b);
+	put_memcpy(&b, 102, 11 * SEC + 6 * MS, 11 * SEC + 7 * MS, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD,
+		   64);
+	fake_cupti_complete_buffer(b.p, b.size, b.len);
+	CHECK_EQ_U(evq__drain(q, ev, 4), 3);
+	atomic_store(&test_now, 14 * SEC);
+	core__flush(false, &until);
+	CHECK_EQ_U(until, 14 * SEC);
+
+	/* A launch whose record never comes holds the watermark for 10 s, then is taken as lost. */
+	atomic_store(&test_now, 15 * SEC + 1234567);
+	launch(DRV, DRV_LAUNCH, 103);
+	atomic_store(&test_now, 25 * SEC);
+	core__flush(false, &until);
+	CHECK_EQ_U(until, 15 * SEC + 1234000); /* microseconds */
+	atomic_store(&test_now, 25 * SEC + 1234001);
+	core__flush(false, &until);
+	CHECK_EQ_U(until, 25 * SEC + 1234001);
+	/* Never backwards (a clock that steps back, say). */
+	atomic_store(&test_now, 20 * SEC);
+	core__flush(false, &until);
+	CHECK_EQ_U(until, 25 * SEC + 1234001);
+	CHECK_EQ_I(
+	    fake_cupti_call_index("cuptiActivityFlushAll", true, CUPTI_ACTIVITY_FLAG_FLUSH_FORCED),
+	    -1);
+
+	/* Forced (process exit) returns what is partly filled. */
 	get_buf(&flush_buf);
 	fake_cupti_on_flush(on_flush);
-	core__flush(false, &until);
-	CHECK_EQ_U(until, 0);
-	CHECK(fake_cupti_call_index("cuptiActivityFlushAll", true, 0) >= 0);
-	CHECK_EQ_U(evq__len(q), 0);
 	atomic_store(&test_now, 42 * SEC);
 	core__flush(true, &until);
 	CHECK_EQ_U(until, 42 * SEC);
@@ -774,16 +893,328 @@ static void case_flush(void)
 	fake_cupti_on_flush(NULL);
 	/* A failed flush promises nothing. */
 	fake_cupti_set_result("cuptiActivityFlushAll", CUPTI_ERROR_UNKNOWN);
-	core__flush(true, &until);
+	core__flush(false, &until);
 	CHECK_EQ_U(until, 0);
 	/* Disabled: no CUPTI call, nothing promised. */
 	fake_cupti_set_result("cuptiActivityFlushAll", CUPTI_SUCCESS);
 	core__disable();
 	until = 1;
 	size_t before = fake_cupti_call_count("cuptiActivityFlushAll");
-	core__flush(true, &until);
+	core__flush(false, &until);
 	CHECK_EQ_U(until, 0);
 	CHECK_EQ_U(fake_cupti_call_count("cuptiActivityFlushAll"), before);
+	/* Enabling again forgets the launches of the earlier session. */
+	atomic_store(&test_now, 50 * SEC);
+	launch(RT, RT_LAUNCH, 104); /* callbacks off: not seen */
+	CHECK_EQ_I(core__enable(&info), 0);
+	atomic_store(&test_now, 51 * SEC);
+	core__flush(false, &until);
+	CHECK_EQ_U(until, 51 * SEC);
+}
+
+static struct buf held_buf;
+
+static void *complete_held(void *arg)
+{
+	fake_cupti_complete_buffer(held_buf.p, held_buf.size, held_buf.len);
+	return NULL;
+}
+
+/* A buffer being decoded on another thread while the flush returns: the watermark waits. */
+static void case_flush_decoding(void)
+{
+	uint64_t until;
+	pthread_t t;
+	struct ev ev[4];
+
+	enable_core();
+	CHECK(fake_cupti_real_iterator());
+	atomic_store(&test_now, 20 * SEC);
+	core__flush(false, &until);
+	CHECK_EQ_U(until, 20 * SEC);
+	get_buf(&held_buf);
+	put_kernel(&held_buf, 110, 20 * SEC + 1000, 20 * SEC + 2000, "k", 0);
+	fake_cupti_hold_iterator(true);
+	CHECK_EQ_I(pthread_create(&t, NULL, complete_held, NULL), 0);
+	for (int i = 0; i < 5000 && fake_cupti_iterator_waiting() == 0; i++)
+		usleep(1000);
+	CHECK_EQ_I(fake_cupti_iterator_waiting(), 1);
+	atomic_store(&test_now, 21 * SEC);
+	core__flush(false, &until);
+	CHECK_EQ_U(until, 20 * SEC);
+	fake_cupti_hold_iterator(false);
+	pthread_join(t, NULL);
+	CHECK_EQ_U(evq__drain(q, ev, 4), 1);
+	atomic_store(&test_now, 22 * SEC);
+	core__flush(false, &until);
+	CHECK_EQ_U(until, 22 * SEC);
+}
+
+/* ---- logging ------------------------------------------------------------------------------- */
+
+/*
+ * A condition logged on an application thread (here: the pool runs dry in a buffer request)
+ * writes nothing there, keeps errno, and survives a stderr that is a closed pipe; the line
+ * comes out whole when the uplink thread (here: the test) writes the recorded lines.
+ */
+static void case_log_not_on_app_thread(void)
+{
+	int closed[2], open_[2];
+	char buf[512] = {0};
+	uint8_t *p;
+	size_t size;
+	ssize_t n;
+
+	setenv("PROFD_CUPTI_BUFFERS", "2", 1);
+	signal(SIGPIPE, SIG_DFL);
+	enable_core();
+	CHECK_EQ_I(pipe(closed), 0);
+	close(closed[0]);
+	CHECK_EQ_I(dup2(closed[1], STDERR_FILENO), STDERR_FILENO);
+	fake_cupti_request_buffer(&p, &size);
+	fake_cupti_request_buffer(&p, &size);
+	errno = EDOM;
+	fake_cupti_request_buffer(&p, &size); /* pool empty: logged */
+	CHECK_EQ_I(errno, EDOM);
+	CHECK(p == NULL);
+
+	CHECK_EQ_I(pipe2(open_, O_NONBLOCK), 0);
+	CHECK_EQ_I(dup2(open_[1], STDERR_FILENO), STDERR_FILENO);
+	n = read(open_[0], buf, sizeof(buf) - 1);
+	CHECK_EQ_I(n, -1);
+	uplink__write_logs();
+	n = read(open_[0], buf, sizeof(buf) - 1);
+	CHECK_STREQ(buf, "profd_cupti: activity buffer pool empty (2 x 1 MiB), records dropped; "
+			 "PROFD_CUPTI_BUFFERS sets the count\n");
+	/* Once per process. */
+	fake_cupti_request_buffer(&p, &size);
+	uplink__write_logs();
+	CHECK_EQ_I(read(open_[0], buf, sizeof(buf) - 1), -1);
+	/* The writer (blocking every signal in production) does not die on a closed pipe. */
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	core_log_once(CLOG_FLUSH, "x");
+	CHECK_EQ_I(dup2(closed[1], STDERR_FILENO), STDERR_FILENO);
+	uplink__write_logs();
+}
+
+/* ---- fork ---------------------------------------------------------------------------------- */
+
+/* In a forked child every callback returns at once: no lock, no buffer, no event. */
+static void case_fork_child(void)
+{
+	struct buf a;
+	uint8_t *p = (uint8_t *)1;
+	size_t size = 1;
+	uint64_t f;
+
+	setenv("PROFD_CUPTI_LAUNCH_RATE", "0", 1);
+	enable_core();
+	CHECK(fake_cupti_real_iterator());
+	profd_cuda_launch_semaphore = 1;
+	get_buf(&a);
+	put_kernel(&a, 120, 1000, 2000, "k", 0);
+	uplink__forked_child();
+	CHECK(atomic_load(&core_forked));
+	fake_cupti_request_buffer(&p, &size);
+	CHECK(p == NULL);
+	CHECK_EQ_U(size, 0);
+	fake_cupti_complete_buffer(a.p, a.size, a.len);
+	CHECK_EQ_U(evq__len(q), 0);
+	f = fired();
+	atomic_store(&test_now, 30 * SEC);
+	launch(RT, RT_LAUNCH, 121);
+	CHECK_EQ_U(fired(), f);
+	CHECK_EQ_U(launch_oldest_ns(30 * SEC, 10 * SEC), UINT64_MAX);
+}
+
+/* ---- NVTX table ---------------------------------------------------------------------------- */
+
+static void put_start(struct buf *b, uint32_t id, uint64_t ts)
+{
+	put_marker(b, CUPTI_ACTIVITY_FLAG_MARKER_START, id, 77, ts, "r", NULL);
+}
+
+/* Leaked ranges expire, and a full table makes room for new ranges after a minute. */
+static void case_nvtx_ttl(void)
+{
+	static struct ev open[1100];
+	struct buf b;
+	uint64_t drops = 0;
+
+	enable_core();
+	CHECK(fake_cupti_real_iterator());
+	/* 1024 ranges that never end (the table's size), a lone END, at 10 s. */
+	for (uint32_t i = 0; i < 1024; i += 512) {
+		get_buf(&b);
+		for (uint32_t j = i; j < i + 512; j++)
+			put_start(&b, 1000 + j, 5000 + j);
+		fake_cupti_complete_buffer(b.p, b.size, b.len);
+	}
+	CHECK_EQ_U(core__open_ranges(open, 1100, 9000), 1024);
+	drops += evq__take_dropped(q);
+	CHECK_EQ_U(drops, 0);
+	/* Full, nothing old enough: lost. */
+	atomic_store(&test_now, 69 * SEC);
+	get_buf(&b);
+	put_start(&b, 5000, 6000);
+	fake_cupti_complete_buffer(b.p, b.size, b.len);
+	CHECK_EQ_U(evq__take_dropped(q), 1);
+	/* A minute later the oldest leaked range gives its slot to the new one. */
+	atomic_store(&test_now, 70 * SEC);
+	get_buf(&b);
+	put_start(&b, 5001, 7000);
+	fake_cupti_complete_buffer(b.p, b.size, b.len);
+	CHECK_EQ_U(evq__take_dropped(q), 0);
+	CHECK_EQ_U(core__open_ranges(open, 1100, 9000), 1024);
+	/* And it pairs. */
+	get_buf(&b);
+	put_marker(&b, CUPTI_ACTIVITY_FLAG_MARKER_END, 5001, 77, 7500, NULL, NULL);
+	fake_cupti_complete_buffer(b.p, b.size, b.len);
+	{
+		struct ev e;
+
+		CHECK_EQ_U(evq__drain(q, &e, 1), 1);
+		CHECK_EQ_U(e.start_ns, 7000);
+		CHECK_EQ_U(e.end_ns, 7500);
+	}
+	CHECK_EQ_U(core__open_ranges(open, 1100, 9000), 1023);
+	/* An hour after they began, the leaked ones are gone. */
+	atomic_store(&test_now, 10 * SEC + 3600 * SEC);
+	CHECK_EQ_U(core__open_ranges(open, 1100, 9000), 0);
+	/* A lone END waits a minute for its START. */
+	get_buf(&b);
+	put_marker(&b, CUPTI_ACTIVITY_FLAG_MARKER_END, 6000, 77, 8000, NULL, NULL);
+	fake_cupti_complete_buffer(b.p, b.size, b.len);
+	atomic_fetch_add(&test_now, 61 * SEC);
+	get_buf(&b);
+	put_start(&b, 6000, 7900);
+	fake_cupti_complete_buffer(b.p, b.size, b.len);
+	CHECK_EQ_U(evq__len(q), 0);
+	CHECK_EQ_U(core__open_ranges(open, 1100, 9000), 1);
+}
+
+/* ---- loading the system's CUPTI ------------------------------------------------------------ */
+
+/* A real libcupti in the process (the test links the fake, which stays out of this). */
+static bool cupti_mapped(void)
+{
+	char line[512];
+	bool found = false;
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	if (!f)
+		return true;
+	while (fgets(line, sizeof(line), f))
+		found |= strstr(line, "/libcupti.so") != NULL;
+	fclose(f);
+	return found;
+}
+
+/*
+ * Nothing loaded, nothing configured: init loads nothing and says READY without a path; the
+ * first enable loads the system's (here the fake, standing in for it).
+ */
+static void case_deferred_load(void)
+{
+	struct core_info before;
+
+	unsetenv("PROFD_CUPTI_PATH");
+	cupti_test_set_system_name(FAKE_CUPTI_PATH);
+	q = evq__new(16);
+	core__test_set_clock(test_clock);
+	CHECK_EQ_I(core__init(q, &info), 0);
+	CHECK_EQ_I(info.state, PROFD__GPU_STATE__GPU_STATE_READY);
+	CHECK_STREQ(info.cupti_path, "");
+	CHECK_EQ_U(info.cupti_version, 0);
+	CHECK(info.library_path[0] != 0);
+	CHECK_EQ_U(fake_cupti_call_count("cuptiGetVersion"), 0);
+	before = info;
+	CHECK_EQ_I(core__enable(&info), 0);
+	CHECK(core__enabled());
+	CHECK(strstr(info.cupti_path, "libfake_cupti.so") != NULL);
+	CHECK_EQ_U(info.cupti_version, CUPTI_API_VERSION);
+	CHECK(memcmp(&before, &info, sizeof(info)) != 0);
+	CHECK(fake_cupti_subscribed());
+}
+
+static void case_deferred_load_fails(void)
+{
+	char buf[512] = {0};
+	int p[2];
+
+	unsetenv("PROFD_CUPTI_PATH");
+	cupti_test_set_system_name("/nonexistent/libcupti.so.13");
+	q = evq__new(16);
+	CHECK_EQ_I(core__init(q, &info), 0);
+	CHECK_EQ_I(info.state, PROFD__GPU_STATE__GPU_STATE_READY);
+	CHECK(!cupti_mapped());
+	CHECK_EQ_I(core__enable(&info), -ENOENT);
+	CHECK_EQ_I(info.state, PROFD__GPU_STATE__GPU_STATE_NO_CUPTI);
+	CHECK(strstr(info.detail, "/nonexistent/libcupti.so.13") != NULL);
+	CHECK_EQ_I(core__enable(&info), -ENOENT);
+	CHECK_EQ_I(pipe2(p, O_NONBLOCK), 0);
+	dup2(p[1], STDERR_FILENO);
+	uplink__write_logs();
+	CHECK(read(p[0], buf, sizeof(buf) - 1) > 0);
+	CHECK(strncmp(buf, "profd_cupti: no libcupti", 24) == 0);
+	CHECK(strstr(buf, "; GPU activity is not collected\n") != NULL);
+	/* Once. */
+	CHECK(strchr(buf, '\n') == buf + strlen(buf) - 1);
+}
+
+/* ---- the launch path's TLS ----------------------------------------------------------------- */
+
+/*
+ * Every thread-local of the library uses the initial-exec model: the object is marked
+ * DF_STATIC_TLS and does not import __tls_get_addr (which the launch callback would call).
+ */
+static void case_tls_model(void)
+{
+	struct stat st;
+	uint8_t *data;
+	const Elf64_Ehdr *eh;
+	const Elf64_Shdr *sh;
+	bool static_tls = false, tls_get_addr = false, has_tls = false;
+	int fd;
+
+	fd = open(PROFD_CUPTI_SO, O_RDONLY | O_CLOEXEC);
+	CHECK(fd >= 0);
+	if (fd < 0)
+		return;
+	CHECK_EQ_I(fstat(fd, &st), 0);
+	data = malloc((size_t)st.st_size);
+	CHECK(data && read(fd, data, (size_t)st.st_size) == st.st_size);
+	close(fd);
+	eh = (const Elf64_Ehdr *)data;
+	sh = (const Elf64_Shdr *)(data + eh->e_shoff);
+	for (int i = 0; i < eh->e_shnum; i++) {
+		if (sh[i].sh_type == SHT_DYNAMIC) {
+			const Elf64_Dyn *d = (const Elf64_Dyn *)(data + sh[i].sh_offset);
+
+			for (; d->d_tag != DT_NULL; d++)
+				if (d->d_tag == DT_FLAGS && (d->d_un.d_val & DF_STATIC_TLS))
+					static_tls = true;
+		}
+		if (sh[i].sh_type == SHT_DYNSYM) {
+			const Elf64_Sym *sym = (const Elf64_Sym *)(data + sh[i].sh_offset);
+			const char *str = (const char *)(data + sh[sh[i].sh_link].sh_offset);
+			size_t n = sh[i].sh_size / sizeof(*sym);
+
+			for (size_t j = 0; j < n; j++)
+				if (!strcmp(str + sym[j].st_name, "__tls_get_addr"))
+					tls_get_addr = true;
+		}
+		if (sh[i].sh_flags & SHF_TLS)
+			has_tls = true;
+	}
+	CHECK(has_tls);
+	CHECK(static_tls);
+	CHECK(!tls_get_addr);
+	free(data);
 }
 
 /* ---- NVTX injection ------------------------------------------------------------------------ */
@@ -912,7 +1343,16 @@ int main(void)
 	RUN(case_decode_offset_refused);
 	RUN(case_decode_offset_ignored);
 	RUN(case_pool);
+	RUN(case_pool_old_cupti);
+	RUN(case_foreign_buffers);
 	RUN(case_flush);
+	RUN(case_flush_decoding);
+	RUN(case_log_not_on_app_thread);
+	RUN(case_fork_child);
+	RUN(case_nvtx_ttl);
+	RUN(case_deferred_load);
+	RUN(case_deferred_load_fails);
+	RUN(case_tls_model);
 	RUN(case_nvtx_injection);
 	RUN(case_nvtx_injection_no_cupti);
 	RUN(case_usdt);

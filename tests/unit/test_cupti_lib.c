@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * The whole libprofd_cupti.so as CUDA loads it (dlopen, InitializeInjection) with a fake
- * libcupti and a fake daemon: attach READY, enable on the daemon's word, a launch and a
- * synthetic kernel record arriving in a GpuBatch, disable on the daemon's word, disable when
- * the daemon goes away, and a taken subscriber slot reported once, not retried.
+ * libcupti and a fake daemon: attach READY, enable on the daemon's word, the watermark held
+ * at a launch whose record is missing, a synthetic kernel record arriving in a GpuBatch, no
+ * forced flush while collecting, a daemon flipping enable held to one enable per 5 s,
+ * collection kept through a daemon restart and stopped after the grace when it stays away,
+ * a taken subscriber slot reported once, not retried, and process exit during a slow enable.
  *
  * The fake libcupti is single-threaded: the test drives it only while the library's uplink
  * thread waits for the fake daemon's reply, so the two never call into it at once.
@@ -13,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "fake_cupti.h"
@@ -23,12 +27,17 @@
 static struct fake_profd fk = {.lfd = -1, .fd = -1};
 
 /* Answer the request the library waits on, take the next one (any kind). */
-static Profd__Request *answer(Profd__Request *prev, bool enable)
+static Profd__Request *answer_on(struct fake_profd *d, Profd__Request *prev, bool enable)
 {
 	if (prev)
 		profd__request__free_unpacked(prev, NULL);
-	CHECK_EQ_I(fake_send_control(&fk, enable, 50), 0);
-	return fake_recv(&fk, WAIT_MS);
+	CHECK_EQ_I(fake_send_control(d, enable, 50), 0);
+	return fake_recv(d, WAIT_MS);
+}
+
+static Profd__Request *answer(Profd__Request *prev, bool enable)
+{
+	return answer_on(&fk, prev, enable);
 }
 
 static bool is_batch(const Profd__Request *r)
@@ -160,17 +169,174 @@ static void test_exit_flush(void)
 	fake_cleanup(&d);
 }
 
+/*
+ * The application side of test_exit_during_enable: a slow enable (cuptiSubscribe_v2 takes 1 s)
+ * is in progress when the process exits. The library's exit handler must wait for it (within
+ * 2 s); this handler, registered first, runs after the library's and reports whether the
+ * enable had finished by then.
+ */
+static int report_fd = -1;
+
+static void report_enable_done(void)
+{
+	char c = fake_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) ? '1' : '0';
+
+	(void)!write(report_fd, &c, 1);
+}
+
+static void exit_enable_child(int fd)
+{
+	int (*init)(void);
+
+	report_fd = fd;
+	atexit(report_enable_done);
+	fake_cupti_set_delay("cuptiSubscribe_v2", 1000);
+	init = load_library();
+	if (!init || init() != 1)
+		_exit(3);
+	for (int i = 0; i < 5000 && fake_cupti_call_count("cuptiSubscribe_v2") == 0; i++)
+		usleep(1000);
+	exit(fake_cupti_call_count("cuptiSubscribe_v2") ? 0 : 4);
+}
+
+static void test_exit_during_enable(void)
+{
+	struct fake_profd d = {.lfd = -1, .fd = -1};
+	Profd__Request *req;
+	int rep[2], status = -1;
+	char c = 0;
+	uint64_t t0;
+	pid_t pid;
+
+	CHECK_EQ_I(fake_listen(&d), 0);
+	setenv("PROFD_SOCKET", d.path, 1);
+	CHECK_EQ_I(pipe(rep), 0);
+	pid = fork();
+	if (pid == 0) {
+		close(rep[0]);
+		exit_enable_child(rep[1]);
+	}
+	close(rep[1]);
+	req = fake_handshake(&d, WAIT_MS);
+	CHECK(req != NULL);
+	if (req)
+		profd__request__free_unpacked(req, NULL);
+	t0 = fake_now_ms();
+	CHECK_EQ_I(fake_send_control(&d, true, 5000), 0);
+	CHECK_EQ_I(read(rep[0], &c, 1), 1);
+	CHECK_EQ_I(c, '1');
+	CHECK_EQ_I(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* Bounded: the enable took 1 s, exit waits at most 2 s for it. */
+	CHECK(fake_now_ms() - t0 < 2500);
+	close(rep[0]);
+	fake_cleanup(&d);
+}
+
+/*
+ * The application side of test_subscriber_taken: another tool holds the slot; after the
+ * parent's go, report how often the library tried to subscribe.
+ */
+static void taken_child(int go, int rep)
+{
+	int (*init)(void);
+	char c;
+	uint32_t n;
+
+	fake_cupti_set_old_subscriber("nsys");
+	fake_cupti_set_result("cuptiSubscribe_v2", CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+	fake_cupti_set_result("cuptiSubscribe", CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+	init = load_library();
+	if (!init || init() != 1)
+		_exit(3);
+	if (read(go, &c, 1) != 1)
+		_exit(4);
+	n = (uint32_t)(fake_cupti_call_count("cuptiSubscribe_v2") +
+		       fake_cupti_call_count("cuptiSubscribe") +
+		       (fake_cupti_subscribed() ? 100 : 0));
+	(void)!write(rep, &n, sizeof(n));
+	_exit(0);
+}
+
+/* Another tool holds the slot: reported in a new GpuAttach, tried once per request. */
+static void test_subscriber_taken(void)
+{
+	struct fake_profd d = {.lfd = -1, .fd = -1};
+	Profd__Request *req;
+	int go[2], rep[2], status = -1;
+	uint32_t n = 0;
+	pid_t pid;
+
+	CHECK_EQ_I(fake_listen(&d), 0);
+	setenv("PROFD_SOCKET", d.path, 1);
+	CHECK_EQ_I(pipe(go), 0);
+	CHECK_EQ_I(pipe(rep), 0);
+	pid = fork();
+	if (pid == 0) {
+		close(go[1]);
+		close(rep[0]);
+		taken_child(go[0], rep[1]);
+	}
+	close(go[0]);
+	close(rep[1]);
+	req = fake_handshake(&d, WAIT_MS);
+	CHECK(req != NULL);
+	if (req) {
+		profd__request__free_unpacked(req, NULL);
+		CHECK_EQ_I(fake_send_control(&d, true, 50), 0);
+		req = fake_recv(&d, WAIT_MS);
+	}
+	CHECK(req && req->msg_case == PROFD__REQUEST__MSG_GPU_ATTACH);
+	if (req && req->msg_case == PROFD__REQUEST__MSG_GPU_ATTACH) {
+		CHECK_EQ_I(req->gpu_attach->state, PROFD__GPU_STATE__GPU_STATE_SUBSCRIBER_TAKEN);
+		CHECK(req->gpu_attach->detail && strstr(req->gpu_attach->detail, "nsys"));
+	}
+	for (int i = 0; i < 4 && req; i++) {
+		req = answer_on(&d, req, true);
+		CHECK(is_batch(req));
+	}
+	CHECK_EQ_I(write(go[1], "g", 1), 1);
+	CHECK_EQ_I(read(rep[0], &n, sizeof(n)), (int)sizeof(n));
+	CHECK_EQ_U(n, 1);
+	if (req)
+		profd__request__free_unpacked(req, NULL);
+	CHECK_EQ_I(waitpid(pid, &status, 0), pid);
+	close(go[1]);
+	close(rep[0]);
+	fake_cleanup(&d);
+}
+
+static uint64_t coarse_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t mono_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 int main(void)
 {
 	const char *kname = "_Z3fooPf";
+	uint64_t before_ns, after_ns, t_enable, t0;
+	size_t subs, enables, forced;
 	int (*init)(void);
 	Profd__Request *req;
-	size_t subs;
+	bool all_until = true;
 	void *h;
 
 	setenv("PROFD_CUPTI_PATH", CUPTI_FAKE, 1);
-	/* First, in a child, while this process has loaded nothing yet. */
+	/* First, in children, while this process has loaded nothing yet. */
 	test_exit_flush();
+	test_exit_during_enable();
+	test_subscriber_taken();
 	CHECK_EQ_I(fake_listen(&fk), 0);
 	setenv("PROFD_SOCKET", fk.path, 1);
 
@@ -211,6 +377,7 @@ int main(void)
 	CHECK(!fake_cupti_subscribed());
 
 	/* Enable: the library subscribes, then tells the daemon the clock it got. */
+	t_enable = fake_now_ms();
 	req = answer(req, true);
 	CHECK(req && req->msg_case == PROFD__REQUEST__MSG_GPU_ATTACH);
 	if (!req || req->msg_case != PROFD__REQUEST__MSG_GPU_ATTACH)
@@ -222,13 +389,30 @@ int main(void)
 	req = answer(req, true);
 	CHECK(is_batch(req));
 
-	/* A launch and its kernel record, while the uplink waits for our reply. */
+	/*
+	 * A launch whose kernel has not been reported: the watermark stops at its API enter (the
+	 * coarse clock's reading there, in microseconds, or the previous flush's start when that
+	 * reading lags behind it), however late the flush.
+	 */
+	before_ns = coarse_now_ns();
 	fake_cupti_invoke_callback(CUPTI_CB_DOMAIN_RUNTIME_API,
 				   CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, CUPTI_API_ENTER,
 				   42, kname);
 	fake_cupti_invoke_callback(CUPTI_CB_DOMAIN_RUNTIME_API,
 				   CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, CUPTI_API_EXIT,
 				   42, kname);
+	after_ns = mono_now_ns();
+	req = answer(req, true);
+	CHECK(is_batch(req));
+	if (!is_batch(req))
+		goto out;
+	CHECK(req->gpu_batch->has_complete_until_ns);
+	CHECK(req->gpu_batch->complete_until_ns >= before_ns / 1000 * 1000);
+	CHECK(req->gpu_batch->complete_until_ns <= after_ns);
+	req = answer(req, true);
+	CHECK(is_batch(req) && req->gpu_batch->complete_until_ns <= after_ns);
+
+	/* Its kernel record, while the uplink waits for our reply. */
 	put_records(42, kname);
 	req = answer(req, true);
 	CHECK(is_batch(req));
@@ -252,16 +436,14 @@ int main(void)
 		if (req->gpu_batch->n_strings >= 1)
 			CHECK_STREQ(req->gpu_batch->strings[0], kname);
 	}
-
 	/*
-	 * The open range goes out with the next forced flush (one a second at most): marked open,
-	 * ending where the batch vouches for the records.
+	 * The launch's record is in: the watermark moves on to this flush's start, past the
+	 * launch. The range that stays open comes in the same batch, after the kernel, marked
+	 * open and ending at the watermark.
 	 */
-	for (int i = 0; i < 60 && is_batch(req) && !req->gpu_batch->has_complete_until_ns; i++)
-		req = answer(req, true);
-	CHECK(is_batch(req) && req->gpu_batch->has_complete_until_ns);
-	if (!is_batch(req))
-		goto out;
+	CHECK(req->gpu_batch->has_complete_until_ns);
+	CHECK(req->gpu_batch->complete_until_ns > after_ns);
+	CHECK(req->gpu_batch->complete_until_ns <= mono_now_ns());
 	CHECK_EQ_U(req->gpu_batch->n_nvtx, 1);
 	if (req->gpu_batch->n_nvtx == 1) {
 		const Profd__GpuNvtxRange *n = req->gpu_batch->nvtx[0];
@@ -276,46 +458,82 @@ int main(void)
 		      strcmp(b->strings[b->n_strings - 1], "outer") == 0);
 	}
 
-	/* enable=false: the library lets go of CUPTI before its next batch. */
-	req = answer(req, false);
+	/* Over more than a second of 50 ms intervals: never a forced flush, always a watermark. */
+	for (int i = 0; i < 25 && is_batch(req); i++) {
+		req = answer(req, true);
+		all_until &= is_batch(req) && req->gpu_batch->has_complete_until_ns &&
+			     req->gpu_batch->n_nvtx == 1 && req->gpu_batch->nvtx[0]->open;
+	}
 	CHECK(is_batch(req));
-	CHECK(!fake_cupti_subscribed());
-	CHECK(!fake_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
-	/* And back on when asked again. */
-	req = answer(req, true);
-	CHECK(is_batch(req));
-	CHECK(fake_cupti_subscribed());
+	CHECK(all_until);
+	CHECK(fake_cupti_call_count("cuptiActivityFlushAll") >= 25);
+	CHECK_EQ_I(
+	    fake_cupti_call_index("cuptiActivityFlushAll", true, CUPTI_ACTIVITY_FLAG_FLUSH_FORCED),
+	    -1);
 
-	/* The daemon goes away: collection stops; it comes back, the library reconnects idle. */
+	/*
+	 * A daemon that flips enable on every reply for 2 s: one disable, and no enable before
+	 * 5 s after the last one (the review saw 19 subscribes and 95 enables in such 2 s).
+	 */
+	subs = fake_cupti_call_count("cuptiSubscribe_v2");
+	enables = fake_cupti_call_count("cuptiActivityEnable");
+	forced = fake_cupti_call_count("cuptiActivityFlushAll");
+	t0 = fake_now_ms();
+	for (int i = 0; fake_now_ms() - t0 < 2000 && req && i < 200; i++)
+		req = answer(req, i % 2 != 0);
+	CHECK(is_batch(req));
+	CHECK(fake_now_ms() - t_enable < 4500);
+	CHECK_EQ_U(fake_cupti_call_count("cuptiSubscribe_v2"), subs);
+	CHECK_EQ_U(fake_cupti_call_count("cuptiActivityEnable"), enables);
+	CHECK_EQ_U(fake_cupti_call_count("cuptiUnsubscribe"), 1);
+	CHECK_EQ_U(fake_cupti_call_index("cuptiActivityFlushAll", true,
+					 CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) >= 0,
+		   1);
+	(void)forced;
+	/* Asked to stay on, it comes back once the gate opens (5 s after the first enable). */
+	for (int i = 0; i < 400 && is_batch(req) && !fake_cupti_subscribed(); i++)
+		req = answer(req, true);
+	CHECK(fake_cupti_subscribed());
+	CHECK(fake_now_ms() - t_enable >= 4900);
+	CHECK_EQ_U(fake_cupti_call_count("cuptiSubscribe_v2"), subs + 1);
+	if (req && req->msg_case == PROFD__REQUEST__MSG_GPU_ATTACH)
+		req = answer(req, true);
+
+	/*
+	 * The daemon restarts: collection goes on meanwhile (no disable, no second subscribe), and
+	 * the new daemon finds the library collecting.
+	 */
 	if (req)
 		profd__request__free_unpacked(req, NULL);
+	subs = fake_cupti_call_count("cuptiSubscribe_v2");
 	fake_close_conn(&fk);
 	req = fake_handshake(&fk, WAIT_MS);
 	CHECK(req != NULL);
 	if (!req)
 		goto out;
-	CHECK(!fake_cupti_subscribed());
+	CHECK(fake_cupti_subscribed());
 	CHECK_EQ_I(req->gpu_attach->state, PROFD__GPU_STATE__GPU_STATE_READY);
-
-	/* Another tool holds the slot: reported in a new GpuAttach, tried once per request. */
-	fake_cupti_set_old_subscriber("nsys");
-	fake_cupti_set_result("cuptiSubscribe_v2", CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
-	fake_cupti_set_result("cuptiSubscribe", CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
-	subs = fake_cupti_call_count("cuptiSubscribe_v2") + fake_cupti_call_count("cuptiSubscribe");
+	CHECK_EQ_I(req->gpu_attach->clock, PROFD__GPU_CLOCK__GPU_CLOCK_CALLBACK);
 	req = answer(req, true);
-	CHECK(req && req->msg_case == PROFD__REQUEST__MSG_GPU_ATTACH);
-	if (!req || req->msg_case != PROFD__REQUEST__MSG_GPU_ATTACH)
-		goto out;
-	CHECK_EQ_I(req->gpu_attach->state, PROFD__GPU_STATE__GPU_STATE_SUBSCRIBER_TAKEN);
-	CHECK(req->gpu_attach->detail && req->gpu_attach->detail[0]);
-	for (int i = 0; i < 4; i++) {
-		req = answer(req, true);
-		CHECK(is_batch(req));
-	}
-	CHECK_EQ_U(fake_cupti_call_count("cuptiSubscribe_v2") +
-		       fake_cupti_call_count("cuptiSubscribe"),
-		   subs + 1);
+	CHECK(is_batch(req));
+	CHECK(fake_cupti_subscribed());
+	CHECK_EQ_U(fake_cupti_call_count("cuptiSubscribe_v2"), subs);
+	CHECK_EQ_U(fake_cupti_call_count("cuptiUnsubscribe"), 1);
+
+	/* The daemon stays away: after the 5 s grace, collection stops. */
+	if (req)
+		profd__request__free_unpacked(req, NULL);
+	req = NULL;
+	fake_close_conn(&fk);
+	fake_unlisten(&fk);
+	t0 = fake_now_ms();
+	CHECK(fake_cupti_subscribed());
+	while (fake_cupti_subscribed() && fake_now_ms() - t0 < 10000)
+		usleep(20000);
 	CHECK(!fake_cupti_subscribed());
+	CHECK(fake_now_ms() - t0 >= 4900);
+	CHECK(fake_now_ms() - t0 < 7000);
+	CHECK_EQ_U(fake_cupti_call_count("cuptiUnsubscribe"), 2);
 out:
 	if (req)
 		profd__request__free_unpacked(req, NULL);
