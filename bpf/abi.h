@@ -160,6 +160,7 @@ enum profd_counter {
 	PROFD_CNT_KSTACK_ERR = 2,   /* kernel stack reads that failed */
 	PROFD_CNT_USTACK_ERR = 3,   /* user stack reads that failed */
 	PROFD_CNT_TASK_DROPPED = 4, /* exec/exit records dropped (ring buffer full) */
+	PROFD_CNT_LAUNCH_LIMITED = 5, /* launch records over their process's rate limit */
 	PROFD_CNT__MAX = 8,
 };
 

@@ -193,6 +193,9 @@ static void print_gpu(FILE *out, const Profd__StatusReply *st)
 		" uprobe launches\n",
 		"gpu:", st->gpu_processes, st->gpu_launches, st->gpu_records, st->gpu_joined,
 		st->gpu_unmatched, st->gpu_dropped, st->gpu_uprobe_launches);
+	if (st->gpu_launches_limited)
+		fprintf(out, "%-14s%" PRIu64 " launch records over the per-process probe limit\n", "",
+			st->gpu_launches_limited);
 	for (size_t i = 0; i < st->n_gpu; i++) {
 		const Profd__GpuProcessStatus *g = st->gpu[i];
 		char pid[32];

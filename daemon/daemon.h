@@ -24,6 +24,8 @@ struct daemon {
 	struct server *server;
 	struct gpu *gpu;
 	uint64_t start_ns;
+	/* Where /proc is (NULL: "/proc"); tests point it at a tree of their own. */
+	const char *proc_root;
 	/* Connections whose CUPTI library sent GpuAttach (handlers.c). */
 	struct gpu_conn *gpu_conns;
 	size_t n_gpu_conns, gpu_conns_cap;

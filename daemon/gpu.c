@@ -19,15 +19,29 @@
 #define DEFAULT_HOLD_NS (3ull * 1000000000ull)
 #define DEFAULT_RING_BYTES (32u << 20)
 #define DEFAULT_MAX_PENDING (1u << 20)
+#define DEFAULT_MAX_BYTES (256u << 20)
 /* Libraries connected at once: each holds a connection, so this is far above the server's. */
 #define MAX_PROCS 4096
 /* One connection's string table: names of kernels, API calls and NVTX ranges. */
 #define MAX_STRINGS 65536
 #define MAX_STRING_BYTES (4u << 20)
 #define MAX_STRING_LEN 4096
+/* A kernel's leaf frame: C++ template kernels demangle to pages; the leaf keeps its head. */
+#define MAX_LEAF_LEN 1024
 #define MAX_DETAIL_LEN 256
 /* A kernel or copy longer than this is a broken clock, not a real record. */
 #define MAX_RECORD_NS (3600ull * 1000000000ull)
+/* How far in the future (a clock running ahead of ours) a record may end. */
+#define MAX_FUTURE_NS (60ull * 1000000000ull)
+/*
+ * A weight is how many launches one probed launch stands for: the library's rate limit allows
+ * at most this many per probed one. Larger is a broken or hostile library.
+ */
+#define MAX_WEIGHT 65536u
+/* Records one batch may say were lost: far beyond any real pool. */
+#define MAX_DROPPED (1ull << 32)
+/* One copy moves at most this much: no device has more memory. */
+#define MAX_COPY_BYTES (1ull << 44)
 
 /* --- processes ---------------------------------------------------------------------------- */
 
@@ -36,17 +50,108 @@ struct gpu_proc *gpu_proc(const struct gpu *g, uint32_t pid)
 	return ptrmap_get(&g->procs, pid);
 }
 
+/*
+ * The uid of pid's events: the one its library connected with (fixed at creation, checked
+ * against the process's real uid), else what the store knows.
+ */
 uint32_t gpu_uid_of(const struct gpu *g, uint32_t pid)
 {
 	struct store_process_info pi;
 	struct gpu_proc *p = gpu_proc(g, pid);
 
-	if (p)
+	if (p && !p->uid_refused)
 		return p->uid;
 	return store__process(g->store, pid, &pi) ? pi.uid : STORE_UID_UNKNOWN;
 }
 
-const char *gpu_proc_string(const struct gpu_proc *p, uint32_t idx, bool *bad)
+/* --- the memory budget -------------------------------------------------------------------- */
+
+int gpu_charge(struct gpu *g, size_t bytes)
+{
+	if (bytes > g->o.max_bytes || g->bytes > g->o.max_bytes - bytes)
+		return -ENOSPC;
+	g->bytes += bytes;
+	return 0;
+}
+
+void gpu_uncharge(struct gpu *g, size_t bytes)
+{
+	g->bytes = bytes < g->bytes ? g->bytes - bytes : 0;
+}
+
+int gpu_grow(struct gpu *g, void **arr, size_t *cap, size_t need, size_t elem)
+{
+	size_t ncap = *cap ? *cap : 4;
+	void *na;
+	int err;
+
+	if (need <= *cap)
+		return 0;
+	while (ncap < need)
+		ncap *= 2;
+	err = gpu_charge(g, (ncap - *cap) * elem);
+	if (err)
+		return err;
+	na = realloc(*arr, ncap * elem);
+	if (!na) {
+		gpu_uncharge(g, (ncap - *cap) * elem);
+		return -ENOMEM;
+	}
+	*arr = na;
+	*cap = ncap;
+	return 0;
+}
+
+void gpu_free_array(struct gpu *g, void *arr, size_t cap, size_t elem)
+{
+	gpu_uncharge(g, cap * elem);
+	free(arr);
+}
+
+static size_t gname_cost(size_t len)
+{
+	return sizeof(struct gname) + len + 1;
+}
+
+struct gname *gname_new(struct gpu *g, const char *s, size_t len)
+{
+	struct gname *n;
+
+	if (gpu_charge(g, gname_cost(len))) {
+		errno = ENOSPC;
+		return NULL;
+	}
+	n = malloc(gname_cost(len));
+	if (!n) {
+		gpu_uncharge(g, gname_cost(len));
+		errno = ENOMEM;
+		return NULL;
+	}
+	n->refs = 1;
+	n->len = (uint32_t)len;
+	memcpy(n->s, s, len);
+	n->s[len] = '\0';
+	return n;
+}
+
+struct gname *gname_ref(struct gname *n)
+{
+	if (n)
+		n->refs++;
+	return n;
+}
+
+void gname_unref(struct gpu *g, struct gname *n)
+{
+	if (!n || --n->refs)
+		return;
+	gpu_uncharge(g, gname_cost(n->len));
+	free(n);
+}
+
+/* --- string tables ------------------------------------------------------------------------ */
+
+struct gname *gpu_proc_string(const struct gpu_proc *p, uint32_t idx, bool *bad)
 {
 	*bad = false;
 	if (!idx)
@@ -55,74 +160,120 @@ const char *gpu_proc_string(const struct gpu_proc *p, uint32_t idx, bool *bad)
 		*bad = true;
 		return NULL;
 	}
-	return p->strs[idx - 1];
+	return idx <= p->nstored ? p->strs[idx - 1].name : NULL;
 }
 
-static void proc_reset_strings(struct gpu_proc *p)
+static void proc_reset_strings(struct gpu *g, struct gpu_proc *p)
 {
-	for (uint32_t i = 0; i < p->nstrs; i++)
-		free(p->strs[i]);
-	free(p->strs);
+	for (uint32_t i = 0; i < p->nstored; i++) {
+		gname_unref(g, p->strs[i].name);
+		gname_unref(g, p->strs[i].leaf);
+	}
+	gpu_free_array(g, p->strs, p->strs_cap, sizeof(*p->strs));
 	p->strs = NULL;
-	p->nstrs = p->strs_cap = 0;
+	p->nstored = p->strs_cap = p->nstrs = 0;
 	p->str_bytes = 0;
 }
 
-static void proc_free(struct gpu_proc *p)
+static void proc_free(struct gpu *g, struct gpu_proc *p)
 {
 	if (!p)
 		return;
-	proc_reset_strings(p);
-	gpu_proc_free_labels(p);
-	free(p->held);
+	proc_reset_strings(g, p);
+	gpu_proc_free_labels(g, p);
+	gpu_free_array(g, p->held, p->held_cap, sizeof(*p->held));
 	free(p->detail);
 	free(p);
+	gpu_uncharge(g, sizeof(*p));
 }
 
 /*
- * Append one string to the connection's table. Past the table's bounds a string is refused but
- * still takes its index (as NULL), so the library's numbering stays right; names that resolve
- * to a refused string show as unknown.
+ * Append one string to the connection's table. A string past the table's bounds (too long,
+ * the table full, over the memory budget) is refused but still takes its index, so the
+ * library's numbering stays right; names that resolve to a refused string show as unknown.
  */
 static int proc_add_string(struct gpu *g, struct gpu_proc *p, const char *s)
 {
 	size_t len = strnlen(s, MAX_STRING_LEN + 1);
-	char *copy = NULL;
+	struct gname *n = NULL;
+	size_t cap = p->strs_cap;
+	int err;
 
 	if (p->nstrs == UINT32_MAX)
 		return -EINVAL;
-	if (p->nstrs == p->strs_cap) {
-		uint32_t ncap = p->strs_cap ? p->strs_cap * 2 : 256;
-		char **n;
-
-		if (p->strs_cap >= MAX_STRINGS) {
-			/* Full: count what is refused; indices past the table are bad. */
-			g->strings_refused++;
-			return 0;
-		}
-		n = realloc(p->strs, ncap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		p->strs = n;
-		p->strs_cap = ncap;
-	}
+	p->nstrs++;
+	if (p->nstored < p->nstrs - 1 || p->nstored >= MAX_STRINGS)
+		goto refused; /* full: every later index is a refused one */
+	err = gpu_grow(g, (void **)&p->strs, &cap, p->nstored + 1, sizeof(*p->strs));
+	if (err == -ENOMEM)
+		return err;
+	if (err)
+		goto refused;
+	p->strs_cap = (uint32_t)cap;
 	if (len <= MAX_STRING_LEN && p->str_bytes + len + 1 <= MAX_STRING_BYTES) {
-		copy = strdup(s);
-		if (!copy)
+		n = gname_new(g, s, len);
+		if (!n && errno == ENOMEM)
 			return -ENOMEM;
-		p->str_bytes += len + 1;
-	} else {
-		g->strings_refused++;
 	}
-	p->strs[p->nstrs++] = copy;
+	if (n)
+		p->str_bytes += len + 1;
+	else
+		g->strings_refused++;
+	p->strs[p->nstored++] = (struct gstr){ .name = n };
 	return 0;
+refused:
+	g->strings_refused++;
+	return 0;
+}
+
+/* Up to max bytes of s, not cutting a UTF-8 sequence in two. */
+static size_t utf8_cut(const char *s, size_t len, size_t max)
+{
+	if (len <= max)
+		return len;
+	while (max > 0 && ((unsigned char)s[max] & 0xc0) == 0x80)
+		max--;
+	return max;
+}
+
+/*
+ * The leaf frame name of string idx as a kernel: demangled once per table entry (a kernel
+ * launched a million times is demangled once), at most MAX_LEAF_LEN bytes. Returns a borrowed
+ * name, or NULL for no name (unnamed, refused) or no memory: the caller shows a stand-in.
+ */
+static struct gname *kernel_leaf(struct gpu *g, struct gpu_proc *p, uint32_t idx)
+{
+	struct gstr *e;
+	const char *src;
+	char *d;
+
+	if (!idx || idx > p->nstored || !p->strs[idx - 1].name)
+		return NULL;
+	e = &p->strs[idx - 1];
+	if (e->leaf)
+		return e->leaf;
+	d = demangle(e->name->s);
+	src = d ? d : e->name->s;
+	if (!d && e->name->len <= MAX_LEAF_LEN) {
+		e->leaf = gname_ref(e->name); /* as sent */
+	} else {
+		e->leaf = gname_new(g, src, utf8_cut(src, strlen(src), MAX_LEAF_LEN));
+		if (!e->leaf)
+			g->st.refused++;
+	}
+	free(d);
+	return e->leaf;
+}
+
+static bool proc_covered(struct gpu *g, uint32_t pid)
+{
+	return !g->o.covers || g->o.covers(g->o.covers_ctx, pid);
 }
 
 static bool proc_enable(struct gpu *g, struct gpu_proc *p)
 {
-	bool covers = !g->o.covers || g->o.covers(g->o.covers_ctx, p->pid);
-
-	p->enabled = p->attached && covers && p->state == PROFD__GPU_STATE__GPU_STATE_READY;
+	p->enabled = p->attached && !p->uid_refused && proc_covered(g, p->pid) &&
+		     p->state == PROFD__GPU_STATE__GPU_STATE_READY;
 	if (!p->enabled)
 		gpu_release(g, p, g->now, true);
 	return p->enabled;
@@ -193,6 +344,8 @@ struct gpu *gpu__new(const struct gpu_opts *opts)
 		g->o.ring_bytes = DEFAULT_RING_BYTES;
 	if (!g->o.max_pending)
 		g->o.max_pending = DEFAULT_MAX_PENDING;
+	if (!g->o.max_bytes)
+		g->o.max_bytes = DEFAULT_MAX_BYTES;
 	if (ring_init(&g->ring, g->o.ring_bytes)) {
 		free(g);
 		errno = ENOMEM;
@@ -209,9 +362,10 @@ void gpu__free(struct gpu *g)
 	store__set_gc_holder(g->store, NULL, NULL);
 	gpu_join_free_all(g);
 	for (size_t i = 0; g->procs.mask && i <= g->procs.mask; i++)
-		proc_free(g->procs.vals[i]);
+		proc_free(g, g->procs.vals[i]);
 	ptrmap_fini(&g->procs);
 	ptrmap_fini(&g->joins);
+	ptrmap_fini(&g->pjoins);
 	ring_fini(&g->ring);
 	free(g);
 }
@@ -247,11 +401,20 @@ static char *copy_detail(const char *d)
 	return c;
 }
 
-int gpu__attach(struct gpu *g, uint32_t pid, uint32_t uid, const Profd__GpuAttach *m, bool *enable)
+static const char *state_name(Profd__GpuState s)
+{
+	const ProtobufCEnumValue *v =
+	    protobuf_c_enum_descriptor_get_value(&profd__gpu_state__descriptor, s);
+
+	return v ? v->name : "?";
+}
+
+int gpu__attach(struct gpu *g, uint32_t pid, uint32_t uid, unsigned int flags,
+		const Profd__GpuAttach *m, bool *enable)
 {
 	struct gpu_proc *p;
 	char *detail = NULL;
-	bool created = false;
+	bool created = false, was_ready, covered;
 	int err;
 
 	*enable = false;
@@ -264,27 +427,33 @@ int gpu__attach(struct gpu *g, uint32_t pid, uint32_t uid, const Profd__GpuAttac
 		return -EINVAL;
 	if (m->state == PROFD__GPU_STATE__GPU_STATE_READY && !m->library_path)
 		return -EINVAL;
+
+	p = gpu_proc(g, pid);
+	/* The process and its owner are the connection's: an attach never changes the owner. */
+	if (p && p->uid != uid)
+		return -EPERM;
 	if (m->detail && m->detail[0]) {
 		detail = copy_detail(m->detail);
 		if (!detail)
 			return -ENOMEM;
 	}
-
-	p = gpu_proc(g, pid);
 	if (!p) {
-		if (g->procs.n >= MAX_PROCS) {
+		if (g->procs.n >= MAX_PROCS || gpu_charge(g, sizeof(*p))) {
 			free(detail);
 			return -ENOMEM;
 		}
 		p = calloc(1, sizeof(*p));
 		if (!p) {
+			gpu_uncharge(g, sizeof(*p));
 			free(detail);
 			return -ENOMEM;
 		}
 		p->pid = pid;
+		p->uid = uid;
 		err = ptrmap_put(&g->procs, pid, p);
 		if (err) {
 			free(p);
+			gpu_uncharge(g, sizeof(*p));
 			free(detail);
 			return err;
 		}
@@ -294,18 +463,25 @@ int gpu__attach(struct gpu *g, uint32_t pid, uint32_t uid, const Profd__GpuAttac
 	 * Otherwise the library says again how it stands (its state or clock changed): the string
 	 * table and the probe stay. A new connection of the process is a gpu__detach first.
 	 */
-	p->uid = uid;
+	was_ready = !created && p->state == PROFD__GPU_STATE__GPU_STATE_READY;
 	p->attached = true;
 	p->exited = false;
+	p->uid_refused = flags & GPU_ATTACH_UID_MISMATCH;
 	p->state = m->state;
 	free(p->detail);
 	p->detail = detail;
 	p->clock = m->has_clock ? m->clock : PROFD__GPU_CLOCK__GPU_CLOCK_UNSPECIFIED;
 	p->cupti_version = m->has_cupti_version ? m->cupti_version : 0;
 	p->launch_rate_limit = m->has_launch_rate_limit ? m->launch_rate_limit : 0;
+	covered = proc_covered(g, pid);
 
-	if (p->state == PROFD__GPU_STATE__GPU_STATE_READY && !p->probe_attached &&
-	    g->o.attach_probe) {
+	/*
+	 * The probe goes on once per process, at its first READY, and stays until the process
+	 * leaves: a library that flips between states must not make the daemon attach and detach
+	 * uprobes over and over. Processes the session does not cover get none.
+	 */
+	if (p->state == PROFD__GPU_STATE__GPU_STATE_READY && !p->probe_attached && covered &&
+	    !p->uid_refused && g->o.attach_probe) {
 		err = g->o.attach_probe(g->o.probe_ctx, pid, m->library_path);
 		if (err)
 			pr_warn(
@@ -313,92 +489,101 @@ int gpu__attach(struct gpu *g, uint32_t pid, uint32_t uid, const Profd__GpuAttac
 			    "goes to \"[launch stack unknown]\")",
 			    pid, m->library_path, strerror(-err));
 		p->probe_attached = !err;
-	} else if (p->state != PROFD__GPU_STATE__GPU_STATE_READY && p->probe_attached) {
-		if (g->o.detach_probe)
-			g->o.detach_probe(g->o.probe_ctx, pid);
-		p->probe_attached = false;
 	}
-	if (p->state == PROFD__GPU_STATE__GPU_STATE_READY)
+	if (p->uid_refused)
+		pr_warn("gpu: pid %u: the CUPTI library's connection runs as uid %u, not as the "
+			"process's owner: its GPU data is refused",
+			pid, uid);
+	else if (p->state == PROFD__GPU_STATE__GPU_STATE_READY && (created || !was_ready))
 		pr_info("gpu: pid %u: CUPTI library %s", pid, created ? "attached" : "ready");
+	else if (created)
+		pr_info("gpu: pid %u: CUPTI library attached, not collecting: %s%s%s", pid,
+			state_name(p->state), p->detail ? ": " : "", p->detail ? p->detail : "");
 	else
-		pr_info(
-		    "gpu: pid %u: CUPTI library attached, not collecting: %s%s%s", pid,
-		    protobuf_c_enum_descriptor_get_value(&profd__gpu_state__descriptor, p->state)
-			->name,
-		    p->detail ? ": " : "", p->detail ? p->detail : "");
+		/* Libraries say how they stand again and again: not worth a line each time. */
+		pr_debug("gpu: pid %u: CUPTI library attached again: %s%s%s", pid,
+			 state_name(p->state), p->detail ? ": " : "", p->detail ? p->detail : "");
 	*enable = proc_enable(g, p);
 	update_processes(g);
 	return 0;
 }
 
-static bool valid_times(uint64_t start, uint64_t end)
+/*
+ * A record's times: a real interval, ended no earlier than anything the join could still take
+ * (TTL + hold ago) and no later than a minute ahead of our clock. Times far off would create
+ * store buckets after every real one, or labels nobody prunes.
+ */
+static bool valid_times(const struct gpu *g, uint64_t start, uint64_t end)
 {
-	return start && end >= start && end - start <= MAX_RECORD_NS;
+	uint64_t back = g->o.join_ttl_ns + g->o.hold_ns;
+
+	if (!start || end < start || end - start > MAX_RECORD_NS)
+		return false;
+	if (!g->now)
+		return true; /* no clock yet */
+	return start >= (g->now > back ? g->now - back : 0) && end <= g->now + MAX_FUTURE_NS;
 }
 
-/* The leaf name of a kernel: demangled when it demangles, as sent otherwise. */
-static char *kernel_leaf(const char *name)
+static void ev_device(struct ev *e, bool has_device, uint32_t device, bool has_stream,
+		      uint32_t stream)
 {
-	char *d;
-
-	if (!name)
-		return strdup("[unknown kernel]");
-	d = demangle(name);
-	return d ? d : strdup(name);
+	e->has_device = has_device;
+	e->device = device;
+	e->has_stream = has_stream;
+	e->stream = stream;
 }
 
 static int batch_kernel(struct gpu *g, struct gpu_proc *p, const Profd__GpuKernel *k)
 {
-	struct wait_rec r = {0};
-	struct ev e = {0};
-	const char *name;
+	struct wait_rec r = { 0 };
+	struct ev e = { 0 };
+	struct gname *leaf;
+	uint32_t idx = k->has_name ? k->name : 0;
 	bool bad;
 	int err;
 
-	name = gpu_proc_string(p, k->has_name ? k->name : 0, &bad);
-	if (bad || !valid_times(k->start_ns, k->end_ns)) {
+	gpu_proc_string(p, idx, &bad);
+	if (bad || !valid_times(g, k->start_ns, k->end_ns)) {
 		g->st.bad_records++;
 		return 0;
 	}
 	g->st.records++;
-	gpu_busy_add(p, k->start_ns, k->end_ns);
-	r.leaf = kernel_leaf(name);
-	if (!r.leaf)
-		return -ENOMEM;
+	if (gpu_busy_add(g, p, k->start_ns, k->end_ns))
+		g->st.refused++;
+	leaf = kernel_leaf(g, p, idx);
 	e.type = EV_KERNEL;
 	e.pid = p->pid;
 	e.uid = p->uid;
 	e.corr = k->correlation_id;
 	e.start = k->start_ns;
 	e.end = k->end_ns;
-	e.has_device = k->has_device;
-	e.device = k->device;
-	e.has_stream = k->has_stream;
-	e.stream = k->stream;
+	ev_device(&e, k->has_device, k->device, k->has_stream, k->stream);
 	e.grid = k->has_grid ? k->grid : 0;
 	e.block = k->has_block ? k->block : 0;
-	err = ring_push(&g->ring, &e, r.leaf);
-	if (err || k->weight == 0) {
-		if (!err)
-			g->st.unprobed++;
-		free(r.leaf);
+	err = ring_push(&g->ring, &e, leaf ? leaf->s : "[unknown kernel]");
+	if (err)
 		return err;
+	if (k->weight == 0) {
+		g->st.unprobed++;
+		return 0;
 	}
 	r.start = k->start_ns;
 	r.end = k->end_ns;
 	r.weight = k->weight;
+	r.leaf = gname_ref(leaf);
 	return gpu_join_record(g, p->pid, &r, k->correlation_id);
 }
 
 static int batch_copy(struct gpu *g, struct gpu_proc *p, const Profd__GpuCopy *c)
 {
-	struct wait_rec r = {0};
-	struct ev e = {0};
+	struct wait_rec r = { 0 };
+	struct ev e = { 0 };
 	int err;
 
-	if (!valid_times(c->start_ns, c->end_ns) ||
+	if (!valid_times(g, c->start_ns, c->end_ns) ||
 	    c->kind < PROFD__GPU_COPY_KIND__GPU_COPY_UNKNOWN ||
-	    c->kind > PROFD__GPU_COPY_KIND__GPU_COPY_MEMSET) {
+	    c->kind > PROFD__GPU_COPY_KIND__GPU_COPY_MEMSET ||
+	    (c->has_bytes && c->bytes > MAX_COPY_BYTES)) {
 		g->st.bad_records++;
 		return 0;
 	}
@@ -411,10 +596,7 @@ static int batch_copy(struct gpu *g, struct gpu_proc *p, const Profd__GpuCopy *c
 	e.start = c->start_ns;
 	e.end = c->end_ns;
 	e.bytes = c->has_bytes ? c->bytes : 0;
-	e.has_device = c->has_device;
-	e.device = c->device;
-	e.has_stream = c->has_stream;
-	e.stream = c->stream;
+	ev_device(&e, c->has_device, c->device, c->has_stream, c->stream);
 	err = ring_push(&g->ring, &e, NULL);
 	if (err)
 		return err;
@@ -433,12 +615,12 @@ static int batch_copy(struct gpu *g, struct gpu_proc *p, const Profd__GpuCopy *c
 
 static int batch_api(struct gpu *g, struct gpu_proc *p, const Profd__GpuApiCall *a)
 {
-	struct ev e = {0};
-	const char *name;
+	struct ev e = { 0 };
+	struct gname *name;
 	bool bad;
 
 	name = gpu_proc_string(p, a->has_name ? a->name : 0, &bad);
-	if (bad || !a->tid || !valid_times(a->start_ns, a->end_ns)) {
+	if (bad || !a->tid || !valid_times(g, a->start_ns, a->end_ns)) {
 		g->st.bad_records++;
 		return 0;
 	}
@@ -449,24 +631,23 @@ static int batch_api(struct gpu *g, struct gpu_proc *p, const Profd__GpuApiCall 
 	e.corr = a->correlation_id;
 	e.start = a->start_ns;
 	e.end = a->end_ns;
-	return ring_push(&g->ring, &e, name ? name : "[unknown]");
+	return ring_push(&g->ring, &e, name ? name->s : "[unknown]");
 }
 
 static int batch_nvtx(struct gpu *g, struct gpu_proc *p, const Profd__GpuNvtxRange *n)
 {
-	struct ev e = {0};
-	const char *name;
+	struct ev e = { 0 };
+	struct gname *name;
 	bool bad;
 
 	name = gpu_proc_string(p, n->name, &bad);
-	if (bad || !n->tid || !valid_times(n->start_ns, n->end_ns)) {
+	if (bad || !n->tid || !valid_times(g, n->start_ns, n->end_ns)) {
 		g->st.bad_records++;
 		return 0;
 	}
-	if (!name)
-		name = "[unnamed]";
-	if (n->start_ns < n->end_ns || (n->has_open && n->open))
-		gpu_nvtx_add(g, p, n, name);
+	/* Marks (start == end) label nothing but still close their open version. */
+	if (gpu_nvtx_add(g, p, n, name))
+		g->st.refused++;
 	if (n->has_open && n->open)
 		return 0; /* into the ring once closed; traces take open ones from the table */
 	e.type = EV_NVTX;
@@ -476,7 +657,32 @@ static int batch_nvtx(struct gpu *g, struct gpu_proc *p, const Profd__GpuNvtxRan
 	e.start = n->start_ns;
 	e.end = n->end_ns;
 	e.depth = n->has_depth ? n->depth : 0;
-	return ring_push(&g->ring, &e, name);
+	return ring_push(&g->ring, &e, name ? name->s : "[unnamed]");
+}
+
+/* What makes the whole batch malformed, checked before any of it is kept. */
+static bool batch_malformed(const Profd__GpuBatch *m)
+{
+	if (m->has_dropped && m->dropped > MAX_DROPPED)
+		return true;
+	for (size_t i = 0; i < m->n_kernels; i++)
+		if (!m->kernels[i] || m->kernels[i]->weight > MAX_WEIGHT)
+			return true;
+	for (size_t i = 0; i < m->n_copies; i++)
+		if (!m->copies[i] || m->copies[i]->weight > MAX_WEIGHT)
+			return true;
+	for (size_t i = 0; i < m->n_nvtx; i++)
+		if (!m->nvtx[i])
+			return true;
+	for (size_t i = 0; i < m->n_api_calls; i++)
+		if (!m->api_calls[i])
+			return true;
+	return false;
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
 int gpu__batch(struct gpu *g, uint32_t pid, const Profd__GpuBatch *m, bool *enable)
@@ -485,8 +691,10 @@ int gpu__batch(struct gpu *g, uint32_t pid, const Profd__GpuBatch *m, bool *enab
 	int err = 0;
 
 	*enable = false;
-	if (!p || !p->attached || !m)
+	if (!p || !p->attached || !m || batch_malformed(m))
 		return -EINVAL;
+	if (p->uid_refused)
+		return -EPERM;
 	for (size_t i = 0; i < m->n_strings && !err; i++)
 		err = proc_add_string(g, p, m->strings[i] ? m->strings[i] : "");
 	/* NVTX first: the kernels and samples of this batch are labelled with them. */
@@ -499,8 +707,10 @@ int gpu__batch(struct gpu *g, uint32_t pid, const Profd__GpuBatch *m, bool *enab
 	for (size_t i = 0; i < m->n_copies && !err; i++)
 		err = batch_copy(g, p, m->copies[i]);
 	if (m->has_dropped)
-		g->st.dropped += m->dropped;
-	if (m->has_complete_until_ns && m->complete_until_ns > p->complete_until_ns)
+		g->st.dropped = sat_add(g->st.dropped, m->dropped);
+	/* Bounded like a record's end: a far-future mark would release every later sample. */
+	if (m->has_complete_until_ns && m->complete_until_ns > p->complete_until_ns &&
+	    (!g->now || m->complete_until_ns <= g->now + MAX_FUTURE_NS))
 		p->complete_until_ns = m->complete_until_ns;
 	gpu_release(g, p, g->now, false);
 	*enable = proc_enable(g, p);
@@ -525,7 +735,7 @@ void gpu__detach(struct gpu *g, uint32_t pid)
 	pr_info("gpu: pid %u: CUPTI library disconnected", pid);
 	proc_finish(g, p);
 	ptrmap_del(&g->procs, pid);
-	proc_free(p);
+	proc_free(g, p);
 	update_processes(g);
 }
 
@@ -534,12 +744,12 @@ void gpu__detach(struct gpu *g, uint32_t pid)
 int gpu__cpu_sample(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack)
 {
 	struct gpu_proc *p = gpu_proc(g, pid);
-	struct ev e = {.type = EV_SAMPLE,
-		       .pid = pid,
-		       .tid = tid,
-		       .stack = stack,
-		       .start = ts_ns,
-		       .end = ts_ns};
+	struct ev e = { .type = EV_SAMPLE,
+			.pid = pid,
+			.tid = tid,
+			.stack = stack,
+			.start = ts_ns,
+			.end = ts_ns };
 	int err;
 
 	e.uid = gpu_uid_of(g, pid);
@@ -554,13 +764,13 @@ int gpu__cpu_sample(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, u
 int gpu__launch(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack,
 		uint32_t corr_id)
 {
-	struct ev e = {.type = EV_LAUNCH,
-		       .pid = pid,
-		       .tid = tid,
-		       .stack = stack,
-		       .corr = corr_id,
-		       .start = ts_ns,
-		       .end = ts_ns};
+	struct ev e = { .type = EV_LAUNCH,
+			.pid = pid,
+			.tid = tid,
+			.stack = stack,
+			.corr = corr_id,
+			.start = ts_ns,
+			.end = ts_ns };
 	int err;
 
 	if (!corr_id || !stack)
@@ -575,12 +785,12 @@ int gpu__launch(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint3
 
 int gpu__uprobe_launch(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack)
 {
-	struct ev e = {.type = EV_LAUNCH,
-		       .pid = pid,
-		       .tid = tid,
-		       .stack = stack,
-		       .start = ts_ns,
-		       .end = ts_ns};
+	struct ev e = { .type = EV_LAUNCH,
+			.pid = pid,
+			.tid = tid,
+			.stack = stack,
+			.start = ts_ns,
+			.end = ts_ns };
 	int err;
 
 	g->st.uprobe_launches++;
@@ -599,13 +809,20 @@ void gpu__process_exited(struct gpu *g, uint32_t pid)
 		p->exited = true;
 }
 
+void gpu__clock(struct gpu *g, uint64_t now_ns)
+{
+	if (now_ns > g->now)
+		g->now = now_ns;
+}
+
 void gpu__tick(struct gpu *g, uint64_t now_ns)
 {
 	uint32_t gone[64];
 	size_t ngone = 0;
 
-	if (now_ns > g->now)
-		g->now = now_ns;
+	gpu__clock(g, now_ns);
+	/* First: a launch that went no longer holds back samples or keeps labels. */
+	gpu_join_expire(g, g->now);
 	for (size_t i = 0; g->procs.mask && i <= g->procs.mask; i++) {
 		struct gpu_proc *p = g->procs.vals[i];
 
@@ -616,15 +833,14 @@ void gpu__tick(struct gpu *g, uint64_t now_ns)
 		if (p->exited && ngone < sizeof(gone) / sizeof(gone[0]))
 			gone[ngone++] = p->pid;
 	}
-	gpu_join_expire(g, g->now, 0);
 	for (size_t i = 0; i < ngone; i++) {
 		struct gpu_proc *p = gpu_proc(g, gone[i]);
 
 		/* What waits for this process can no longer come: settle it now. */
-		gpu_join_expire(g, UINT64_MAX, gone[i]);
+		gpu_join_expire_pid(g, gone[i]);
 		proc_finish(g, p);
 		ptrmap_del(&g->procs, gone[i]);
-		proc_free(p);
+		proc_free(g, p);
 	}
 	if (ngone)
 		update_processes(g);
@@ -636,6 +852,7 @@ void gpu__stats(const struct gpu *g, struct gpu_stats *out)
 	out->held = g->nheld;
 	out->ring_events = g->ring.n;
 	out->ring_overwritten = g->ring.overwritten;
+	out->bytes = g->bytes;
 }
 
 size_t gpu__status(struct gpu *g, Profd__GpuProcessStatus **out, size_t max)
@@ -653,7 +870,9 @@ size_t gpu__status(struct gpu *g, Profd__GpuProcessStatus **out, size_t max)
 			profd__gpu_process_status__init(s);
 			s->pid = p->pid;
 			s->state = p->state;
-			s->detail = p->detail;
+			s->detail = p->uid_refused ? (char *)"refused: the library's connection "
+							     "does not run as the process's owner"
+						   : p->detail;
 			s->has_enabled = true;
 			s->enabled = p->enabled;
 			if (p->clock) {

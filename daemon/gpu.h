@@ -9,9 +9,13 @@
  * CUPTI clock).
  *
  * CPU samples of a process with a connected library are held back until the library reports
- * that every GPU record older than the sample has arrived (GpuBatch.complete_until_ns), or
- * until hold_ns passed, because the NVTX ranges and kernels that decide their labels arrive
- * late. Samples of other processes go to the store at once (and into the ring).
+ * that every GPU record older than the sample has arrived (GpuBatch.complete_until_ns) and no
+ * launch of the process before the sample still waits for its first record (a kernel that may
+ * be running), or until hold_ns passed, because the NVTX ranges and kernels that decide their
+ * labels arrive late. Samples of other processes go to the store at once (and into the ring).
+ *
+ * Bounded: per process (NVTX ranges, busy intervals, waiting records, held samples), in bytes
+ * for all of it (max_bytes), and record times are checked against the module's clock.
  *
  * Not thread-safe: the daemon's loop thread owns it. Stack ids it holds are kept alive and
  * renumbered through store__set_gc_holder.
@@ -32,6 +36,12 @@ struct gpu_opts {
 	uint64_t hold_ns;      /* the longest a CPU sample is held for labels; 0: 3 s */
 	size_t ring_bytes;     /* raw event ring for traces; 0: 32 MiB */
 	size_t max_pending;    /* launches + records waiting to join, all processes; 0: 1 << 20 */
+	/*
+	 * Bytes of GPU state (string tables, waiting records, NVTX ranges, busy intervals, held
+	 * samples, joins; the ring has its own bound) beyond which new state is refused and
+	 * counted in gpu_stats.refused; 0: 256 MiB.
+	 */
+	size_t max_bytes;
 	/*
 	 * Called when a process's library attaches and reports where it lives, so the daemon can
 	 * attach the USDT probe there for that pid. Returns 0 or a negative errno (the process
@@ -58,7 +68,11 @@ struct gpu_stats {
 	uint64_t held;		   /* CPU samples held right now */
 	uint64_t ring_events;	   /* events in the ring now */
 	uint64_t ring_overwritten; /* events the ring dropped, oldest first */
-	uint64_t bad_records;	   /* records that failed validation (end < start, bad string) */
+	uint64_t bad_records;	   /* records that failed validation (end < start, bad string,
+				    * a time outside [now - (TTL + hold), now + 60 s]) */
+	uint64_t refused;	   /* records, ranges and strings not kept: a per-process cap or
+				    * the memory budget (records are charged to the stand-in) */
+	uint64_t bytes;		   /* GPU state counted against max_bytes now */
 };
 
 struct gpu;
@@ -67,16 +81,31 @@ struct gpu;
 struct gpu *gpu__new(const struct gpu_opts *opts);
 void gpu__free(struct gpu *g);
 
+/* gpu__attach flags. */
+enum {
+	/*
+	 * The process's real uid is not the connection's: its state is recorded (status shows
+	 * it) but it is never enabled, probed or held, and its batches are refused.
+	 */
+	GPU_ATTACH_UID_MISMATCH = 1 << 0,
+};
+
 /*
  * The library of process pid (from SO_PEERCRED; uid the peer's) attached. A repeated attach of
  * the same pid (the library reports a new state after enabling) only updates its state: the
- * string table and the launch probe stay, so no launch is missed. A process that reconnects
- * is first gpu__detach'ed by the caller. Sets *enable to whether it should collect now. Returns 0, -EINVAL for a malformed message (the connection is
- * closed), -ENOMEM.
+ * uid, the string table and the launch probe stay, so no launch is missed. The probe is
+ * attached once, at the first READY of a process the session covers. A process that
+ * reconnects is first gpu__detach'ed by the caller. Sets *enable to whether it should collect
+ * now. Returns 0, -EINVAL for a malformed message (the connection is closed), -EPERM for a
+ * repeated attach under another uid, -ENOMEM.
  */
-int gpu__attach(struct gpu *g, uint32_t pid, uint32_t uid, const Profd__GpuAttach *m,
-		bool *enable);
-/* A batch from pid's library. Sets *enable as gpu__attach. Returns 0, -EINVAL, -ENOMEM. */
+int gpu__attach(struct gpu *g, uint32_t pid, uint32_t uid, unsigned int flags,
+		const Profd__GpuAttach *m, bool *enable);
+/*
+ * A batch from pid's library. Sets *enable as gpu__attach. Returns 0, -EINVAL (malformed: a
+ * weight over 65536, more than 2^32 dropped; nothing of it is kept), -EPERM (a process
+ * attached with GPU_ATTACH_UID_MISMATCH), -ENOMEM.
+ */
 int gpu__batch(struct gpu *g, uint32_t pid, const Profd__GpuBatch *m, bool *enable);
 /* pid's library disconnected: release its held samples, detach its probe. */
 void gpu__detach(struct gpu *g, uint32_t pid);
@@ -98,6 +127,12 @@ void gpu__process_exited(struct gpu *g, uint32_t pid);
 
 /* Periodic work (the daemon calls it every 100 ms): release held samples, expire joins. */
 void gpu__tick(struct gpu *g, uint64_t now_ns);
+/*
+ * Only move the module's clock forward (never back), without the periodic work: the caller
+ * does it before gpu__attach and gpu__batch, so records are checked against the time now, not
+ * the last tick's. Before the first call or tick no record time is refused.
+ */
+void gpu__clock(struct gpu *g, uint64_t now_ns);
 
 /*
  * Build a Trace of the ring's events in [q->start_ns, q->end_ns) for q's pids (uid-filtered as

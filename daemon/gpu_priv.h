@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * Inside the GPU module: gpu.c (processes, the uplink messages, status, GC), gpu_join.c (launch
- * and record join, charging, held samples, NVTX labels, idle time), gpu_ring.c (the raw event
- * ring and traces). Not for other modules.
+ * Inside the GPU module: gpu.c (processes, the uplink messages, status, GC, the memory budget),
+ * gpu_join.c (launch and record join, charging, held samples, and their labels: NVTX ranges and
+ * GPU busy intervals), gpu_ring.c (the raw event ring and traces). Not for other modules.
  */
 #ifndef PROFD_GPU_PRIV_H
 #define PROFD_GPU_PRIV_H
@@ -10,19 +10,36 @@
 #include "gpu.h"
 #include "ptrmap.h"
 
+/* NVTX levels (depths) that label a stack; deeper ranges only go to the ring. */
+#define MAX_NVTX_DEPTH 32
 
+/*
+ * A name shared by a connection's string table, the records waiting for their launch and the
+ * NVTX ranges, so a name sent once costs its bytes once however many records use it.
+ */
+struct gname {
+	uint32_t refs;
+	uint32_t len;
+	char s[];
+};
+
+/* One entry of a connection's string table. */
+struct gstr {
+	struct gname *name; /* NULL: refused (too long, table full, over the budget) */
+	struct gname *leaf; /* the kernel leaf of name (demangled, capped), made on first use */
+};
 
 /* An NVTX range kept to label samples and launches of its thread. */
 struct nvtx_range {
 	uint64_t start;
 	uint64_t end;
 	uint32_t tid;
-	uint32_t depth;
+	uint32_t depth; /* < MAX_NVTX_DEPTH */
 	bool open;
-	char *name; /* owned */
+	struct gname *name; /* a reference; NULL: unnamed */
 };
 
-/* A kernel busy interval [start, end) of a process, merged with its neighbours. */
+/* A kernel busy interval [start, end) of a process. */
 struct busy {
 	uint64_t start;
 	uint64_t end;
@@ -38,29 +55,38 @@ struct held {
 /* A process whose CUPTI library is (or was, until the next tick after exit) attached. */
 struct gpu_proc {
 	uint32_t pid;
-	uint32_t uid;
+	uint32_t uid; /* the peer's at creation; never changes */
 	bool attached;
 	bool enabled;
 	bool exited;
 	bool probe_attached;
+	bool uid_refused; /* the process's real uid is not the connection's: never enabled */
 	Profd__GpuState state;
 	char *detail;
 	Profd__GpuClock clock;
 	uint32_t cupti_version;
 	uint32_t launch_rate_limit;
-	/* The connection's string table: index i is strs[i - 1]; NULL for a refused string. */
-	char **strs;
+	/*
+	 * The connection's string table: index i (from 1) is strs[i - 1] while i <= nstored; the
+	 * indices up to nstrs past that were refused (the table is full) and name nothing.
+	 */
+	struct gstr *strs;
+	uint32_t nstored, strs_cap;
 	uint32_t nstrs;
-	uint32_t strs_cap;
 	size_t str_bytes;
 	uint64_t complete_until_ns;
-	/* Closed ranges in arrival order, and the ranges still open. */
+	/*
+	 * Closed NVTX ranges ordered by (tid, depth, start) in [0, nvtx_sorted), the ones that
+	 * came out of order after that until the next lookup sorts them in; the ranges still
+	 * open, always in that order.
+	 */
 	struct nvtx_range *nvtx;
-	size_t nnvtx, nvtx_cap;
+	size_t nnvtx, nvtx_sorted, nvtx_cap;
 	struct nvtx_range *open;
 	size_t nopen, open_cap;
-	struct busy *busy; /* sorted by start, disjoint */
-	size_t nbusy, busy_cap;
+	/* Sorted by start and disjoint in [0, busy_sorted); out-of-order ones after that. */
+	struct busy *busy;
+	size_t nbusy, busy_sorted, busy_cap;
 	struct held *held;
 	size_t nheld, held_cap;
 	/* Status strings handed out by gpu__status. */
@@ -75,7 +101,21 @@ struct wait_rec {
 	uint32_t weight;
 	bool is_copy;
 	Profd__GpuCopyKind kind;
-	char *leaf; /* kernel name, demangled; owned; NULL for copies */
+	struct gname *leaf; /* kernel name, demangled; a reference; NULL for copies or unnamed */
+};
+
+/* The lists a join is on. */
+enum {
+	JL_EXPIRY, /* all joins, by deadline (arrival + TTL; a refreshed join goes to the tail) */
+	JL_PID,	   /* the joins of one pid */
+	JL_LAUNCH, /* the joins of one pid with a launch, by the launch's arrival */
+	JL_UNREC,  /* the launches of one pid no record has reached yet, by arrival */
+	JL__COUNT,
+};
+
+struct join;
+struct jlist {
+	struct join *head, *tail;
 };
 
 /* One (pid, correlation id) of the join. */
@@ -90,7 +130,14 @@ struct join {
 	uint64_t nrecs; /* records charged to this launch */
 	struct wait_rec *wait;
 	uint32_t nwait, wait_cap;
-	struct join *prev, *next; /* expiry order: insertion */
+	uint8_t on; /* bit k: on list k */
+	struct join *prev[JL__COUNT], *next[JL__COUNT];
+};
+
+/* The joins of one pid. */
+struct pjoins {
+	struct jlist l[JL__COUNT]; /* JL_EXPIRY unused */
+	size_t nwait;		   /* records waiting */
 };
 
 /* One raw event of the ring. */
@@ -147,9 +194,11 @@ struct gpu {
 	struct store *store;
 	struct ptrmap procs; /* pid -> struct gpu_proc */
 	struct ptrmap joins; /* pid << 32 | corr -> struct join */
-	struct join *jhead, *jtail;
+	struct ptrmap pjoins; /* pid -> struct pjoins */
+	struct jlist jl;      /* JL_EXPIRY */
 	size_t npending; /* launches + waiting records */
 	size_t nheld;
+	size_t bytes;	 /* GPU state counted against max_bytes */
 	uint64_t now;
 	struct gpu_stats st;
 	uint64_t strings_refused;
@@ -164,30 +213,67 @@ struct gpu {
 /* gpu.c */
 struct gpu_proc *gpu_proc(const struct gpu *g, uint32_t pid);
 /* A string of the process's table by index: NULL for 0, a refused string or a bad index. */
-const char *gpu_proc_string(const struct gpu_proc *p, uint32_t idx, bool *bad);
+struct gname *gpu_proc_string(const struct gpu_proc *p, uint32_t idx, bool *bad);
 uint32_t gpu_uid_of(const struct gpu *g, uint32_t pid);
+/*
+ * The memory budget: count bytes of GPU state. gpu_charge returns 0, or -ENOSPC (nothing
+ * counted) when they would take the module over max_bytes.
+ */
+int gpu_charge(struct gpu *g, size_t bytes);
+void gpu_uncharge(struct gpu *g, size_t bytes);
+/*
+ * Grow *arr (of elem-sized entries, *cap allocated) to hold at least need, counted against the
+ * budget. Returns 0, -ENOSPC (over the budget) or -ENOMEM; *arr is unchanged on failure.
+ */
+int gpu_grow(struct gpu *g, void **arr, size_t *cap, size_t need, size_t elem);
+/* Free an array grown by gpu_grow. */
+void gpu_free_array(struct gpu *g, void *arr, size_t cap, size_t elem);
+struct gname *gname_new(struct gpu *g, const char *s, size_t len);
+struct gname *gname_ref(struct gname *n);
+void gname_unref(struct gpu *g, struct gname *n);
 
 /* gpu_join.c */
 int gpu_join_launch(struct gpu *g, uint64_t ts, uint32_t pid, uint32_t tid, uint32_t stack,
 		    uint32_t corr);
-/* A validated kernel (leaf set) or copy record with weight > 0. Takes leaf. */
+/* A validated kernel or copy record with weight > 0. Takes r->leaf's reference. */
 int gpu_join_record(struct gpu *g, uint32_t pid, struct wait_rec *r, uint32_t corr);
-void gpu_join_expire(struct gpu *g, uint64_t now, uint32_t only_pid);
+/* Settle the joins whose deadline is at or before now. */
+void gpu_join_expire(struct gpu *g, uint64_t now);
+/* Settle every join of pid (it exited): only its own, whatever their deadline. */
+void gpu_join_expire_pid(struct gpu *g, uint32_t pid);
+/* The launch ts of pid's oldest pending launch (any / no record yet); UINT64_MAX: none. */
+uint64_t gpu_join_oldest_launch(const struct gpu *g, uint32_t pid, bool unrecorded);
 void gpu_join_free_all(struct gpu *g);
-void gpu_nvtx_add(struct gpu *g, struct gpu_proc *p, const Profd__GpuNvtxRange *r,
-		  const char *name);
-void gpu_busy_add(struct gpu_proc *p, uint64_t start, uint64_t end);
 int gpu_hold(struct gpu *g, struct gpu_proc *p, uint64_t ts, uint32_t tid, uint32_t stack);
 /* Release the held samples that are due (all when all is set). */
 void gpu_release(struct gpu *g, struct gpu_proc *p, uint64_t now, bool all);
-void gpu_prune(struct gpu *g, struct gpu_proc *p, uint64_t now);
-void gpu_proc_free_labels(struct gpu_proc *p);
 void gpu_join_gc(struct gpu *g, enum store_gc_phase phase);
+
+/* gpu_join.c: labels */
+/* Returns 0, or -ENOSPC when refused (per-process cap or budget; counted by the caller). */
+int gpu_nvtx_add(struct gpu *g, struct gpu_proc *p, const Profd__GpuNvtxRange *r,
+		 struct gname *name);
+/*
+ * The NVTX frames of (p, tid) at ts, innermost first (appended to a leaf-first stack they put
+ * the outermost range at the root end). Returns how many ids were written (<= MAX_NVTX_DEPTH).
+ */
+size_t gpu_nvtx_frames(struct gpu *g, struct gpu_proc *p, uint32_t tid, uint64_t ts,
+		       uint32_t *ids);
+/* Returns 0, or -ENOSPC when refused. */
+int gpu_busy_add(struct gpu *g, struct gpu_proc *p, uint64_t start, uint64_t end);
+/* Whether a kernel of p ran at ts. */
+bool gpu_busy_at(struct gpu *g, struct gpu_proc *p, uint64_t ts);
+/* Drop the labels nothing can ask for any more. */
+void gpu_prune(struct gpu *g, struct gpu_proc *p, uint64_t now);
+void gpu_proc_free_labels(struct gpu *g, struct gpu_proc *p);
 
 /* gpu_ring.c */
 int ring_init(struct ring *r, size_t bytes);
 void ring_fini(struct ring *r);
-/* Append; name is copied (NULL: none). Returns 0 or -ENOMEM. */
+/*
+ * Append; name is copied (NULL: none), cut to at most a 64th of the ring's bytes. Returns 0 or
+ * -ENOMEM.
+ */
 int ring_push(struct ring *r, const struct ev *e, const char *name);
 void ring_gc(struct gpu *g, enum store_gc_phase phase);
 

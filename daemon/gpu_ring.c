@@ -143,10 +143,28 @@ static int ring_grow(struct ring *r)
 
 int ring_push(struct ring *r, const struct ev *e, const char *name)
 {
-	size_t need = name ? rstr_cost(strlen(name)) : 0;
+	size_t len = name ? strlen(name) : 0, need = name ? rstr_cost(len) : 0;
+	char cut[4096];
 	struct rstr *s = NULL;
 	struct ev *slot;
 
+	/*
+	 * One name never takes more than a 64th of the ring: a huge one would otherwise push out
+	 * every other event. Cut names end with "...".
+	 */
+	if (name && need > r->limit / 64) {
+		size_t room = r->limit / 64, over = rstr_cost(0) + 3;
+		size_t max = room > over ? room - over : 0;
+
+		if (max > sizeof(cut) - 4)
+			max = sizeof(cut) - 4;
+		while (max > 0 && ((unsigned char)name[max] & 0xc0) == 0x80)
+			max--; /* not inside a UTF-8 sequence */
+		memcpy(cut, name, max);
+		memcpy(cut + max, "...", 4);
+		name = cut;
+		need = rstr_cost(max + 3);
+	}
 	/* Room in bytes: slots in use plus names; one event always fits. */
 	while (r->n && (r->n + 1) * sizeof(*e) + r->str_bytes + need > r->limit)
 		ring_drop_oldest(r);
@@ -184,24 +202,58 @@ void ring_gc(struct gpu *g, enum store_gc_phase phase)
 
 /* --- traces ------------------------------------------------------------------------------- */
 
-static bool pid_wanted(const struct store_query *q, uint32_t pid)
+/* A query's filters, its pids sorted for binary search (a trace looks at every event). */
+struct tfilter {
+	const struct store_query *q;
+	uint32_t *pids;
+	size_t npids;
+};
+
+static int u32_cmp(const void *a, const void *b)
 {
-	if (!q->npids)
-		return true;
-	for (size_t i = 0; i < q->npids; i++)
-		if (q->pids[i] == pid)
-			return true;
-	return false;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
 }
 
-static bool ev_wanted(const struct store_query *q, const struct ev *e)
+static int tfilter_init(struct tfilter *f, const struct store_query *q)
 {
-	if (!pid_wanted(q, e->pid))
+	f->q = q;
+	f->npids = q->npids;
+	f->pids = NULL;
+	if (!q->npids)
+		return 0;
+	f->pids = malloc(q->npids * sizeof(*f->pids));
+	if (!f->pids)
+		return -ENOMEM;
+	memcpy(f->pids, q->pids, q->npids * sizeof(*f->pids));
+	qsort(f->pids, f->npids, sizeof(*f->pids), u32_cmp);
+	return 0;
+}
+
+static bool pid_wanted(const struct tfilter *f, uint32_t pid)
+{
+	return !f->npids || bsearch(&pid, f->pids, f->npids, sizeof(pid), u32_cmp);
+}
+
+/* Whether an event passes the query's pid, uid and thread filters (the window aside). */
+static bool ev_visible(const struct tfilter *f, const struct ev *e)
+{
+	const struct store_query *q = f->q;
+
+	if (!pid_wanted(f, e->pid))
 		return false;
 	if (q->filter_uid && e->uid != q->uid)
 		return false;
 	/* A thread filter keeps the thread's own events and every GPU record of the process. */
-	if (q->tid && e->tid && e->tid != q->tid)
+	return !q->tid || !e->tid || e->tid == q->tid;
+}
+
+static bool ev_wanted(const struct tfilter *f, const struct ev *e)
+{
+	const struct store_query *q = f->q;
+
+	if (!ev_visible(f, e))
 		return false;
 	if (e->start >= q->end_ns)
 		return false;
@@ -467,48 +519,75 @@ void gpu__trace_free(Profd__Trace *t)
 	free(t);
 }
 
+/*
+ * Ranges still open are not in the ring yet: they come from the processes' tables, only the
+ * ones the query may see. Fills *opens and *names (parallel; caller frees both).
+ */
+static int collect_opens(struct gpu *g, const struct tfilter *f, struct ev **opens,
+			 const char ***names, size_t *n)
+{
+	size_t cap = 0;
+
+	*opens = NULL;
+	*names = NULL;
+	*n = 0;
+	for (size_t i = 0; g->procs.mask && i <= g->procs.mask; i++) {
+		struct gpu_proc *p = g->procs.vals[i];
+
+		if (!p || !pid_wanted(f, p->pid) || (f->q->filter_uid && p->uid != f->q->uid))
+			continue;
+		for (size_t j = 0; j < p->nopen; j++) {
+			struct ev e = { .type = EV_NVTX,
+					.pid = p->pid,
+					.uid = p->uid,
+					.tid = p->open[j].tid,
+					.start = p->open[j].start,
+					.end = p->open[j].end,
+					.depth = p->open[j].depth };
+
+			if (!ev_wanted(f, &e))
+				continue;
+			if (*n == cap) {
+				size_t ncap = cap ? 2 * cap : 64;
+				struct ev *no = realloc(*opens, ncap * sizeof(*no));
+				const char **nn;
+
+				if (!no)
+					return -ENOMEM;
+				*opens = no;
+				nn = realloc(*names, ncap * sizeof(*nn));
+				if (!nn)
+					return -ENOMEM;
+				*names = nn;
+				cap = ncap;
+			}
+			(*opens)[*n] = e;
+			(*names)[*n] = p->open[j].name ? p->open[j].name->s : "[unnamed]";
+			(*n)++;
+		}
+	}
+	return 0;
+}
+
 int gpu__trace(struct gpu *g, const struct store_query *q, const struct gpu_trace_meta *meta,
 	       Profd__Trace **out)
 {
-	struct trace_build b = {.g = g};
+	struct trace_build b = { .g = g };
+	struct tfilter f = { 0 };
 	const struct ev **sel = NULL;
 	struct ev *opens = NULL;
-	size_t nsel = 0, nopen = 0, counts[6] = {0}, next[6] = {0};
+	const char **open_names = NULL;
+	size_t nsel = 0, nopen = 0, counts[6] = { 0 }, next[6] = { 0 };
 	uint64_t oldest = UINT64_MAX, newest = 0;
 	Profd__Trace *tr = NULL;
 	int err = 0;
 
 	*out = NULL;
-	/* Ranges still open are not in the ring yet: they come from the processes' tables. */
-	for (size_t i = 0; g->procs.mask && i <= g->procs.mask; i++) {
-		struct gpu_proc *p = g->procs.vals[i];
-
-		if (p)
-			nopen += p->nopen;
-	}
-	if (nopen) {
-		size_t k = 0;
-
-		opens = calloc(nopen, sizeof(*opens));
-		if (!opens)
-			return -ENOMEM;
-		for (size_t i = 0; i <= g->procs.mask; i++) {
-			struct gpu_proc *p = g->procs.vals[i];
-
-			for (size_t j = 0; p && j < p->nopen; j++) {
-				struct ev *e = &opens[k++];
-
-				e->type = EV_NVTX;
-				e->pid = p->pid;
-				e->uid = p->uid;
-				e->tid = p->open[j].tid;
-				e->start = p->open[j].start;
-				e->end = p->open[j].end;
-				e->depth = p->open[j].depth;
-				/* Borrowed name: a stand-in rstr is not needed, see fill below. */
-			}
-		}
-	}
+	err = tfilter_init(&f, q);
+	if (!err)
+		err = collect_opens(g, &f, &opens, &open_names, &nopen);
+	if (err)
+		goto out;
 	sel = malloc((g->ring.n + nopen + 1) * sizeof(*sel));
 	if (!sel) {
 		err = -ENOMEM;
@@ -517,20 +596,24 @@ int gpu__trace(struct gpu *g, const struct store_query *q, const struct gpu_trac
 	for (size_t i = 0; i < g->ring.n; i++) {
 		const struct ev *e = &g->ring.ev[(g->ring.head + i) % g->ring.cap];
 
+		/* Only what the caller may see tells how far back the ring goes. */
+		if (!ev_visible(&f, e))
+			continue;
 		if (e->start < oldest)
 			oldest = e->start;
-		if (ev_wanted(q, e))
+		if (ev_wanted(&f, e))
 			sel[nsel++] = e;
 	}
-	for (size_t i = 0; i < nopen; i++)
-		if (ev_wanted(q, &opens[i]))
-			sel[nsel++] = &opens[i];
+	for (size_t i = 0; i < nopen; i++) {
+		if (opens[i].start < oldest)
+			oldest = opens[i].start;
+		sel[nsel++] = &opens[i];
+	}
 	if (!nsel) {
 		err = -ENODATA;
 		goto out;
 	}
-	if (nsel) /* qsort(NULL, 0) is undefined */
-		qsort(sel, nsel, sizeof(*sel), ev_cmp);
+	qsort(sel, nsel, sizeof(*sel), ev_cmp);
 	for (size_t i = 0; i < nsel; i++) {
 		counts[sel[i]->type - 1]++;
 		if (sel[i]->end > newest)
@@ -567,21 +650,10 @@ int gpu__trace(struct gpu *g, const struct store_query *q, const struct gpu_trac
 	for (size_t i = 0; i < nsel && !err; i++) {
 		const struct ev *e = sel[i];
 
-		if (e >= opens && e < opens + nopen) {
-			/* An open range: its name is in its process's table. */
-			struct gpu_proc *p = gpu_proc(g, e->pid);
-			const char *name = NULL;
-
-			for (size_t j = 0; p && j < p->nopen; j++)
-				if (p->open[j].tid == e->tid && p->open[j].start == e->start &&
-				    p->open[j].depth == e->depth)
-					name = p->open[j].name;
-			err = fill_event(&b, e, next);
-			if (!err)
-				err = str_idx(&b, name, &tr->nvtx[next[5] - 1]->name);
-			continue;
-		}
 		err = fill_event(&b, e, next);
+		/* An open range: its name was taken from its process's table. */
+		if (!err && e >= opens && e < opens + nopen)
+			err = str_idx(&b, open_names[e - opens], &tr->nvtx[next[5] - 1]->name);
 	}
 	if (!err)
 		err = fill_meta(&b);
@@ -622,5 +694,7 @@ out:
 	free(b.thread_keys);
 	free(sel);
 	free(opens);
+	free(open_names);
+	free(f.pids);
 	return err;
 }

@@ -15,6 +15,7 @@
 #include "dump.h"
 #include "frame.h"
 #include "log.h"
+#include "procfs.h"
 #include "timeutil.h"
 #include "wire.h"
 
@@ -200,6 +201,8 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 		st.gpu_dropped = gs.dropped;
 		st.has_gpu_uprobe_launches = true;
 		st.gpu_uprobe_launches = gs.uprobe_launches;
+		st.has_gpu_launches_limited = true;
+		st.gpu_launches_limited = cnt[PROFD_CNT_LAUNCH_LIMITED];
 		err = gpu_status_list(d, peer, &st);
 		if (err)
 			return err;
@@ -438,23 +441,65 @@ static int reply_control(bool enable, uint8_t **frame, size_t *len)
 }
 
 /*
+ * The real uid of pid from PROC_ROOT/PID/status ("Uid:" real, effective, saved, fs). Returns 0,
+ * -ESRCH when the process is gone, or a negative errno (-EINVAL for a line that does not parse).
+ */
+static int proc_real_uid(const char *proc_root, uint32_t pid, uint32_t *uid)
+{
+	char path[64], *buf = NULL, *line, *end;
+	unsigned long v;
+	size_t len;
+	int err;
+
+	snprintf(path, sizeof(path), "%s/%u/status", proc_root ? proc_root : "/proc", pid);
+	err = procfs_read_file(path, 64 << 10, &buf, &len);
+	if (err)
+		return err == -ENOENT ? -ESRCH : err;
+	err = -EINVAL;
+	line = strstr(buf, "\nUid:");
+	if (line) {
+		line += 5;
+		while (*line == '\t' || *line == ' ')
+			line++;
+		errno = 0;
+		v = strtoul(line, &end, 10);
+		if (!errno && end != line && (*end == '\t' || *end == ' ') && v <= UINT32_MAX) {
+			*uid = (uint32_t)v;
+			err = 0;
+		}
+	}
+	free(buf);
+	return err;
+}
+
+/*
  * A CUPTI library introduces its process. The process is the peer's (SO_PEERCRED), never one
- * the message names. A malformed attach closes the connection.
+ * the message names. A malformed attach closes the connection. A process has one connection
+ * that speaks for it, its newest: a newer one closes the older, and the older may not attach
+ * again.
  */
 static int handle_gpu_attach(struct daemon *d, const struct server_peer *peer,
 			     const Profd__GpuAttach *m, uint8_t **frame, size_t *len)
 {
-	struct gpu_conn *c;
-	bool enable = false;
+	uint32_t pid = (uint32_t)peer->pid, real_uid = 0;
+	struct gpu_conn *c, *old;
+	uint64_t old_id = 0;
+	unsigned int flags = 0;
+	bool enable = false, added = false;
 	int err;
 
 	if (peer->pid <= 0 || !d->gpu)
 		return reply_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
 				   "GPU attach: the daemon cannot take GPU data from this peer",
 				   frame, len);
+	gpu__clock(d->gpu, mono_ns());
 	c = gpu_conn_of(d, peer->conn_id);
-	if (c && c->pid != (uint32_t)peer->pid)
+	if (c && c->pid != pid)
 		return -EINVAL;
+	if (c && gpu_conn_of_pid(d, pid) != c)
+		return reply_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
+				   "GPU attach: a newer connection speaks for this process", frame,
+				   len);
 	if (!c) {
 		if (d->n_gpu_conns == d->gpu_conns_cap) {
 			size_t ncap = d->gpu_conns_cap ? 2 * d->gpu_conns_cap : 16;
@@ -469,22 +514,42 @@ static int handle_gpu_attach(struct daemon *d, const struct server_peer *peer,
 		err = d->server ? server__set_uplink(d->server, peer->conn_id) : 0;
 		if (err == -EBUSY)
 			return reply_error(PROFD__ERROR_CODE__ERROR_BUSY,
-					   "busy: too many CUDA processes connected", frame, len);
+					   "busy: too many CUDA processes connected (for the "
+					   "daemon or for your user)",
+					   frame, len);
+		if (err)
+			return err;
 		/* The process's newer connection: it starts from scratch (string table). */
-		if (gpu_conn_of_pid(d, (uint32_t)peer->pid))
-			gpu__detach(d->gpu, (uint32_t)peer->pid);
-		c = &d->gpu_conns[d->n_gpu_conns];
-		*c = (struct gpu_conn){ .conn_id = peer->conn_id, .pid = (uint32_t)peer->pid,
-					.uid = peer->uid };
+		old = gpu_conn_of_pid(d, pid);
+		if (old) {
+			old_id = old->conn_id;
+			gpu__detach(d->gpu, pid);
+		}
+		c = &d->gpu_conns[d->n_gpu_conns++];
+		*c = (struct gpu_conn){ .conn_id = peer->conn_id, .pid = pid, .uid = peer->uid };
+		added = true;
 	}
-	err = gpu__attach(d->gpu, (uint32_t)peer->pid, peer->uid, m, &enable);
+	/*
+	 * The connection's uid must own the process: a process can connect as another user only
+	 * by passing its socket on, and then its data would be shown to that user.
+	 */
+	err = proc_real_uid(d->proc_root, pid, &real_uid);
+	if (err || real_uid != peer->uid) {
+		if (err)
+			pr_warn("gpu: pid %u: cannot read its uid: %s", pid, strerror(-err));
+		flags |= GPU_ATTACH_UID_MISMATCH;
+	}
+	err = gpu__attach(d->gpu, pid, peer->uid, flags, m, &enable);
 	if (err) {
 		pr_warn("gpu: pid %d: %s GpuAttach, closing its connection", peer->pid,
 			err == -EINVAL ? "malformed" : "cannot take its");
+		if (added)
+			d->n_gpu_conns--; /* it was the last one */
 		return err;
 	}
-	if (c == &d->gpu_conns[d->n_gpu_conns])
-		d->n_gpu_conns++;
+	/* One connection per process: the older one goes (its close detaches nothing now). */
+	if (old_id && d->server)
+		server__close_conn(d->server, old_id);
 	return reply_control(enable, frame, len);
 }
 
@@ -501,6 +566,7 @@ static int handle_gpu_batch(struct daemon *d, const struct server_peer *peer,
 	/* A process that attached again on a newer connection: this one is stale. */
 	if (gpu_conn_of_pid(d, c->pid) != c)
 		return reply_control(false, frame, len);
+	gpu__clock(d->gpu, mono_ns());
 	err = gpu__batch(d->gpu, c->pid, m, &enable);
 	if (err) {
 		pr_warn("gpu: pid %u: %s GpuBatch, closing its connection", c->pid,

@@ -28,6 +28,10 @@
 #define CAP_SYSLOG_BIT 34
 #define CAP_PERFMON_BIT 38
 #define CAP_BPF_BIT 39
+#define CAP_CHECKPOINT_RESTORE_BIT 40
+
+/* The initial pid namespace's inode number, fixed by the kernel (PROC_PID_INIT_INO). */
+#define PID_NS_INIT_INO 0xeffffffcULL
 
 /* How stale the newest samples in a dump may be. */
 #define DRAIN_INTERVAL_MS 100
@@ -39,6 +43,8 @@ struct app {
 	uv_timer_t rb_timer;
 	uv_signal_t sigint, sigterm;
 	bool polling;
+	/* GPU correlation needs pids as the kernel gives them: see check_pid_namespace(). */
+	bool gpu_pids_ok;
 	int exit_code;
 };
 
@@ -84,7 +90,36 @@ static int check_privileges(void)
 	}
 	if (!(caps & (1ull << CAP_SYSLOG_BIT)) && !admin)
 		pr_warn("no CAP_SYSLOG: kernel frames will show as [unknown]");
+	if (!(caps & (1ull << CAP_CHECKPOINT_RESTORE_BIT)) && !admin)
+		pr_warn("no CAP_CHECKPOINT_RESTORE: GPU launch stacks of processes with the CUPTI "
+			"library are not collected (opening a process's mapped library needs it)");
 	return 0;
+}
+
+/*
+ * Whether profd runs in the initial pid namespace. The GPU library's connection says who it is
+ * by SO_PEERCRED, a pid in profd's namespace; the launch probes and the CPU samples name
+ * processes by their pid in the initial one. Only there are the two the same: elsewhere a
+ * process's launches would be joined to another's stacks, or to none.
+ */
+static bool check_pid_namespace(void)
+{
+	char link[64], why[128];
+	unsigned long long ino;
+	ssize_t n;
+
+	n = readlink("/proc/self/ns/pid", link, sizeof(link) - 1);
+	if (n > 0) {
+		link[n] = '\0';
+		if (sscanf(link, "pid:[%llu]", &ino) == 1 && ino == PID_NS_INIT_INO)
+			return true;
+		snprintf(why, sizeof(why), "it runs in a pid namespace of its own (%s)", link);
+	} else {
+		snprintf(why, sizeof(why), "/proc/self/ns/pid: %s", strerror(errno));
+	}
+	pr_warn("gpu: GPU correlation is off: %s, where the pids of connecting processes are not "
+		"the kernel's; run profd in the host's pid namespace", why);
+	return false;
 }
 
 static int on_py_config(void *ctx, uint32_t pid, const struct profd_py_proc *cfg)
@@ -136,6 +171,8 @@ static int gpu_attach_probe(void *ctx, uint32_t pid, const char *library_path)
 	/* Libraries connect once the loop runs, after the sampler exists. */
 	if (!app->d.sampler)
 		return -ENODEV;
+	if (!app->gpu_pids_ok)
+		return -EOPNOTSUPP;
 	return sampler__attach_launch_probe(app->d.sampler, pid, library_path);
 }
 
@@ -147,11 +184,17 @@ static void gpu_detach_probe(void *ctx, uint32_t pid)
 		sampler__detach_launch_probe(app->d.sampler, pid);
 }
 
-/* The session covers every process, or the --pid list. */
+/*
+ * The session covers every process, or the --pid list; in a pid namespace of its own, no
+ * connecting process (check_pid_namespace).
+ */
 static bool gpu_covers(void *ctx, uint32_t pid)
 {
-	const struct config *cfg = ctx;
+	const struct app *app = ctx;
+	const struct config *cfg = app->d.cfg;
 
+	if (!app->gpu_pids_ok)
+		return false;
 	if (!cfg->npids)
 		return true;
 	for (size_t i = 0; i < cfg->npids; i++)
@@ -256,6 +299,7 @@ int main(int argc, char **argv)
 	}
 	if (check_privileges() || check_targets(&cfg))
 		return 1;
+	app.gpu_pids_ok = check_pid_namespace();
 
 	/* Replies to clients that hung up must fail with EPIPE, not kill the daemon. */
 	signal(SIGPIPE, SIG_IGN);
@@ -293,7 +337,7 @@ int main(int argc, char **argv)
 		.detach_probe = gpu_detach_probe,
 		.probe_ctx = &app,
 		.covers = gpu_covers,
-		.covers_ctx = &cfg,
+		.covers_ctx = &app,
 	});
 	if (!app.d.gpu) {
 		pr_err("gpu: %s", strerror(errno));

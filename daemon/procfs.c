@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,12 @@
 /* Biggest maps file we read: ~64 MiB is several hundred thousand mappings. */
 #define MAPS_FILE_MAX (64u << 20)
 #define STATUS_FILE_MAX (64u << 10)
+/* A host with containers lists thousands of mounts, ~200 bytes each. */
+#define MOUNTINFO_FILE_MAX (16u << 20)
+
+#ifndef STATX_MNT_ID
+#define STATX_MNT_ID 0x1000U
+#endif
 
 int procfs_open_regular(const char *path, uint64_t max_size, struct stat *st)
 {
@@ -241,6 +248,121 @@ int procfs_read_maps(const char *proc_root, uint32_t pid, bool exec_only, struct
 err:
 	procfs_free_maps(v, cnt);
 	free(buf);
+	return err;
+}
+
+/*
+ * The filesystem type of the mount mnt_id in a mountinfo file ("36 35 98:0 / /mnt rw shared:1 -
+ * ext4 /dev/sda1 rw"): 0 with the type in type[len], -ENOENT when the mount is not listed, or a
+ * negative errno. Spaces inside fields are escaped (\040), so " - " ends the optional fields.
+ */
+static int mount_fstype(const char *path, uint64_t mnt_id, char *type, size_t len)
+{
+	char *buf, *line, *nl, *sp, *sep;
+	size_t n, tlen;
+	uint64_t id;
+	int err;
+
+	err = procfs_read_file(path, MOUNTINFO_FILE_MAX, &buf, &n);
+	if (err)
+		return err;
+	err = -ENOENT;
+	for (line = buf; line < buf + n; line = nl + 1) {
+		nl = memchr(line, '\n', (size_t)(buf + n - line));
+		if (!nl)
+			nl = buf + n;
+		*nl = '\0';
+		sp = strchr(line, ' ');
+		if (!sp)
+			continue;
+		*sp = '\0';
+		if (parse_u64(line, 0, UINT64_MAX, &id) || id != mnt_id)
+			continue;
+		sep = strstr(sp + 1, " - ");
+		tlen = sep ? strcspn(sep + 3, " ") : 0;
+		if (!tlen || tlen >= len) {
+			err = -EINVAL;
+			break;
+		}
+		memcpy(type, sep + 3, tlen);
+		type[tlen] = '\0';
+		err = 0;
+		break;
+	}
+	free(buf);
+	return err;
+}
+
+int procfs_open_mapped(const char *proc_root, uint32_t pid, const char *path, uint64_t max_size,
+		       struct stat *st)
+{
+	char link[PATH_MAX], self[64], type[64];
+	struct proc_map *maps = NULL;
+	const struct proc_map *m = NULL;
+	struct statx stx;
+	size_t n = 0;
+	int pfd = -1, err;
+
+	if (path[0] != '/')
+		return -EINVAL;
+	err = procfs_read_maps(proc_root, pid, false, &maps, &n);
+	if (err)
+		return err;
+	for (size_t i = 0; i < n && !m; i++)
+		if (!strcmp(maps[i].path, path))
+			m = &maps[i];
+	if (!m) {
+		err = -ENOENT;
+		goto out;
+	}
+	if ((size_t)snprintf(link, sizeof(link), "%s/%u/map_files/%" PRIx64 "-%" PRIx64, proc_root,
+			     pid, m->start, m->end) >= sizeof(link)) {
+		err = -ENAMETOOLONG;
+		goto out;
+	}
+	/*
+	 * O_PATH follows the link to the mapped file and opens nothing: no driver's open for a
+	 * device, no request to a FUSE server. The attributes are the cached ones for the same
+	 * reason, until the mount is known not to be FUSE.
+	 */
+	pfd = open(link, O_PATH | O_CLOEXEC);
+	if (pfd < 0) {
+		err = -errno; /* ENOENT: unmapped meanwhile, or the process is gone */
+		goto out;
+	}
+	if (statx(pfd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE | STATX_MNT_ID, &stx)) {
+		err = -errno;
+		goto out;
+	}
+	if (!S_ISREG(stx.stx_mode) || !(stx.stx_mask & STATX_MNT_ID)) {
+		err = -EINVAL;
+		goto out;
+	}
+	/*
+	 * The mount is the process's own (its libraries), or the daemon's (an overlay's lower
+	 * layer). One in neither was mounted somewhere private and the file handed over.
+	 */
+	snprintf(self, sizeof(self), "%u/mountinfo", pid);
+	if ((size_t)snprintf(link, sizeof(link), "%s/%s", proc_root, self) >= sizeof(link)) {
+		err = -ENAMETOOLONG;
+		goto out;
+	}
+	err = mount_fstype(link, stx.stx_mnt_id, type, sizeof(type));
+	if (err == -ENOENT) {
+		snprintf(link, sizeof(link), "%s/self/mountinfo", proc_root);
+		err = mount_fstype(link, stx.stx_mnt_id, type, sizeof(type));
+	}
+	if (err == -ENOENT || (!err && !strncmp(type, "fuse", 4)))
+		err = -EXDEV;
+	if (err)
+		goto out;
+	/* Open that very file: the descriptor names it, whatever its name says by now. */
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+	err = procfs_open_regular(self, max_size, st);
+out:
+	if (pfd >= 0)
+		close(pfd);
+	procfs_free_maps(maps, n);
 	return err;
 }
 

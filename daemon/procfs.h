@@ -64,6 +64,20 @@ int procfs_read_maps(const char *proc_root, uint32_t pid, bool exec_only, struct
 void procfs_free_maps(struct proc_map *maps, size_t n);
 
 /*
+ * Open the file PID has mapped under the name path, through PROC_ROOT/PID/map_files: the mapping
+ * itself, not the name, so whatever the name points to by now, in whichever root, with whatever
+ * symlinks, does not matter. path must equal a mapping's pathname in PROC_ROOT/PID/maps exactly.
+ * Refused without blocking: anything but a regular file of at most max_size bytes (0: no limit),
+ * and files on FUSE or on a mount listed in neither PID's nor this process's mountinfo (a FUSE
+ * server is a process, and it could stall every open and read of the file). Returns the fd (st
+ * filled when not NULL) or a negative errno: -ENOENT (no such mapping), -EINVAL (not a regular
+ * file), -EXDEV (on FUSE or on an unknown mount), -EFBIG, -EPERM (map_files needs CAP_SYS_ADMIN
+ * or CAP_CHECKPOINT_RESTORE), -ESRCH.
+ */
+int procfs_open_mapped(const char *proc_root, uint32_t pid, const char *path, uint64_t max_size,
+		       struct stat *st);
+
+/*
  * The pid of PID in its innermost pid namespace (last column of "NSpid:" in PROC_ROOT/PID/status;
  * PID itself on kernels without that line). Returns 0, -ESRCH when gone, or a negative errno.
  */

@@ -13,9 +13,12 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <gelf.h>
+#include <libelf.h>
 
 #include "log.h"
 #include "parse.h"
+#include "procfs.h"
 #include "sample.skel.h"
 
 /* libcuda's launch entry points: the runtime and the graph API end up in one of these. */
@@ -30,6 +33,11 @@ static const char *const libcuda_dirs[] = {
 	"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
 	"/usr/local/nvidia/lib64", "/usr/lib/wsl/lib",
 };
+
+/* Pids whose launch probe failed and was logged: later failures of the same pid are not. */
+#define WARNED_PIDS 64
+/* The largest .note.stapsdt section read to count a library's launch probes. */
+#define LAUNCH_NOTES_MAX (1u << 20)
 
 /* One process's USDT attachment to its CUPTI library. */
 struct launch_probe {
@@ -55,6 +63,9 @@ struct sampler {
 	/* The target pids (none: every process), for uprobes only where they can matter. */
 	uint32_t *pids;
 	size_t npids;
+	/* A ring: the oldest entry gives way, so a pid logs again at worst after 64 others. */
+	uint32_t warned[WARNED_PIDS];
+	unsigned int nwarned;
 };
 
 struct drain_ctx {
@@ -227,6 +238,11 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 		goto fail;
 	}
 	s->skel->rodata->filter_pids = opts->npids > 0;
+	s->skel->rodata->launch_interval_ns =
+		1000000000ull / (opts->launch_rate ? opts->launch_rate : SAMPLER_LAUNCH_RATE);
+	s->skel->rodata->launch_burst_ns =
+		(opts->launch_burst ? opts->launch_burst : SAMPLER_LAUNCH_BURST) *
+		s->skel->rodata->launch_interval_ns;
 	s->skel->rodata->wakeup_bytes = opts->ringbuf_size / 4;
 	err = bpf_map__set_max_entries(s->skel->maps.events, (__u32)opts->ringbuf_size);
 	if (err) {
@@ -434,12 +450,161 @@ static struct launch_probe *find_probe(struct sampler *s, uint32_t pid)
 	return NULL;
 }
 
+/* Whether pid's failure should be logged: only its first (until a detach forgets it). */
+static bool warn_first(struct sampler *s, uint32_t pid)
+{
+	unsigned int n = s->nwarned < WARNED_PIDS ? s->nwarned : WARNED_PIDS;
+
+	for (unsigned int i = 0; i < n; i++)
+		if (s->warned[i] == pid)
+			return false;
+	s->warned[s->nwarned++ % WARNED_PIDS] = pid;
+	return true;
+}
+
+static void forget_warned(struct sampler *s, uint32_t pid)
+{
+	for (unsigned int i = 0; i < WARNED_PIDS; i++)
+		if (s->warned[i] == pid)
+			s->warned[i] = 0;
+}
+
+int sampler__count_launch_notes(int fd)
+{
+	/* NT_STAPSDT; the descriptor is pc, base and semaphore addresses, then three strings. */
+	const unsigned int nt_stapsdt = 3;
+	Elf_Scn *scn = NULL;
+	size_t shstrndx, asize;
+	int n = 0, err;
+	Elf *elf;
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -EINVAL;
+	/* ELF_C_READ reads with pread: a mapping of a file someone truncates would fault. */
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf)
+		return -EINVAL;
+	err = -EINVAL;
+	if (elf_kind(elf) != ELF_K_ELF || elf_getshdrstrndx(elf, &shstrndx))
+		goto out;
+	asize = gelf_getclass(elf) == ELFCLASS32 ? 4 : 8;
+	while ((scn = elf_nextscn(elf, scn))) {
+		size_t off = 0, name_off, desc_off;
+		const char *name;
+		Elf_Data *d;
+		GElf_Shdr sh;
+		GElf_Nhdr nh;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
+			continue;
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (!name || strcmp(name, ".note.stapsdt"))
+			continue;
+		/* Some 10,000 notes: not one library's few, and not read into memory. */
+		if (sh.sh_size > LAUNCH_NOTES_MAX) {
+			err = -EFBIG;
+			goto out;
+		}
+		d = elf_getdata(scn, NULL);
+		if (!d || !d->d_buf)
+			goto out;
+		while ((off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+			const char *desc = (const char *)d->d_buf + desc_off, *end, *prov, *probe;
+			size_t len;
+
+			if (nh.n_type != nt_stapsdt || nh.n_namesz != 8 ||
+			    memcmp((const char *)d->d_buf + name_off, "stapsdt", 8) ||
+			    nh.n_descsz < 3 * asize)
+				continue;
+			end = desc + nh.n_descsz;
+			prov = desc + 3 * asize;
+			len = strnlen(prov, (size_t)(end - prov));
+			if (prov + len == end)
+				continue;
+			probe = prov + len + 1;
+			if (probe + strnlen(probe, (size_t)(end - probe)) == end)
+				continue;
+			if (!strcmp(prov, PROFD_USDT_PROVIDER) && !strcmp(probe, PROFD_USDT_LAUNCH))
+				n++;
+		}
+	}
+	err = n;
+out:
+	elf_end(elf);
+	return err;
+}
+
+/*
+ * Open the library pid has mapped as library_path and check it is one to attach to. Returns
+ * the fd, or a negative errno with the reason in why.
+ */
+static int open_launch_library(uint32_t pid, const char *library_path, char *why, size_t len)
+{
+	struct stat st;
+	int fd, n;
+
+	fd = procfs_open_mapped("/proc", pid, library_path, SAMPLER_MAX_LAUNCH_LIB, &st);
+	switch (fd) {
+	case -ENOENT:
+		snprintf(why, len, "the process maps no file of that name");
+		return -ENOENT;
+	case -EXDEV:
+		snprintf(why, len, "it is on FUSE, or on a mount of neither the process nor profd");
+		return -EINVAL;
+	case -EINVAL:
+		snprintf(why, len, "not a regular file");
+		return -EINVAL;
+	case -EFBIG:
+		snprintf(why, len, "larger than %llu MiB", SAMPLER_MAX_LAUNCH_LIB >> 20);
+		return -EFBIG;
+	case -EPERM:
+	case -EACCES:
+		snprintf(why, len, "/proc/%u/map_files: %s (profd needs CAP_SYS_ADMIN or "
+			 "CAP_CHECKPOINT_RESTORE)", pid, strerror(-fd));
+		return fd;
+	default:
+		if (fd < 0) {
+			snprintf(why, len, "%s", strerror(-fd));
+			return fd;
+		}
+	}
+	n = sampler__count_launch_notes(fd);
+	if (n >= 1 && n <= SAMPLER_MAX_LAUNCH_NOTES)
+		return fd;
+	close(fd);
+	if (n == -EFBIG) {
+		snprintf(why, len, "its USDT notes are over %u KiB", LAUNCH_NOTES_MAX >> 10);
+		return -EINVAL;
+	}
+	if (n < 0) {
+		snprintf(why, len, "not an ELF file");
+		return -EINVAL;
+	}
+	if (!n) {
+		snprintf(why, len, "it has no %s:%s probe", PROFD_USDT_PROVIDER, PROFD_USDT_LAUNCH);
+		return -ENOENT;
+	}
+	snprintf(why, len, "%d %s:%s probes, more than %d", n, PROFD_USDT_PROVIDER,
+		 PROFD_USDT_LAUNCH, SAMPLER_MAX_LAUNCH_NOTES);
+	return -EINVAL;
+}
+
+/* A process's failure is worth a warning once: it may say hello again and again. */
+static void launch_failed(struct sampler *s, uint32_t pid, const char *library_path,
+			  const char *why)
+{
+	if (warn_first(s, pid))
+		pr_warn("sampler: pid %u: no launch probe in %s: %s", pid, library_path, why);
+	else
+		pr_debug("sampler: pid %u: no launch probe in %s: %s", pid, library_path, why);
+}
+
 int sampler__attach_launch_probe(struct sampler *s, uint32_t pid, const char *library_path)
 {
+	char path[64], why[256];
 	struct bpf_link *link;
-	char path[4096];
 	__u8 one = 1;
-	int err;
+	int fd, err;
 
 	if (!pid || !library_path || library_path[0] != '/')
 		return -EINVAL;
@@ -454,10 +619,17 @@ int sampler__attach_launch_probe(struct sampler *s, uint32_t pid, const char *li
 		s->probes = p;
 		s->probes_cap = cap;
 	}
-	/* The path is the process's own: it may live in another mount namespace (a container). */
-	if ((size_t)snprintf(path, sizeof(path), "/proc/%u/root%s", pid, library_path) >=
-	    sizeof(path))
-		return -ENAMETOOLONG;
+	fd = open_launch_library(pid, library_path, why, sizeof(why));
+	if (fd < 0) {
+		launch_failed(s, pid, library_path, why);
+		return fd;
+	}
+	/*
+	 * libbpf opens the path again to read the notes and hands it to the kernel, which
+	 * resolves it to the inode to plant the uprobe (and its semaphore counter) in: through
+	 * our descriptor both are that very file, not whatever a name says by now.
+	 */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 
 	/*
 	 * Mark the pid first: a launch in between is then missed by both probes, rather than
@@ -466,16 +638,20 @@ int sampler__attach_launch_probe(struct sampler *s, uint32_t pid, const char *li
 	err = bpf_map__update_elem(s->skel->maps.launch_pids, &pid, sizeof(pid), &one, sizeof(one),
 				   BPF_ANY);
 	if (err) {
-		pr_warn("sampler: pid %u: marking the CUPTI library: %s", pid, strerror(-err));
+		snprintf(why, sizeof(why), "marking the pid: %s", strerror(-err));
+		launch_failed(s, pid, library_path, why);
+		close(fd);
 		return err;
 	}
 	/* libbpf raises the probe's semaphore through the uprobe's reference counter. */
 	link = bpf_program__attach_usdt(s->skel->progs.profd_cuda_launch, (pid_t)pid, path,
 					PROFD_USDT_PROVIDER, PROFD_USDT_LAUNCH, NULL);
-	if (!link) {
-		err = -errno;
-		pr_warn("sampler: pid %u: attaching USDT %s:%s in %s: %s", pid, PROFD_USDT_PROVIDER,
-			PROFD_USDT_LAUNCH, library_path, strerror(-err));
+	err = link ? 0 : -errno;
+	close(fd);
+	if (err) {
+		snprintf(why, sizeof(why), "attaching USDT %s:%s: %s", PROFD_USDT_PROVIDER,
+			 PROFD_USDT_LAUNCH, strerror(-err));
+		launch_failed(s, pid, library_path, why);
 		bpf_map__delete_elem(s->skel->maps.launch_pids, &pid, sizeof(pid), 0);
 		return err;
 	}
@@ -490,6 +666,7 @@ void sampler__detach_launch_probe(struct sampler *s, uint32_t pid)
 {
 	struct launch_probe *p = find_probe(s, pid);
 
+	forget_warned(s, pid);
 	if (!p)
 		return;
 	bpf_link__destroy(p->link);

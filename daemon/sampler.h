@@ -23,7 +23,29 @@ struct sampler_opts {
 	uint64_t ringbuf_size; /* power of two */
 	sampler_record_fn on_record;
 	void *ctx;
+	/*
+	 * Launch records (USDT and libcuda uprobes) a process may send per second, and how many
+	 * at once; 0: SAMPLER_LAUNCH_RATE, SAMPLER_LAUNCH_BURST. Launches over the limit are
+	 * counted in PROFD_CNT_LAUNCH_LIMITED.
+	 */
+	uint32_t launch_rate;
+	uint32_t launch_burst;
 };
+
+/*
+ * Per process. The CUPTI library probes at most 1000 launches a second per thread, plus a burst
+ * of 100 (its default): five launching threads at that rate pass whole. A launch record costs
+ * the launching thread 2-9 us (the stack walk) and the daemon 1-2 us, so a process that
+ * launches without end costs itself at most 1-5% of a CPU in records and the daemon 1% (a libcuda
+ * uprobe's trap, about 1 us, is paid by every launch still). A burst of 1000 records of up to
+ * 3 KiB stays well within the default 8 MiB ring buffer.
+ */
+#define SAMPLER_LAUNCH_RATE 5000
+#define SAMPLER_LAUNCH_BURST 1000
+/* The most profd:cuda_launch probe sites a library may have (the CUPTI library has one). */
+#define SAMPLER_MAX_LAUNCH_NOTES 16
+/* The largest library file a launch probe is attached to. */
+#define SAMPLER_MAX_LAUNCH_LIB (256ull << 20)
 
 struct sampler;
 
@@ -52,14 +74,30 @@ int sampler__set_python(struct sampler *s, uint32_t pid, const struct profd_py_p
 unsigned int sampler__ncpus(const struct sampler *s);
 
 /*
- * Attach the USDT probe profd:cuda_launch of the CUPTI injection library at library_path (an
- * absolute path as pid sees it; it is opened through /proc/PID/root) for pid alone, and mark pid
- * so the libcuda uprobes skip its launches. Launch records of pid then arrive with correlation
- * ids. A pid outside the target filter still records nothing. Attaching a pid that is attached
- * already does nothing. Returns 0 or a negative errno (logged; the daemon carries on).
+ * Attach the USDT probe profd:cuda_launch of the CUPTI injection library at library_path for pid
+ * alone, and mark pid so the libcuda uprobes skip its launches. Launch records of pid then
+ * arrive with correlation ids. A pid outside the target filter still records nothing.
+ * Attaching a pid that is attached already does nothing.
+ *
+ * library_path comes from the process and is trusted in nothing: it only selects one of pid's
+ * own file mappings by its exact name, and that mapped file is what is opened (never the name:
+ * see procfs_open_mapped) and attached to, once it proves a regular file under
+ * SAMPLER_MAX_LAUNCH_LIB bytes with 1 to SAMPLER_MAX_LAUNCH_NOTES profd:cuda_launch notes.
+ * Never blocks. Returns 0 or a negative errno: -ENOENT (no such mapping, or no probe in it),
+ * -EINVAL (not a regular file, on FUSE, too many probes), -EFBIG, -EPERM, or the kernel's.
+ * Failures are logged once per pid; the daemon carries on.
  */
 int sampler__attach_launch_probe(struct sampler *s, uint32_t pid, const char *library_path);
-/* Undo sampler__attach_launch_probe for pid (nothing if it is not attached). */
+/*
+ * The profd:cuda_launch notes (.note.stapsdt) in the ELF file at fd: their number, -EINVAL
+ * when fd is not an ELF file, or -EFBIG when its notes are over 1 MiB. Reads with pread only:
+ * a file truncated meanwhile cannot fault.
+ */
+int sampler__count_launch_notes(int fd);
+/*
+ * Undo sampler__attach_launch_probe for pid (nothing if it is not attached); a later failure for
+ * pid is logged again.
+ */
 void sampler__detach_launch_probe(struct sampler *s, uint32_t pid);
 /*
  * Entry uprobes on libcuda's launch functions (cuLaunchKernel, cuLaunchKernelEx, cuGraphLaunch

@@ -18,6 +18,8 @@
 
 #define DEFAULT_SOCKET_MODE 0660
 #define DEFAULT_MAX_CLIENTS 64
+#define DEFAULT_MAX_UPLINKS 1024
+#define DEFAULT_MAX_UPLINKS_PER_UID 64
 #define DEFAULT_IDLE_TIMEOUT_MS 30000
 #define DEFAULT_MAX_PENDING_WRITE (4u << 20)
 #define DEFAULT_WRITE_TIMEOUT_MS 60000
@@ -187,17 +189,17 @@ static void on_shutdown(uv_shutdown_t *req, int status)
 		conn_close(c);
 }
 
-/* Stop taking requests; close once what is queued (a final error) has reached the kernel. */
-/* Admitted connections of one uid right now. */
-static unsigned int clients_of_uid(const struct server *s, uint32_t uid)
+/* Admitted connections of one uid right now: clients, or uplinks. */
+static unsigned int conns_of_uid(const struct server *s, uint32_t uid, bool uplink)
 {
 	unsigned int n = 0;
 
 	for (const struct conn *c = s->conns; c; c = c->next)
-		n += c->admitted && !c->uplink && c->peer.uid == uid;
+		n += c->admitted && c->uplink == uplink && c->peer.uid == uid;
 	return n;
 }
 
+/* Stop taking requests; close once what is queued (a final error) has reached the kernel. */
 static void conn_drain_and_close(struct conn *c)
 {
 	if (c->closing || c->draining)
@@ -374,6 +376,15 @@ static void conn_request(struct conn *c, const uint8_t *body, size_t len)
 		/* A newer client's request: its field is unknown here and was skipped. */
 		pr_debug("server: client pid %d uid %u: unknown request", c->peer.pid, c->peer.uid);
 		conn_send_error(c, PROFD__ERROR_CODE__ERROR_BAD_REQUEST, "unknown request");
+		goto out;
+	}
+	/* A data source's connection is not a way around the client limits: data only. */
+	if (c->uplink && req->msg_case != PROFD__REQUEST__MSG_GPU_ATTACH &&
+	    req->msg_case != PROFD__REQUEST__MSG_GPU_BATCH) {
+		pr_debug("server: client pid %d uid %u: request %d on an uplink", c->peer.pid,
+			 c->peer.uid, (int)req->msg_case);
+		conn_send_error(c, PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
+				"bad request: this connection only sends GPU data");
 		goto out;
 	}
 	err = s->opts.handle(s->opts.ctx, &c->peer, req, &frame, &frame_len);
@@ -608,7 +619,7 @@ static void on_connection(uv_stream_t *listener, int status)
 	 * One user must not be able to hold every slot and lock others (root included) out: each
 	 * non-root uid gets a share of the slots. Root is only bound by the global limit.
 	 */
-	if (c->peer.uid != 0 && clients_of_uid(s, c->peer.uid) >= s->opts.max_clients_per_uid) {
+	if (c->peer.uid != 0 && conns_of_uid(s, c->peer.uid, false) >= s->opts.max_clients_per_uid) {
 		pr_warn("server: client pid %d uid %u: refused, uid %u already has %u connections",
 			c->peer.pid, c->peer.uid, c->peer.uid, s->opts.max_clients_per_uid);
 		conn_send_error(c, PROFD__ERROR_CODE__ERROR_BUSY,
@@ -802,7 +813,9 @@ struct server *server__new(uv_loop_t *loop, const struct server_opts *opts)
 	if (!s->opts.max_clients)
 		s->opts.max_clients = DEFAULT_MAX_CLIENTS;
 	if (!s->opts.max_uplinks)
-		s->opts.max_uplinks = 1024;
+		s->opts.max_uplinks = DEFAULT_MAX_UPLINKS;
+	if (!s->opts.max_uplinks_per_uid)
+		s->opts.max_uplinks_per_uid = DEFAULT_MAX_UPLINKS_PER_UID;
 	if (!s->opts.max_clients_per_uid)
 		s->opts.max_clients_per_uid = s->opts.max_clients / 4 ? s->opts.max_clients / 4 : 1;
 	if (!s->opts.idle_timeout_ms)
@@ -880,10 +893,28 @@ int server__set_uplink(struct server *s, uint64_t conn_id)
 		return 0;
 	if (s->nuplinks >= s->opts.max_uplinks)
 		return -EBUSY;
+	/* As for clients: one user must not take every uplink slot. Root has the global limit. */
+	if (c->peer.uid != 0 &&
+	    conns_of_uid(s, c->peer.uid, true) >= s->opts.max_uplinks_per_uid) {
+		pr_warn("server: client pid %d uid %u: refused as an uplink, uid %u already has %u",
+			c->peer.pid, c->peer.uid, c->peer.uid, s->opts.max_uplinks_per_uid);
+		return -EBUSY;
+	}
 	c->uplink = true;
 	s->nclients--;
 	s->nuplinks++;
 	return 0;
+}
+
+int server__close_conn(struct server *s, uint64_t conn_id)
+{
+	for (struct conn *c = s->conns; c; c = c->next) {
+		if (c->peer.conn_id != conn_id || c->closing)
+			continue;
+		conn_close(c);
+		return 0;
+	}
+	return -ENOENT;
 }
 
 unsigned int server__uplinks(const struct server *s)

@@ -52,6 +52,7 @@ struct server_opts {
 	unsigned int max_clients_per_uid; /* connections of one non-root uid; 0 means a quarter
 					   * of max_clients */
 	unsigned int max_uplinks;  /* connections marked by server__set_uplink; 0 means 1024 */
+	unsigned int max_uplinks_per_uid; /* uplinks of one non-root uid; 0 means 64 */
 	uint64_t idle_timeout_ms;  /* a connection with no complete request for this long is
 				    * closed; 0 means 30000 (each request starts the time again, so
 				    * a client that sends regularly, like the CUPTI library's
@@ -83,10 +84,17 @@ unsigned int server__clients(const struct server *s);
 /*
  * Mark a connection as an uplink: a long-lived data source such as a CUDA process's CUPTI
  * library, one per process. Uplinks leave the client counts (so a user with many GPU
- * processes still gets profctl connections) and have their own limit. Returns 0, -ENOENT for no
- * such open connection, -EBUSY when max_uplinks are connected.
+ * processes still gets profctl connections) and have their own limits; from then on the
+ * connection may only send GPU messages (GpuAttach, GpuBatch), anything else is answered with
+ * a bad request. Returns 0, -ENOENT for no such open connection, -EBUSY when max_uplinks are
+ * connected or the peer's (non-root) uid has max_uplinks_per_uid.
  */
 int server__set_uplink(struct server *s, uint64_t conn_id);
+/*
+ * Close connection conn_id now (the handler's on_close runs before this returns), e.g. a
+ * process's older uplink when it connected again. Returns 0 or -ENOENT.
+ */
+int server__close_conn(struct server *s, uint64_t conn_id);
 /* Uplinks connected right now. */
 unsigned int server__uplinks(const struct server *s);
 

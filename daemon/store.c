@@ -281,7 +281,7 @@ int store__add(struct store *s, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint
 		}
 		goto nomem;
 	}
-	e->v += value;
+	e->v = sat_add(e->v, value);
 	if (ts_ns > s->newest_ns)
 		s->newest_ns = ts_ns;
 	if (created) {
@@ -357,7 +357,8 @@ static int agg_add_more(struct agg *a, struct agg_row *r, enum store_value col, 
 		memset(&a->more[(size_t)a->nmore * AGG_MORE], 0, AGG_MORE * sizeof(uint64_t));
 		r->more = ++a->nmore;
 	}
-	a->more[(size_t)(r->more - 1) * AGG_MORE + col - 1] += v;
+	a->more[(size_t)(r->more - 1) * AGG_MORE + col - 1] =
+		sat_add(a->more[(size_t)(r->more - 1) * AGG_MORE + col - 1], v);
 	return 0;
 }
 
@@ -372,7 +373,7 @@ static int agg_add(struct agg *a, const struct entry *e)
 		r = &a->rows[k - 1];
 		if (r->stack == e->stack && r->tid == e->tid && r->pid == pid) {
 			if (col == STORE_VALUE_CPU_SAMPLES) {
-				r->cpu += e->v;
+				r->cpu = sat_add(r->cpu, e->v);
 				return 0;
 			}
 			return agg_add_more(a, r, col, e->v);

@@ -34,16 +34,41 @@ target_link_libraries(fixture_usdt_caller PRIVATE pthread ${CMAKE_DL_LIBS})
 set_target_properties(fixture_usdt_caller PROPERTIES OUTPUT_NAME usdt_caller
                       RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/fixtures)
 
+# A library with more profd:cuda_launch probe sites than the daemon attaches to.
+add_library(fixture_many_notes SHARED ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/launch/many_notes.c)
+target_compile_options(fixture_many_notes PRIVATE ${FIXTURE_FLAGS} -fno-sanitize=all)
+target_link_options(fixture_many_notes PRIVATE -fno-sanitize=all)
+set_target_properties(fixture_many_notes PROPERTIES OUTPUT_NAME many_notes
+                      LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/fixtures)
+
 add_executable(test_launch_bpf unit/test_launch_bpf.c ${CMAKE_SOURCE_DIR}/daemon/sampler.c)
 add_dependencies(test_launch_bpf sample_skel)
 target_include_directories(test_launch_bpf PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit ${BPF_OUT})
 target_link_libraries(test_launch_bpf PRIVATE profd_core PkgConfig::LIBBPF ${CMAKE_DL_LIBS})
+add_dependencies(test_launch_bpf fixture_many_notes fixture_usdt_caller)
 foreach(mode usdt uprobe)
   add_test(NAME e2e.launch_${mode}
            COMMAND test_launch_bpf ${mode} $<TARGET_FILE:fixture_usdt_caller>)
   set_tests_properties(e2e.launch_${mode} PROPERTIES
-    LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 120 RUN_SERIAL TRUE)
+    LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 120 RUN_SERIAL TRUE
+    ENVIRONMENT "PROFD_MANY_NOTES=$<TARGET_FILE:fixture_many_notes>")
 endforeach()
+
+# How the daemon finds the library it attaches to, without root: a made-up /proc whose
+# map_files point at FIFOs, devices, big files; the probe notes counted in real ELF files.
+profd_unit(test_launch_file ${CMAKE_SOURCE_DIR}/daemon/sampler.c)
+add_dependencies(test_launch_file sample_skel fixture_many_notes fixture_usdt_caller)
+target_include_directories(test_launch_file PRIVATE ${BPF_OUT})
+target_link_libraries(test_launch_file PRIVATE PkgConfig::LIBBPF)
+set_tests_properties(unit.test_launch_file PROPERTIES ENVIRONMENT
+  "PROFD_MANY_NOTES=$<TARGET_FILE:fixture_many_notes>;PROFD_USDT_CALLER=$<TARGET_FILE:fixture_usdt_caller>")
+
+# profd in a pid namespace of its own: GPU correlation off, said once at start.
+add_test(NAME e2e.launch_pidns
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_launch_pidns.py)
+set_tests_properties(e2e.launch_pidns PROPERTIES
+  LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 120 RUN_SERIAL TRUE
+  ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e")
 
 # The whole GPU path without a GPU: a program loads libprofd_cupti.so over the fake libcupti
 # and plays CUDA's part (launch callbacks, activity records timed against its own work); the

@@ -11,7 +11,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <stdlib.h>
+#include <time.h>
+
+#include "demangle.h"
 #include "gpu.h"
+#include "gpu_priv.h" /* sizes of the module's state, for the exact memory accounting checks */
 #include "log.h"
 #include "store.h"
 
@@ -54,10 +59,10 @@ struct fx {
 	struct gpu *g;
 };
 
-static void fx_init(struct fx *f, size_t ring_bytes)
+static void fx_init_ttl(struct fx *f, size_t ring_bytes, uint64_t ttl)
 {
 	struct gpu_opts o = {
-		.join_ttl_ns = TTL,
+		.join_ttl_ns = ttl,
 		.hold_ns = HOLD,
 		.ring_bytes = ring_bytes,
 		.attach_probe = fake_attach,
@@ -74,6 +79,11 @@ static void fx_init(struct fx *f, size_t ring_bytes)
 	store__set_process(f->s, PID, UID, "trainer");
 	store__set_thread(f->s, PID, TID, "main");
 	store__set_thread(f->s, PID, TID2, "loader");
+}
+
+static void fx_init(struct fx *f, size_t ring_bytes)
+{
+	fx_init_ttl(f, ring_bytes, TTL);
 }
 
 static void fx_fini(struct fx *f)
@@ -113,7 +123,7 @@ static int attach(struct fx *f, uint32_t pid, Profd__GpuState state, bool *enabl
 	a.clock = PROFD__GPU_CLOCK__GPU_CLOCK_CALLBACK;
 	a.has_cupti_version = true;
 	a.cupti_version = 130001;
-	return gpu__attach(f->g, pid, UID, &a, enable);
+	return gpu__attach(f->g, pid, UID, 0, &a, enable);
 }
 
 /* A batch under construction. */
@@ -338,12 +348,12 @@ static void test_attach(void)
 
 	a.state = PROFD__GPU_STATE__GPU_STATE_READY;
 	a.library_path = "relative/libprofd_cupti.so";
-	CHECK_EQ_I(gpu__attach(f.g, PID, UID, &a, &enable), -EINVAL);
+	CHECK_EQ_I(gpu__attach(f.g, PID, UID, 0, &a, &enable), -EINVAL);
 	a.library_path = NULL; /* READY needs the path for the probe */
-	CHECK_EQ_I(gpu__attach(f.g, PID, UID, &a, &enable), -EINVAL);
+	CHECK_EQ_I(gpu__attach(f.g, PID, UID, 0, &a, &enable), -EINVAL);
 	a.state = 99;
 	a.library_path = LIB;
-	CHECK_EQ_I(gpu__attach(f.g, PID, UID, &a, &enable), -EINVAL);
+	CHECK_EQ_I(gpu__attach(f.g, PID, UID, 0, &a, &enable), -EINVAL);
 	CHECK_EQ_I(probe_attached, 0);
 	CHECK_EQ_U(stats(&f).processes, 0);
 
@@ -351,7 +361,7 @@ static void test_attach(void)
 	a.state = PROFD__GPU_STATE__GPU_STATE_SUBSCRIBER_TAKEN;
 	a.library_path = NULL;
 	a.detail = "cuptiSubscribe: taken by\n\"kineto\"";
-	CHECK_EQ_I(gpu__attach(f.g, OTHER_PID, UID, &a, &enable), 0);
+	CHECK_EQ_I(gpu__attach(f.g, OTHER_PID, UID, 0, &a, &enable), 0);
 	CHECK(!enable);
 	CHECK_EQ_I(probe_attached, 0);
 
@@ -921,6 +931,717 @@ static void test_exit(void)
 	fx_fini(&f);
 }
 
+/* --- review fixes ------------------------------------------------------------------------- */
+
+#define NOW (100ull * 1000000000ull)
+#define SEC 1000000000ull
+
+/* A batch of many kernels, on the heap. */
+struct bigbatch {
+	Profd__GpuBatch b;
+	Profd__GpuKernel *k;
+	Profd__GpuKernel **kp;
+};
+
+static void big_init(struct bigbatch *bb, size_t n)
+{
+	profd__gpu_batch__init(&bb->b);
+	bb->k = calloc(n, sizeof(*bb->k));
+	bb->kp = calloc(n, sizeof(*bb->kp));
+	CHECK(bb->k && bb->kp);
+	bb->b.kernels = bb->kp;
+}
+
+static void big_kernel(struct bigbatch *bb, uint64_t start, uint64_t end, uint32_t corr,
+		       uint32_t name, uint32_t weight)
+{
+	Profd__GpuKernel *k = &bb->k[bb->b.n_kernels];
+
+	profd__gpu_kernel__init(k);
+	k->start_ns = start;
+	k->end_ns = end;
+	k->correlation_id = corr;
+	k->has_name = name != 0;
+	k->name = name;
+	k->has_weight = true;
+	k->weight = weight;
+	bb->kp[bb->b.n_kernels++] = k;
+}
+
+static void big_free(struct bigbatch *bb)
+{
+	free(bb->k);
+	free(bb->kp);
+}
+
+/* "_Z1f1a" and n levels of a function type naming the previous level twice: 2n back-refs. */
+static void make_bomb(char *b, size_t len, int n)
+{
+	size_t off = (size_t)snprintf(b, len, "_Z1f1a");
+
+	for (int i = 0; i < n; i++) {
+		char s[8];
+
+		if (i == 0)
+			snprintf(s, sizeof(s), "S_");
+		else if (i - 1 < 10)
+			snprintf(s, sizeof(s), "S%c_", '0' + (i - 1));
+		else
+			snprintf(s, sizeof(s), "S%c_", 'A' + (i - 11));
+		off += (size_t)snprintf(b + off, len - off, "Fv%s%sE", s, s);
+	}
+}
+
+/* A mangled name of one identifier of n 'a's: "_Z<n>aaa...". */
+static char *long_name(int n)
+{
+	char *s = malloc((size_t)n + 16);
+	int off = sprintf(s, "_Z%d", n);
+
+	memset(s + off, 'a', (size_t)n);
+	s[off + n] = '\0';
+	return s;
+}
+
+static void test_demangle_bounds(void)
+{
+	char b[256], *d, *n;
+
+	/* 24 back-references: demangled, and the output stays bounded (about 80 KB). */
+	make_bomb(b, sizeof(b), 12);
+	CHECK_EQ_U(strlen(b), 112);
+	d = demangle(b);
+	CHECK(d != NULL);
+	if (d)
+		CHECK_EQ_U(strlen(d), 81820);
+	free(d);
+	/* 26 and 28: refused before __cxa_demangle doubles the output twice more. */
+	make_bomb(b, sizeof(b), 13);
+	errno = 0;
+	d = demangle(b);
+	CHECK(d == NULL);
+	CHECK_EQ_I(errno, E2BIG);
+	free(d);
+	make_bomb(b, sizeof(b), 14);
+	d = demangle(b);
+	CHECK(d == NULL);
+	free(d);
+	/* Length: 1024 bytes demangle, 1025 do not. */
+	n = long_name(1018);
+	CHECK_EQ_U(strlen(n), 1024);
+	d = demangle(n);
+	CHECK(d != NULL);
+	if (d)
+		CHECK_EQ_U(strlen(d), 1018);
+	free(d);
+	free(n);
+	n = long_name(1019);
+	CHECK_EQ_U(strlen(n), 1025);
+	errno = 0;
+	d = demangle(n);
+	CHECK(d == NULL);
+	CHECK_EQ_I(errno, E2BIG);
+	free(d);
+	free(n);
+	d = demangle("_Z4gemmPfi");
+	CHECK(d && !strcmp(d, "gemm(float*, int)"));
+	free(d);
+}
+
+/* The leaf frame of the row whose GPU time is ns. */
+struct leaf_find {
+	struct store *s;
+	uint64_t ns;
+	size_t len;
+	char name[2048];
+};
+
+static int leaf_cb(uint32_t pid, uint32_t tid, uint32_t stack, const uint64_t v[STORE_VALUE__COUNT],
+		   void *ctx)
+{
+	struct leaf_find *lf = ctx;
+	const uint32_t *fr;
+	size_t n;
+
+	if (v[STORE_VALUE_GPU_NS] != lf->ns || !store__stack(lf->s, stack, &fr, &n) || !n)
+		return 0;
+	lf->len = strlen(store__frame(lf->s, fr[0])->name);
+	snprintf(lf->name, sizeof(lf->name), "%s", store__frame(lf->s, fr[0])->name);
+	return 0;
+}
+
+static size_t leaf_len(struct fx *f, uint64_t gpu_ns, struct leaf_find *lf)
+{
+	struct store_query q = { .end_ns = UINT64_MAX };
+
+	memset(lf, 0, sizeof(*lf));
+	lf->s = f->s;
+	lf->ns = gpu_ns;
+	CHECK_EQ_I(store__query(f->s, &q, leaf_cb, lf), 0);
+	return lf->len;
+}
+
+static void test_kernel_leaf(void)
+{
+	struct store_query q = { .end_ns = UINT64_MAX };
+	static struct leaf_find lf;
+	Profd__Trace *t = NULL;
+	char bomb12[256], bomb14[256];
+	struct batch b;
+	struct fx f;
+	bool enable;
+	uint32_t st;
+
+	fx_init(&f, 64 << 10);
+	gpu__tick(f.g, NOW);
+	attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable);
+	st = stack_of(&f, "main", "launch", NULL);
+	make_bomb(bomb12, sizeof(bomb12), 12);
+	make_bomb(bomb14, sizeof(bomb14), 14);
+	gpu__launch(f.g, NOW + 1, PID, TID, st, 1);
+	gpu__launch(f.g, NOW + 2, PID, TID, st, 2);
+	batch_init(&b);
+	add_string(&b, bomb12);
+	add_string(&b, bomb14);
+	add_kernel(&b, NOW + 10, NOW + 11, 1, 1, 1);
+	add_kernel(&b, NOW + 20, NOW + 22, 2, 2, 1);
+	CHECK_EQ_I(send(&f, &b), 0);
+	/* Demangles to 81820 bytes; the leaf keeps 1024. */
+	CHECK_EQ_U(leaf_len(&f, 1, &lf), 1024);
+	CHECK(!strncmp(lf.name, "f(a, void (a, a), void (void (a, a)", 35));
+	/* Too many back-references: shown as sent. */
+	CHECK_EQ_U(leaf_len(&f, 2, &lf), strlen(bomb14));
+	CHECK_STREQ(lf.name, bomb14);
+	/* In the ring a name takes at most a 64th of it: 1024 bytes, 33 of them overhead. */
+	CHECK_EQ_I(gpu__trace(f.g, &q, NULL, &t), 0);
+	if (t) {
+		const Profd__TraceKernel *k = kernel_by_corr(t, 1);
+		const char *name = k ? t->strings[k->name] : "";
+
+		CHECK_EQ_U(strlen(name), 991);
+		CHECK(!strcmp(name + 988, "..."));
+		gpu__trace_free(t);
+	}
+	fx_fini(&f);
+}
+
+static void test_join_deadlines(void)
+{
+	uint64_t T = NOW + TTL;
+	struct batch b;
+	struct fx f;
+	bool enable;
+	uint32_t st;
+
+	fx_init(&f, 0);
+	gpu__tick(f.g, NOW);
+	attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable);
+	st = stack_of(&f, "main", NULL, NULL);
+	/* A record that claims to end 50 s ahead waits from its arrival like any other. */
+	batch_init(&b);
+	add_string(&b, "k");
+	add_kernel(&b, NOW + 50 * SEC - 100, NOW + 50 * SEC, 1, 1, 1);
+	add_kernel(&b, NOW - 1000, NOW - 500, 2, 1, 1);
+	CHECK_EQ_I(send(&f, &b), 0);
+	gpu__tick(f.g, NOW + TTL - 1);
+	CHECK_EQ_U(stats(&f).unmatched, 0);
+	gpu__tick(f.g, NOW + TTL);
+	CHECK_EQ_U(stats(&f).unmatched, 2);
+
+	/* A refreshed launch goes to the tail: the one behind it still expires on time. */
+	gpu__launch(f.g, T, PID, TID, st, 10);
+	gpu__launch(f.g, T + 10, PID, TID, st, 11);
+	gpu__launch(f.g, T + TTL / 2, PID, TID, st, 10); /* the first is settled: expired */
+	CHECK_EQ_U(stats(&f).launches_expired, 1);
+	gpu__tick(f.g, T + 10 + TTL);
+	CHECK_EQ_U(stats(&f).launches_expired, 2);
+
+	/* An exited process's joins go at once, another pid's stay. */
+	gpu__launch(f.g, T + 20 + TTL, OTHER_PID, 201, st, 20);
+	gpu__launch(f.g, T + 20 + TTL, PID, TID, st, 21);
+	gpu__process_exited(f.g, PID);
+	gpu__tick(f.g, T + 30 + TTL);
+	CHECK_EQ_U(stats(&f).launches_expired, 4);
+	gpu__tick(f.g, T + 20 + 2 * TTL);
+	CHECK_EQ_U(stats(&f).launches_expired, 5);
+	CHECK_EQ_U(stats(&f).bytes, 0);
+	fx_fini(&f);
+}
+
+static void test_shared_names(void)
+{
+	struct bigbatch bb;
+	struct batch b;
+	struct fx f;
+	bool enable;
+	char *name = long_name(1000);
+	uint64_t b0, b1;
+
+	fx_init(&f, 0);
+	gpu__tick(f.g, NOW);
+	attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable);
+	batch_init(&b);
+	add_string(&b, name);
+	CHECK_EQ_I(send(&f, &b), 0);
+	b0 = stats(&f).bytes;
+	CHECK_EQ_U(b0, sizeof(struct gpu_proc) + 4 * sizeof(struct gstr) + sizeof(struct gname) +
+			   strlen(name) + 1);
+	/* 1000 records of one name wait: the name is kept once, demangled once. */
+	big_init(&bb, 1000);
+	for (uint32_t i = 1; i <= 1000; i++)
+		big_kernel(&bb, NOW - 1000, NOW - 500, i, 1, 1);
+	CHECK_EQ_I(gpu__batch(f.g, PID, &bb.b, &enable), 0);
+	big_free(&bb);
+	b1 = stats(&f).bytes;
+	CHECK_EQ_U(b1 - b0, sizeof(struct pjoins) +
+				1000 * (sizeof(struct join) + 4 * sizeof(struct wait_rec)) +
+				4 * sizeof(struct busy) + sizeof(struct gname) + 1000 + 1);
+	gpu__tick(f.g, NOW + TTL);
+	CHECK_EQ_U(stats(&f).unmatched, 1000);
+	CHECK_EQ_U(stats(&f).bytes, b0 + 4 * sizeof(struct busy) + sizeof(struct gname) + 1001);
+	CHECK_EQ_U(val(&f, NULL, 0, STORE_VALUE_GPU_KERNELS), 1000);
+	free(name);
+	fx_fini(&f);
+}
+
+static void test_budget_caps(void)
+{
+	struct bigbatch bb;
+	struct batch b;
+	struct fx f;
+	bool enable;
+
+	fx_init(&f, 0);
+	gpu__tick(f.g, NOW);
+	attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable);
+	batch_init(&b);
+	add_string(&b, "r");
+	CHECK_EQ_I(send(&f, &b), 0);
+	/* Room for 16 closed ranges and not a byte more. */
+	f.g->o.max_bytes = stats(&f).bytes + 16 * sizeof(struct nvtx_range);
+	for (int k = 0; k < 3; k++) {
+		batch_init(&b);
+		for (int i = 0; i < 8; i++) {
+			uint64_t s = NOW + (uint64_t)(k * 8 + i) * 100;
+
+			add_nvtx(&b, s, s + 50, TID, 1, 0, false);
+		}
+		CHECK_EQ_I(send(&f, &b), 0);
+	}
+	CHECK_EQ_U(gpu_proc(f.g, PID)->nnvtx, 16);
+	CHECK_EQ_U(stats(&f).refused, 8);
+	CHECK_EQ_U(stats(&f).bytes, f.g->o.max_bytes);
+	/* A record that would wait is charged to the stand-in at once. */
+	batch_init(&b);
+	add_kernel(&b, NOW + 10, NOW + 20, 5, 1, 1);
+	CHECK_EQ_I(send(&f, &b), 0);
+	CHECK_EQ_U(stats(&f).refused, 10); /* its busy interval, its wait */
+	CHECK_EQ_U(stats(&f).unmatched, 1);
+	CHECK_EQ_U(val(&f, "[launch stack unknown][?];r[g]", 0, STORE_VALUE_GPU_NS), 10);
+
+	/* One process's waiting records: 65536 at most. */
+	f.g->o.max_bytes = SIZE_MAX / 2;
+	big_init(&bb, 65537);
+	for (uint32_t i = 1; i <= 65537; i++)
+		big_kernel(&bb, NOW + 10, NOW + 20, 100 + i, 1, 1);
+	CHECK_EQ_I(gpu__batch(f.g, PID, &bb.b, &enable), 0);
+	big_free(&bb);
+	CHECK_EQ_U(stats(&f).refused, 11);
+	CHECK_EQ_U(stats(&f).unmatched, 2);
+	fx_fini(&f);
+}
+
+static void test_record_times(void)
+{
+	const uint64_t back = TTL + HOLD;
+	struct batch b;
+	struct fx f;
+	bool enable;
+	uint64_t events;
+
+	fx_init(&f, 0);
+	gpu__tick(f.g, NOW);
+	attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable);
+	batch_init(&b);
+	add_string(&b, "k");
+	add_kernel(&b, NOW - back, NOW - back + 10, 1, 1, 0);
+	add_kernel(&b, NOW - back - 1, NOW - back + 10, 2, 1, 0);
+	add_kernel(&b, NOW + 60 * SEC - 10, NOW + 60 * SEC, 3, 1, 0);
+	add_kernel(&b, NOW + 60 * SEC - 10, NOW + 60 * SEC + 1, 4, 1, 0);
+	add_kernel(&b, 1ull << 62, (1ull << 62) + 10, 5, 1, 0);
+	add_nvtx(&b, 1ull << 62, (1ull << 62) + 10, TID, 1, 0, false);
+	add_copy(&b, NOW, NOW + 10, 6, PROFD__GPU_COPY_KIND__GPU_COPY_HTOD, (1ull << 44) + 1);
+	CHECK_EQ_I(send(&f, &b), 0);
+	CHECK_EQ_U(stats(&f).bad_records, 5);
+	CHECK_EQ_U(stats(&f).records, 2);
+	CHECK_EQ_U(gpu_proc(f.g, PID)->nnvtx, 0);
+
+	/* Malformed: the batch is refused whole, nothing of it kept. */
+	events = stats(&f).ring_events;
+	batch_init(&b);
+	add_kernel(&b, NOW, NOW + 10, 7, 1, 65537);
+	add_kernel(&b, NOW, NOW + 10, 8, 1, 1);
+	CHECK_EQ_I(gpu__batch(f.g, PID, &b.b, &enable), -EINVAL);
+	batch_init(&b);
+	add_copy(&b, NOW, NOW + 10, 9, PROFD__GPU_COPY_KIND__GPU_COPY_HTOD, 1);
+	b.c[0].has_weight = true;
+	b.c[0].weight = 1u << 31;
+	CHECK_EQ_I(gpu__batch(f.g, PID, &b.b, &enable), -EINVAL);
+	batch_init(&b);
+	b.b.has_dropped = true;
+	b.b.dropped = (1ull << 32) + 1;
+	CHECK_EQ_I(gpu__batch(f.g, PID, &b.b, &enable), -EINVAL);
+	CHECK_EQ_U(stats(&f).records, 2);
+	CHECK_EQ_U(stats(&f).dropped, 0);
+	CHECK_EQ_U(stats(&f).ring_events, events);
+	/* The bounds themselves are fine. */
+	batch_init(&b);
+	add_kernel(&b, NOW, NOW + 10, 7, 1, 65536);
+	b.b.has_dropped = true;
+	b.b.dropped = 1ull << 32;
+	CHECK_EQ_I(send(&f, &b), 0);
+	CHECK_EQ_U(stats(&f).records, 3);
+	CHECK_EQ_U(stats(&f).dropped, 1ull << 32);
+	fx_fini(&f);
+}
+
+static void test_out_of_order_labels(void)
+{
+	struct batch b;
+	struct fx f;
+	bool enable;
+	uint32_t st;
+
+	fx_init(&f, 0);
+	gpu__tick(f.g, NOW);
+	attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable);
+	st = stack_of(&f, "main", "work", NULL);
+	for (uint64_t ts = 150; ts <= 550; ts += 100)
+		gpu__cpu_sample(f.g, NOW + ts, PID, TID, st);
+	batch_init(&b);
+	add_string(&b, "k");
+	add_string(&b, "late");
+	add_string(&b, "early");
+	add_string(&b, "inner");
+	/* Newest first; two of them overlap. */
+	add_kernel(&b, NOW + 500, NOW + 600, 1, 1, 0);
+	add_kernel(&b, NOW + 300, NOW + 400, 2, 1, 0);
+	add_kernel(&b, NOW + 100, NOW + 200, 3, 1, 0);
+	add_kernel(&b, NOW + 180, NOW + 260, 4, 1, 0);
+	add_nvtx(&b, NOW + 400, NOW + 600, TID, 2, 0, false);
+	add_nvtx(&b, NOW + 1, NOW + 300, TID, 3, 0, false);
+	add_nvtx(&b, NOW + 200, NOW + 280, TID, 4, 1, false);
+	complete_until(&b, NOW + 1000);
+	CHECK_EQ_I(send(&f, &b), 0);
+	dump_rows(&f);
+	CHECK_EQ_U(stats(&f).held, 0);
+	CHECK_EQ_U(val(&f, "early[n];main;work", TID, STORE_VALUE_CPU_SAMPLES), 1);
+	CHECK_EQ_U(val(&f, "early[n];inner[n];main;work", TID, STORE_VALUE_CPU_SAMPLES), 1);
+	CHECK_EQ_U(val(&f, "main;work", TID, STORE_VALUE_CPU_SAMPLES), 1);
+	CHECK_EQ_U(val(&f, "late[n];main;work", TID, STORE_VALUE_CPU_SAMPLES), 2);
+	/* Only 450 fell between kernels. */
+	CHECK_EQ_U(val(&f, "late[n];main;work", TID, STORE_VALUE_GPU_IDLE_SAMPLES), 1);
+	CHECK_EQ_U(val(&f, NULL, 0, STORE_VALUE_GPU_IDLE_SAMPLES), 1);
+	fx_fini(&f);
+}
+
+static double secs(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Seconds to send n kernels (weight 0) in batches of 16, in ascending or descending order. */
+static double time_busy(size_t n, bool descending)
+{
+	struct batch b;
+	struct fx f;
+	bool enable;
+	double t;
+
+	fx_init(&f, 1 << 20);
+	gpu__tick(f.g, NOW);
+	attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable);
+	batch_init(&b);
+	add_string(&b, "k");
+	CHECK_EQ_I(send(&f, &b), 0);
+	t = secs();
+	for (size_t i = 0; i < n; i += 16) {
+		batch_init(&b);
+		for (size_t j = i; j < i + 16 && j < n; j++) {
+			uint64_t k = descending ? n - j : j;
+
+			add_kernel(&b, NOW + 10 * k, NOW + 10 * k + 5, 1, 1, 0);
+		}
+		gpu__batch(f.g, PID, &b.b, &enable);
+	}
+	t = secs() - t;
+	fx_fini(&f);
+	return t;
+}
+
+/* Seconds to charge n kernels of one thread that has nranges NVTX ranges. */
+static double time_nvtx(size_t n, size_t nranges)
+{
+	struct bigbatch bb;
+	struct batch b;
+	struct fx f;
+	bool enable;
+	uint32_t st;
+	double t;
+
+	fx_init(&f, 1 << 20);
+	gpu__tick(f.g, NOW);
+	attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable);
+	st = stack_of(&f, "main", NULL, NULL);
+	batch_init(&b);
+	add_string(&b, "k");
+	add_string(&b, "r");
+	CHECK_EQ_I(send(&f, &b), 0);
+	for (size_t i = 0; i < nranges; i += 8) {
+		batch_init(&b);
+		for (size_t j = i; j < i + 8 && j < nranges; j++)
+			add_nvtx(&b, NOW + 100 * j, NOW + 100 * j + 50, TID, 2, 0, false);
+		CHECK_EQ_I(send(&f, &b), 0);
+	}
+	big_init(&bb, n);
+	for (size_t i = 0; i < n; i++) {
+		gpu__launch(f.g, NOW + 100 * i + 10, PID, TID, st, (uint32_t)i + 1);
+		big_kernel(&bb, NOW + 100 * i + 20, NOW + 100 * i + 30, (uint32_t)i + 1, 1, 1);
+	}
+	t = secs();
+	CHECK_EQ_I(gpu__batch(f.g, PID, &bb.b, &enable), 0);
+	t = secs() - t;
+	big_free(&bb);
+	CHECK_EQ_U(stats(&f).joined, n);
+	if (nranges)
+		CHECK_EQ_U(val(&f, "r[n];main;k[g]", TID, STORE_VALUE_GPU_NS),
+			   10 * (n < nranges ? n : nranges));
+	fx_fini(&f);
+	return t;
+}
+
+/*
+ * No message costs work in proportion to what is kept: kernels in descending order cost what
+ * ascending ones do, and 16384 NVTX ranges on the thread do not slow charging down much
+ * (linear scans made both 10 to 100 times slower). Ratios of the same run, best of three.
+ */
+static void test_many_labels_fast(void)
+{
+	double asc = 1e9, desc = 1e9, none = 1e9, many = 1e9;
+
+	for (int i = 0; i < 3; i++) {
+		double a = time_busy(65536, false), d = time_busy(65536, true);
+		double n0 = time_nvtx(16384, 0), n1 = time_nvtx(16384, 16384);
+
+		asc = a < asc ? a : asc;
+		desc = d < desc ? d : desc;
+		none = n0 < none ? n0 : none;
+		many = n1 < many ? n1 : many;
+	}
+	if (getenv("TEST_VERBOSE"))
+		fprintf(stderr, "busy asc %.3f desc %.3f, nvtx none %.3f many %.3f\n", asc, desc,
+			none, many);
+	CHECK(desc < 3 * asc);
+	CHECK(many < 3 * none);
+}
+
+static void test_idle_running_kernel(void)
+{
+	struct batch b;
+	struct fx f;
+	bool enable;
+	uint32_t st, lst;
+
+	fx_init(&f, 0);
+	gpu__tick(f.g, NOW);
+	attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable);
+	st = stack_of(&f, "main", "work", NULL);
+	lst = stack_of(&f, "main", "launch", NULL);
+	/* A kernel launched before the sample has no record yet: it may be running. */
+	gpu__launch(f.g, NOW + 100, PID, TID, lst, 1);
+	gpu__cpu_sample(f.g, NOW + 200, PID, TID, st);
+	batch_init(&b);
+	add_string(&b, "k");
+	complete_until(&b, NOW + 300);
+	CHECK_EQ_I(send(&f, &b), 0);
+	CHECK_EQ_U(stats(&f).held, 1);
+	/* Its record: it ran during the sample. */
+	batch_init(&b);
+	add_kernel(&b, NOW + 150, NOW + 400, 1, 1, 1);
+	complete_until(&b, NOW + 500);
+	CHECK_EQ_I(send(&f, &b), 0);
+	CHECK_EQ_U(stats(&f).held, 0);
+	CHECK_EQ_U(val(&f, "main;work", TID, STORE_VALUE_CPU_SAMPLES), 1);
+	CHECK_EQ_U(val(&f, "main;work", TID, STORE_VALUE_GPU_IDLE_SAMPLES), 0);
+	/* A launch whose record never comes holds samples for hold_ns only. */
+	gpu__launch(f.g, NOW + 1000, PID, TID, lst, 2);
+	gpu__cpu_sample(f.g, NOW + 1100, PID, TID, st);
+	gpu__cpu_sample(f.g, NOW + 900, PID, TID, st); /* before it: released */
+	batch_init(&b);
+	complete_until(&b, NOW + 2000);
+	CHECK_EQ_I(send(&f, &b), 0);
+	CHECK_EQ_U(stats(&f).held, 1);
+	gpu__tick(f.g, NOW + 1100 + HOLD - 1);
+	CHECK_EQ_U(stats(&f).held, 1);
+	gpu__tick(f.g, NOW + 1100 + HOLD);
+	CHECK_EQ_U(stats(&f).held, 0);
+	CHECK_EQ_U(val(&f, "main;work", TID, STORE_VALUE_CPU_SAMPLES), 3);
+	CHECK_EQ_U(val(&f, "main;work", TID, STORE_VALUE_GPU_IDLE_SAMPLES), 2);
+	fx_fini(&f);
+}
+
+static void test_nvtx_kept_for_joins(void)
+{
+	const uint64_t ttl = 20 * HOLD;
+	struct batch b;
+	struct fx f;
+	bool enable;
+	uint32_t lst;
+
+	fx_init_ttl(&f, 0, ttl);
+	gpu__tick(f.g, NOW);
+	attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable);
+	lst = stack_of(&f, "main", "launch", NULL);
+	batch_init(&b);
+	add_string(&b, "fwd");
+	add_string(&b, "k");
+	add_nvtx(&b, NOW + 10, NOW + 100, TID, 1, 0, false);
+	CHECK_EQ_I(send(&f, &b), 0);
+	gpu__launch(f.g, NOW + 50, PID, TID, lst, 3);
+	/* Past twice the hold, within the TTL: the launch's range is still there. */
+	gpu__tick(f.g, NOW + 100 + 2 * HOLD + 1);
+	CHECK_EQ_U(gpu_proc(f.g, PID)->nnvtx, 1);
+	batch_init(&b);
+	add_kernel(&b, NOW + 60, NOW + 70, 3, 2, 1);
+	CHECK_EQ_I(send(&f, &b), 0);
+	CHECK_EQ_U(val(&f, "fwd[n];main;launch;k[g]", TID, STORE_VALUE_GPU_NS), 10);
+	/* Once the launch went and the TTL passed, the range goes. */
+	gpu__tick(f.g, NOW + 100 + ttl + 1);
+	CHECK_EQ_U(gpu_proc(f.g, PID)->nnvtx, 0);
+	fx_fini(&f);
+}
+
+static int info_lines;
+
+static void count_info(enum log_level level, const char *msg, void *ctx)
+{
+	if (level <= LOG_LVL_INFO && strstr(msg, "gpu: pid 100:"))
+		info_lines++;
+}
+
+static void test_attach_rules(void)
+{
+	struct store_query q = { .end_ns = UINT64_MAX, .filter_uid = true, .uid = UID };
+	Profd__Trace *t = NULL;
+	struct batch b;
+	struct fx f;
+	bool enable;
+	uint32_t st;
+	enum log_level lvl = log_get_level();
+
+	fx_init(&f, 0);
+	gpu__tick(f.g, NOW);
+	cover_all = false;
+	/* Not covered: no probe, nothing held. */
+	CHECK_EQ_I(attach(&f, OTHER_PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable), 0);
+	CHECK(!enable);
+	CHECK_EQ_I(probe_attached, 0);
+	st = stack_of(&f, "main", NULL, NULL);
+	gpu__cpu_sample(f.g, NOW + 1, OTHER_PID, 201, st);
+	CHECK_EQ_U(stats(&f).held, 0);
+
+	/* The probe goes on once, whatever the library says after. */
+	CHECK_EQ_I(attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable), 0);
+	CHECK(enable);
+	CHECK_EQ_I(attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_ERROR, &enable), 0);
+	CHECK(!enable);
+	CHECK_EQ_I(attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable), 0);
+	CHECK(enable);
+	CHECK_EQ_I(probe_attached, 1);
+	CHECK_EQ_I(probe_detached, 0);
+	/* Saying it again is not news: debug lines only. */
+	log_set_sink(count_info, NULL);
+	log_set_level(LOG_LVL_INFO);
+	info_lines = 0;
+	for (int i = 0; i < 3; i++)
+		attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable);
+	CHECK_EQ_I(info_lines, 0);
+	log_set_sink(log_sink_stderr, NULL);
+	log_set_level(lvl);
+
+	/* The owner never changes: another uid's attach is refused, events stay UID's. */
+	{
+		Profd__GpuAttach a = PROFD__GPU_ATTACH__INIT;
+
+		a.state = PROFD__GPU_STATE__GPU_STATE_READY;
+		a.library_path = LIB;
+		CHECK_EQ_I(gpu__attach(f.g, PID, UID + 1, 0, &a, &enable), -EPERM);
+		CHECK(!enable);
+		/* A process its connection does not own: recorded, never enabled or probed. */
+		cover_all = true;
+		CHECK_EQ_I(gpu__attach(f.g, 300, UID + 1, GPU_ATTACH_UID_MISMATCH, &a, &enable), 0);
+		CHECK(!enable);
+		CHECK_EQ_I(probe_attached, 1);
+		batch_init(&b);
+		CHECK_EQ_I(gpu__batch(f.g, 300, &b.b, &enable), -EPERM);
+		gpu__cpu_sample(f.g, NOW + 1, 300, 301, st);
+		CHECK_EQ_U(stats(&f).held, 0);
+	}
+	batch_init(&b);
+	add_string(&b, "k");
+	add_kernel(&b, NOW + 10, NOW + 20, 1, 1, 0);
+	CHECK_EQ_I(send(&f, &b), 0);
+	CHECK_EQ_I(gpu__trace(f.g, &q, NULL, &t), 0);
+	if (t) {
+		CHECK_EQ_U(t->n_kernels, 1);
+		gpu__trace_free(t);
+	}
+	fx_fini(&f);
+}
+
+static void test_lower(void)
+{
+	struct store_query q = { .end_ns = UINT64_MAX, .filter_uid = true, .uid = UID };
+	Profd__Trace *t = NULL;
+	struct batch b;
+	struct fx f;
+	bool enable;
+	uint32_t st;
+
+	fx_init(&f, 0);
+	gpu__tick(f.g, NOW);
+	attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable);
+	store__set_process(f.s, OTHER_PID, UID + 1, "other");
+	st = stack_of(&f, "main", "work", NULL);
+	gpu__cpu_sample(f.g, NOW - 50, OTHER_PID, 201, st); /* another user's, older */
+	batch_init(&b);
+	add_string(&b, "r");
+	add_nvtx(&b, NOW + 100, NOW + 500, TID, 1, 0, true);
+	CHECK_EQ_I(send(&f, &b), 0);
+	CHECK_EQ_U(gpu_proc(f.g, PID)->nopen, 1);
+	/* It closed at once after all: the mark replaces the open version. */
+	batch_init(&b);
+	add_nvtx(&b, NOW + 100, NOW + 100, TID, 1, 0, false);
+	CHECK_EQ_I(send(&f, &b), 0);
+	CHECK_EQ_U(gpu_proc(f.g, PID)->nopen, 0);
+	gpu__cpu_sample(f.g, NOW + 300, PID, TID, st);
+	batch_init(&b);
+	complete_until(&b, NOW + 600);
+	CHECK_EQ_I(send(&f, &b), 0);
+	CHECK_EQ_U(val(&f, "main;work", TID, STORE_VALUE_CPU_SAMPLES), 1);
+	/* The trace's start is the caller's oldest event, not another user's. */
+	CHECK_EQ_I(gpu__trace(f.g, &q, NULL, &t), 0);
+	if (t) {
+		CHECK_EQ_U(t->start_ns, NOW + 100);
+		CHECK_EQ_U(t->oldest_ns, NOW + 100);
+		gpu__trace_free(t);
+	}
+	fx_fini(&f);
+}
+
 int main(void)
 {
 	log_set_level(getenv("TEST_VERBOSE") ? LOG_LVL_DEBUG : LOG_LVL_ERROR);
@@ -934,5 +1655,17 @@ int main(void)
 	test_gc();
 	test_ring_bad();
 	test_exit();
+	test_demangle_bounds();
+	test_kernel_leaf();
+	test_join_deadlines();
+	test_shared_names();
+	test_budget_caps();
+	test_record_times();
+	test_out_of_order_labels();
+	test_many_labels_fast();
+	test_idle_running_kernel();
+	test_nvtx_kept_for_joins();
+	test_attach_rules();
+	test_lower();
 	return CHECK_DONE();
 }

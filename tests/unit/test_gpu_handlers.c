@@ -7,8 +7,11 @@
 #include "check.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "daemon.h"
 #include "frame.h"
@@ -25,6 +28,7 @@ static int probes_attached, probes_detached;
 int sampler__counters(const struct sampler *s, uint64_t out[PROFD_CNT__MAX])
 {
 	memset(out, 0, sizeof(uint64_t) * PROFD_CNT__MAX);
+	out[PROFD_CNT_LAUNCH_LIMITED] = 7;
 	return 0;
 }
 
@@ -44,7 +48,40 @@ static void stub_detach(void *ctx, uint32_t pid)
 	probes_detached++;
 }
 
+/* --- a /proc of our own: PID/status with the real uid ------------------------------------- */
+
+static char proc_root[64];
+
+static void fake_proc(uint32_t pid, uint32_t uid)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%u", proc_root, pid);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/%u/status", proc_root, pid);
+	f = fopen(path, "w");
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	fprintf(f, "Name:\ttrain\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t%u\n"
+		   "Pid:\t%u\nPPid:\t1\nUid:\t%u\t%u\t%u\t%u\nGid:\t0\t0\t0\t0\n",
+		pid, pid, uid, uid, uid, uid);
+	fclose(f);
+}
+
+static void fake_proc_rm(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", proc_root);
+	CHECK_EQ_I(system(cmd), 0);
+}
+
 /* --- calling the handlers ----------------------------------------------------------------- */
+
+/* Record times: 20 s ago on the monotonic clock, inside what the module accepts (TTL + hold). */
+static uint64_t t0;
 
 static Profd__Response *call(struct daemon *d, const struct server_peer *peer,
 			     const Profd__Request *req, int *ret)
@@ -91,8 +128,8 @@ static Profd__Response *batch(struct daemon *d, const struct server_peer *peer, 
 	Profd__GpuKernel k = PROFD__GPU_KERNEL__INIT, *kp = &k;
 	char *strs[] = { "_Z1kv" };
 
-	k.start_ns = 1000;
-	k.end_ns = 2000;
+	k.start_ns = t0 + 1000;
+	k.end_ns = t0 + 2000;
 	k.correlation_id = 1;
 	k.has_name = true;
 	k.name = 1;
@@ -149,6 +186,73 @@ static void check_error(Profd__Response *r, Profd__ErrorCode code, const char *t
 	profd__response__free_unpacked(r, NULL);
 }
 
+/*
+ * A stale connection may not attach again; a process another uid owns is recorded, never
+ * enabled, and its batches close the connection.
+ */
+static void test_refusals(struct daemon *d)
+{
+	struct server_peer a1 = { .uid = 1000, .pid = 500, .conn_id = 20 };
+	struct server_peer a2 = { .uid = 1000, .pid = 500, .conn_id = 21 };
+	struct server_peer thief = { .uid = 1000, .pid = 800, .conn_id = 22 };
+	struct server_peer gone = { .uid = 1000, .pid = 900, .conn_id = 23 };
+	struct server_peer root = { .uid = 0, .pid = 1, .conn_id = 24 };
+	Profd__Request req = PROFD__REQUEST__INIT;
+	Profd__GpuAttach a = PROFD__GPU_ATTACH__INIT;
+	int before = probes_attached, ret;
+	Profd__Response *r;
+	bool enable;
+
+	CHECK_EQ_I(attach(d, &a1, &enable), 0);
+	CHECK(enable);
+	CHECK_EQ_I(attach(d, &a2, &enable), 0);
+	CHECK(enable);
+	CHECK_EQ_I(probes_attached, before + 2);
+	/* a1 no longer speaks for pid 500: its attach is refused and changes nothing. */
+	a.state = PROFD__GPU_STATE__GPU_STATE_ERROR;
+	req.msg_case = PROFD__REQUEST__MSG_GPU_ATTACH;
+	req.gpu_attach = &a;
+	check_error(call(d, &a1, &req, &ret), PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
+		    "a newer connection speaks for this process");
+	CHECK_EQ_I(ret, 0);
+	r = batch(d, &a2, &ret);
+	CHECK(r && r->msg_case == PROFD__RESPONSE__MSG_GPU_CONTROL && r->gpu_control->enable);
+	profd__response__free_unpacked(r, NULL);
+
+	/* Pid 800 is root's: a uid 1000 connection for it is recorded, not enabled, not probed. */
+	before = probes_attached;
+	CHECK_EQ_I(attach(d, &thief, &enable), 0);
+	CHECK(!enable);
+	CHECK_EQ_I(probes_attached, before);
+	r = status(d, &root);
+	CHECK(r && r->msg_case == PROFD__RESPONSE__MSG_STATUS);
+	if (r && r->msg_case == PROFD__RESPONSE__MSG_STATUS) {
+		bool seen = false;
+
+		for (size_t i = 0; i < r->status->n_gpu; i++) {
+			if (r->status->gpu[i]->pid != 800)
+				continue;
+			seen = true;
+			CHECK(!r->status->gpu[i]->enabled);
+			CHECK_EQ_I(r->status->gpu[i]->state, PROFD__GPU_STATE__GPU_STATE_READY);
+			CHECK(strstr(r->status->gpu[i]->detail, "not run as the process's owner"));
+		}
+		CHECK(seen);
+	}
+	profd__response__free_unpacked(r, NULL);
+	r = batch(d, &thief, &ret);
+	CHECK_EQ_I(ret, -EPERM);
+	CHECK(r == NULL);
+	/* A process whose status cannot be read (gone): the same. */
+	CHECK_EQ_I(attach(d, &gone, &enable), 0);
+	CHECK(!enable);
+	CHECK_EQ_I(probes_attached, before);
+	handlers__closed(d, &thief);
+	handlers__closed(d, &gone);
+	handlers__closed(d, &a1);
+	handlers__closed(d, &a2);
+}
+
 int main(void)
 {
 	struct config cfg = { .frequency_hz = 99 };
@@ -164,7 +268,17 @@ int main(void)
 	int ret;
 
 	log_set_level(getenv("TEST_VERBOSE") ? LOG_LVL_DEBUG : LOG_LVL_ERROR);
+	snprintf(proc_root, sizeof(proc_root), "/tmp/profd-test-gpu-handlers.XXXXXX");
+	if (!mkdtemp(proc_root)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	fake_proc(500, 1000);
+	fake_proc(600, 2000);
+	fake_proc(800, 0); /* a root process whose library connects as uid 1000 */
+	d.proc_root = proc_root;
 	d.start_ns = mono_ns();
+	t0 = d.start_ns - 20 * NSEC_PER_SEC;
 	d.store = store__new(&(struct store_opts){ 0 });
 	d.sym = symbolizer__new(&(struct symbolizer_opts){ 0 });
 	d.ingest = ingest__new(&(struct ingest_opts){ .store = d.store, .sym = d.sym });
@@ -213,6 +327,8 @@ int main(void)
 		CHECK_EQ_U(r->status->gpu_records, 2);
 		CHECK_EQ_U(r->status->gpu_unmatched, 0);
 		CHECK_EQ_U(r->status->n_gpu, 2);
+		CHECK(r->status->has_gpu_launches_limited);
+		CHECK_EQ_U(r->status->gpu_launches_limited, 7);
 	}
 	profd__response__free_unpacked(r, NULL);
 	r = status(&d, &user);
@@ -250,7 +366,7 @@ int main(void)
 		    "pid 600 runs as uid 2000");
 	check_error(trace(&d, &other, 0, 0), PROFD__ERROR_CODE__ERROR_NO_SAMPLES,
 		    "no events for processes of your uid");
-	/* The kernels are from long ago on the monotonic clock: not in the last 10 s. */
+	/* The kernels are from 20 s ago: not in the last 10 s. */
 	check_error(trace(&d, &root, 500, 10 * NSEC_PER_SEC), PROFD__ERROR_CODE__ERROR_NO_SAMPLES,
 		    "no events for pid 500 in the last 10s");
 
@@ -273,7 +389,10 @@ int main(void)
 	}
 	CHECK_EQ_I(probes_detached, 3); /* a's first probe on re-attach, then a2 and b */
 
+	test_refusals(&d);
+
 	handlers__fini(&d);
+	fake_proc_rm();
 	gpu__free(d.gpu);
 	ingest__free(d.ingest);
 	symbolizer__free(d.sym);

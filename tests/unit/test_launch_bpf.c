@@ -10,6 +10,10 @@
  *                                         LIB): flagged records with the chain, none for a pid
  *                                         with the CUPTI library marked or outside the targets.
  *
+ * Both check the per-process rate limit, and usdt the paths a hostile process may send: only a
+ * file it maps, under that exact name, with at most 16 probe sites (PROFD_MANY_NOTES: a library
+ * with 20), is attached to; a FIFO must not hang the caller.
+ *
  * The uprobe stacks expect the direct caller of the probed function: at a function's entry the
  * frame pointer still names the caller's frame, and kernels from 6.11 read the return address
  * from the stack for a uprobe on a `push %rbp`; older kernels lose that one frame.
@@ -26,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,6 +45,15 @@
 static struct profd_sample_rec recs[MAX_RECS];
 static int nrecs;
 static uint32_t fixture_pid;
+/* Warnings logged about launch probes that could not be attached. */
+static int nrefused;
+
+static void count_warnings(enum log_level level, const char *msg, void *ctx)
+{
+	if (level <= LOG_LVL_WARN && strstr(msg, "no launch probe in"))
+		nrefused++;
+	log_sink_stderr(level, msg, ctx);
+}
 
 /* Keep the launch records of the fixture; CPU samples (a few at 1 Hz) are not under test. */
 static int on_record(void *ctx, const void *data, size_t size)
@@ -161,7 +175,7 @@ static void user_names(struct symbolizer *sym, const struct profd_sample_rec *r,
 	}
 }
 
-static struct sampler *open_sampler(uint32_t target)
+static struct sampler *open_sampler_limited(uint32_t target, uint32_t rate, uint32_t burst)
 {
 	struct sampler_opts o = {
 		.pids = &target,
@@ -169,9 +183,24 @@ static struct sampler *open_sampler(uint32_t target)
 		.frequency_hz = 1,
 		.ringbuf_size = 1 << 20,
 		.on_record = on_record,
+		.launch_rate = rate,
+		.launch_burst = burst,
 	};
 
 	return sampler__new(&o);
+}
+
+static struct sampler *open_sampler(uint32_t target)
+{
+	return open_sampler_limited(target, 0, 0);
+}
+
+static uint64_t limited(struct sampler *s)
+{
+	uint64_t c[PROFD_CNT__MAX];
+
+	CHECK_EQ_I(sampler__counters(s, c), 0);
+	return c[PROFD_CNT_LAUNCH_LIMITED];
 }
 
 /* Check the common shape of launch record i: ids, type, no kernel stack, the thread's name. */
@@ -192,6 +221,109 @@ static void check_rec(int i, uint32_t tid, uint32_t corr, uint32_t flags)
 	CHECK(r->ts_ns > 0);
 	if (i > 0)
 		CHECK(r->ts_ns > recs[i - 1].ts_ns);
+}
+
+/* A file the fixture maps, by the name its maps give (the first whose name contains part). */
+static int mapped_path(uint32_t pid, const char *part, char *out, size_t len)
+{
+	char path[64], line[4352];
+	int err = -ENOENT;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (err && fgets(line, sizeof(line), f)) {
+		char *p = strchr(line, '/');
+
+		line[strcspn(line, "\n")] = '\0';
+		if (p && strstr(p, part) && strlen(p) < len) {
+			strcpy(out, p);
+			err = 0;
+		}
+	}
+	fclose(f);
+	return err;
+}
+
+/*
+ * Paths a process may send that must attach nothing, each refused at once, logged once for
+ * the pid; nothing attached, so the probe's semaphore stays down.
+ */
+static void test_hostile_paths(struct sampler *s, struct fixture *f, const char *fixture_path)
+{
+	char dir[] = "/tmp/test_launch_bpf_XXXXXX", path[2 * PATH_MAX], other[2 * PATH_MAX + 8], buf[64];
+	const char *many = getenv("PROFD_MANY_NOTES");
+
+	CHECK(many != NULL);
+	CHECK(mkdtemp(dir) != NULL);
+	nrefused = 0;
+	log_set_sink(count_warnings, NULL);
+
+	/* A FIFO: opening it by name blocks until a writer comes. The alarm fails a hang. */
+	snprintf(path, sizeof(path), "%s/fifo", dir);
+	CHECK_EQ_I(mkfifo(path, 0600), 0);
+	alarm(20);
+	CHECK_EQ_I(sampler__attach_launch_probe(s, fixture_pid, path), -ENOENT);
+	alarm(0);
+	CHECK_EQ_I(nrefused, 1);
+	/* Refused again, not logged again. */
+	CHECK_EQ_I(sampler__attach_launch_probe(s, fixture_pid, path), -ENOENT);
+	CHECK_EQ_I(nrefused, 1);
+	unlink(path);
+
+	/* The very library, by any name but its mapping's: a symlink, a "..", a device. */
+	snprintf(path, sizeof(path), "%s/link", dir);
+	CHECK_EQ_I(symlink(fixture_path, path), 0);
+	CHECK_EQ_I(sampler__attach_launch_probe(s, fixture_pid, path), -ENOENT);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/../%s", dir, fixture_path);
+	CHECK_EQ_I(sampler__attach_launch_probe(s, fixture_pid, path), -ENOENT);
+	snprintf(path, sizeof(path), "/proc/%u/exe", fixture_pid);
+	CHECK_EQ_I(sampler__attach_launch_probe(s, fixture_pid, path), -ENOENT);
+	CHECK_EQ_I(sampler__attach_launch_probe(s, fixture_pid, "/dev/zero"), -ENOENT);
+	/* A file the process maps, without the probe. */
+	CHECK_EQ_I(mapped_path(fixture_pid, "libc", other, sizeof(other)), 0);
+	CHECK_EQ_I(sampler__attach_launch_probe(s, fixture_pid, other), -ENOENT);
+	/* A library with 20 probe sites: each would cost a uprobe and a spec. */
+	if (many && realpath(many, path)) {
+		snprintf(other, sizeof(other), "l %s", path);
+		CHECK_EQ_I(ask(f, other, buf, sizeof(buf)), 0);
+		CHECK_STREQ(buf, "done");
+		CHECK_EQ_I(sampler__attach_launch_probe(s, fixture_pid, path), -EINVAL);
+	}
+	CHECK_EQ_I(nrefused, 1);
+	CHECK_EQ_I(ask_num(f, "s"), 0);
+	CHECK_EQ_I(run_and_drain(s, f, "f 1 2"), 0);
+
+	/* A detach forgets the pid: its next failure is logged again. */
+	sampler__detach_launch_probe(s, fixture_pid);
+	CHECK_EQ_I(sampler__attach_launch_probe(s, fixture_pid, "/dev/zero"), -ENOENT);
+	CHECK_EQ_I(nrefused, 2);
+
+	log_set_sink(NULL, NULL);
+	rmdir(dir);
+}
+
+/*
+ * The rate limit: a burst of 3, then one a second. Ten launches at once send three records,
+ * the first three, and count seven as limited.
+ */
+static void test_usdt_limit(struct fixture *f, const char *fixture_path, long tid)
+{
+	struct sampler *s = open_sampler_limited(fixture_pid, 1, 3);
+
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	CHECK_EQ_I(sampler__attach_launch_probe(s, fixture_pid, fixture_path), 0);
+	CHECK_EQ_U(limited(s), 0);
+	CHECK_EQ_I(run_and_drain(s, f, "f 500 10"), 3);
+	for (int i = 0; i < nrecs && i < 3; i++)
+		check_rec(i, (uint32_t)tid, 500 + i, 0);
+	CHECK_EQ_U(limited(s), 7);
+	sampler__free(s);
 }
 
 static int test_usdt(const char *fixture_path)
@@ -215,6 +347,7 @@ static int test_usdt(const char *fixture_path)
 
 	/* Nothing attached: the probe site is skipped, nothing arrives. */
 	CHECK_EQ_I(run_and_drain(s, &f, "f 1 3"), 0);
+	test_hostile_paths(s, &f, fixture_path);
 
 	CHECK_EQ_I(sampler__attach_launch_probe(s, fixture_pid, fixture_path), 0);
 	CHECK_EQ_I(ask_num(&f, "s"), 1);
@@ -224,6 +357,7 @@ static int test_usdt(const char *fixture_path)
 	CHECK_EQ_I(sampler__attach_launch_probe(s, fixture_pid, "relative/path"), -EINVAL);
 
 	CHECK_EQ_I(run_and_drain(s, &f, "f 100 5"), 5);
+	CHECK_EQ_U(limited(s), 0);
 	for (int i = 0; i < nrecs && i < 5; i++) {
 		check_rec(i, (uint32_t)tid, 100 + i, 0);
 		user_names(sym, &recs[i], 4, names, sizeof(names));
@@ -255,6 +389,10 @@ static int test_usdt(const char *fixture_path)
 	CHECK_EQ_I(sampler__attach_launch_probe(s, fixture_pid, fixture_path), 0);
 	CHECK_EQ_I(ask_num(&f, "s"), 1);
 	CHECK_EQ_I(run_and_drain(s, &f, "f 300 2"), 0);
+	sampler__free(s);
+	s = NULL;
+
+	test_usdt_limit(&f, fixture_path, tid);
 out:
 	sampler__free(s);
 	fixture_stop(&f);
@@ -374,6 +512,36 @@ static int test_uprobe(const char *fixture_path, const char *lib)
 		CHECK_EQ_U(recs[0].flags, PROFD_SAMPLE_UPROBE);
 		fixture_pid = keep;
 	}
+
+	/*
+	 * The rate limit, per process: a burst of 2 then one a second. Five launches of the
+	 * fixture send two records; this process has a bucket of its own.
+	 */
+	sampler__free(s);
+	s = sampler__new(&(struct sampler_opts){ .frequency_hz = 1,
+						  .ringbuf_size = 1 << 20,
+						  .on_record = on_record,
+						  .launch_rate = 1,
+						  .launch_burst = 2 });
+	CHECK(s != NULL);
+	if (!s)
+		goto out;
+	CHECK_EQ_I(sampler__attach_libcuda(s, lib), 0);
+	CHECK_EQ_I(run_and_drain(s, &f, "c 5"), 2);
+	for (int i = 0; i < nrecs && i < 2; i++)
+		check_rec(i, (uint32_t)tid, 0, PROFD_SAMPLE_UPROBE);
+	CHECK_EQ_U(limited(s), 3);
+	if (own_launch) {
+		uint32_t keep = fixture_pid;
+
+		fixture_pid = (uint32_t)getpid();
+		nrecs = 0;
+		own_launch(NULL, NULL);
+		CHECK(sampler__drain(s) >= 0);
+		CHECK_EQ_I(nrecs, 1);
+		fixture_pid = keep;
+	}
+	CHECK_EQ_U(limited(s), 3);
 out:
 	sampler__free(s);
 	if (own)

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -98,6 +99,9 @@ static void sleep_ms(unsigned int ms)
 }
 
 static int uplink_result = 1;
+/* GpuBatch asks the fake handler to close this connection (server__close_conn). */
+static _Atomic uint64_t close_target;
+static atomic_int close_result = 1;
 
 static int fake_handle(void *ctx, const struct server_peer *peer, const Profd__Request *req,
 		       uint8_t **frame, size_t *frame_len)
@@ -123,6 +127,9 @@ static int fake_handle(void *ctx, const struct server_peer *peer, const Profd__R
 		uplink_result = server__set_uplink(cur_server, peer->conn_id);
 		st.has_clients = true;
 		st.clients = server__clients(cur_server);
+		break;
+	case PROFD__REQUEST__MSG_GPU_BATCH:
+		close_result = server__close_conn(cur_server, close_target);
 		break;
 	case PROFD__REQUEST__MSG_DUMP:
 		calls_dump++;
@@ -382,6 +389,16 @@ static int cl_gpu_attach(int fd)
 		n = (int)r->status->clients;
 	profd__response__free_unpacked(r, NULL);
 	return n;
+}
+
+static int cl_send_gpu_batch(int fd)
+{
+	Profd__Request req = PROFD__REQUEST__INIT;
+	Profd__GpuBatch gb = PROFD__GPU_BATCH__INIT;
+
+	req.msg_case = PROFD__REQUEST__MSG_GPU_BATCH;
+	req.gpu_batch = &gb;
+	return cl_send(fd, &req);
 }
 
 static int cl_send_dump(int fd, bool fail)
@@ -1116,6 +1133,139 @@ static void test_uplinks(void)
 	h_stop(&h);
 }
 
+
+/*
+ * A client in a child process, forked before the server's thread exists: once told to go
+ * (a byte on go), it connects as uid (when we are root), says Hello and GpuAttach, reports
+ * (a byte on done) and keeps the connection until go closes.
+ */
+struct child {
+	pid_t pid;
+	int go, done;
+};
+
+static void child_start(struct child *ch, uid_t uid)
+{
+	int go[2], done[2];
+	char c;
+	int fd;
+
+	CHECK_EQ_I(pipe(go), 0);
+	CHECK_EQ_I(pipe(done), 0);
+	ch->pid = fork();
+	if (ch->pid == 0) {
+		close(go[1]);
+		close(done[0]);
+		if (geteuid() == 0 && setuid(uid) < 0)
+			_exit(2);
+		if (read(go[0], &c, 1) != 1)
+			_exit(3);
+		fd = cl_connect();
+		if (fd < 0 || !cl_hello(fd) || cl_send_gpu_attach(fd))
+			_exit(4);
+		profd__response__free_unpacked(cl_recv(fd), NULL);
+		c = 'x';
+		if (write(done[1], &c, 1) != 1)
+			_exit(5);
+		while (read(go[0], &c, 1) > 0)
+			;
+		_exit(0);
+	}
+	close(go[0]);
+	close(done[1]);
+	ch->go = go[1];
+	ch->done = done[0];
+}
+
+/* Let the child attach; returns once it has its reply. */
+static void child_attach(struct child *ch)
+{
+	char c = 'g';
+
+	CHECK_EQ_I(write(ch->go, &c, 1), 1);
+	CHECK_EQ_I(read(ch->done, &c, 1), 1);
+}
+
+static void child_end(struct child *ch)
+{
+	int status = -1;
+
+	close(ch->go);
+	close(ch->done);
+	waitpid(ch->pid, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/*
+ * Uplinks of one user are limited (root's only by the global limit), an uplink sends GPU data
+ * and nothing else, and the handler can close a connection (a process's older uplink).
+ */
+static void test_uplink_rules(void)
+{
+	struct server_opts o = base_opts();
+	struct child c1, c2;
+	struct harness h;
+	int a, b, d;
+	uint64_t a_id;
+
+	/* Another user's connections: from children that drop to nobody when we are root. */
+	CHECK_EQ_I(chmod(tmpdir, 0711), 0);
+	child_start(&c1, 65534);
+	child_start(&c2, 65534);
+	o.socket_mode = 0666;
+	o.max_uplinks = 8;
+	o.max_uplinks_per_uid = 1;
+	o.on_close = fake_close;
+	closes = 0;
+	memset((void *)closed_conn, 0, sizeof(closed_conn));
+	CHECK_EQ_I(h_start(&h, &o), 0);
+	child_attach(&c1);
+	CHECK_EQ_I(uplink_result, 0);
+	child_attach(&c2);
+	CHECK_EQ_I(uplink_result, -EBUSY);
+	CHECK(log_has("refused as an uplink, uid 65534 already has 1"));
+
+	a = cl_connect();
+	b = cl_connect();
+	CHECK(cl_hello(a) && cl_hello(b));
+	/* Clients left: b and the refused child's connection. */
+	CHECK_EQ_I(cl_gpu_attach(a), 2);
+	CHECK_EQ_I(uplink_result, 0);
+	a_id = seen_conn;
+	/* Root has no per-user limit (a non-root test run has one uplink already: refused). */
+	CHECK(cl_gpu_attach(b) >= 0);
+	CHECK_EQ_I(uplink_result, geteuid() == 0 ? 0 : -EBUSY);
+	/* An uplink asks for a status: refused, and the handler never sees it. */
+	calls_status = 0;
+	CHECK_EQ_I(cl_send_status(a), 0);
+	check_error(cl_recv(a), PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
+		    "this connection only sends GPU data");
+	CHECK_EQ_I(calls_status, 0);
+
+	/* The handler closes a: it is told at once, a sees the end. */
+	d = cl_connect();
+	CHECK(cl_hello(d));
+	close_target = a_id;
+	CHECK_EQ_I(cl_send_gpu_batch(d), 0);
+	profd__response__free_unpacked(cl_recv(d), NULL);
+	CHECK_EQ_I(close_result, 0);
+	CHECK_EQ_I(closes, 1);
+	CHECK_EQ_U(closed_conn[0], a_id);
+	CHECK(cl_closed(a));
+	/* No such connection any more. */
+	CHECK_EQ_I(cl_send_gpu_batch(d), 0);
+	profd__response__free_unpacked(cl_recv(d), NULL);
+	CHECK_EQ_I(close_result, -ENOENT);
+	close(a);
+	close(b);
+	close(d);
+	/* The second child holds a copy of the first one's pipe: it goes first. */
+	child_end(&c2);
+	child_end(&c1);
+	h_stop(&h);
+	chmod(tmpdir, 0700);
+}
+
 static void test_socket_file(void)
 {
 	struct server_opts o = base_opts();
@@ -1194,6 +1344,7 @@ int main(void)
 	test_two_clients();
 	test_on_close();
 	test_uplinks();
+	test_uplink_rules();
 	test_socket_file();
 
 	unlink(sock_path);

@@ -915,6 +915,33 @@ static void test_columns_many(void)
 	store__free(s);
 }
 
+static int last_values(uint32_t pid, uint32_t tid, uint32_t stack,
+		       const uint64_t values[STORE_VALUE__COUNT], void *ctx)
+{
+	memcpy(ctx, values, STORE_VALUE__COUNT * sizeof(uint64_t));
+	return 0;
+}
+
+/* Values saturate instead of wrapping, in an entry and across buckets in a query. */
+static void test_saturate(void)
+{
+	struct store *s = store__new(&(struct store_opts){.bucket_ns = SEC});
+	struct store_query q = range(0, UINT64_MAX);
+	uint64_t v[STORE_VALUE__COUNT] = {0};
+	uint32_t stk = stack1(s, "k", 1);
+
+	CHECK_EQ_I(store__add(s, 1, 1, 1, stk, STORE_VALUE_GPU_NS, UINT64_MAX - 5), 0);
+	CHECK_EQ_I(store__add(s, 2, 1, 1, stk, STORE_VALUE_GPU_NS, 10), 0);
+	CHECK_EQ_I(store__add(s, 1, 1, 1, stk, STORE_VALUE_CPU_SAMPLES, UINT64_MAX - 1), 0);
+	CHECK_EQ_I(store__add(s, SEC + 1, 1, 1, stk, STORE_VALUE_CPU_SAMPLES, 7), 0);
+	CHECK_EQ_I(store__add(s, SEC + 1, 1, 1, stk, STORE_VALUE_COPY_BYTES, 3), 0);
+	CHECK_EQ_I(store__query(s, &q, last_values, v), 0);
+	CHECK_EQ_U(v[STORE_VALUE_GPU_NS], UINT64_MAX);
+	CHECK_EQ_U(v[STORE_VALUE_CPU_SAMPLES], UINT64_MAX);
+	CHECK_EQ_U(v[STORE_VALUE_COPY_BYTES], 3);
+	store__free(s);
+}
+
 /* Evicting a bucket counts only its CPU samples as evicted samples. */
 static void test_columns_evicted(void)
 {
@@ -1159,6 +1186,7 @@ int main(void)
 	test_columns();
 	test_columns_many();
 	test_columns_evicted();
+	test_saturate();
 	test_gc_holder();
 	test_gc_holder_auto();
 	return CHECK_DONE();
