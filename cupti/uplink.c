@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #define _GNU_SOURCE
-#include "uplink.h"
+#include "uplink_priv.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,7 +23,6 @@
 #include "timeutil.h"
 #include "wire.h"
 
-#define UPLINK_CLIENT "libprofd_cupti"
 /* Replies to the library are a HelloReply, a GpuControl or an Error: small. */
 #define UPLINK_MAX_REPLY (64u << 10)
 /* Open NVTX ranges sent per interval at most (the innermost of very deep nesting go unsent). */
@@ -39,42 +37,7 @@
 #define LOG_SLOTS 16
 #define LOG_LINE 256
 
-/* Conditions logged once per process, however often they recur. */
-enum {
-	LOGGED_NO_DAEMON = 1 << 0,
-	LOGGED_PERMISSION = 1 << 1,
-	LOGGED_CONNECT = 1 << 2,
-	LOGGED_REFUSED = 1 << 3,
-	LOGGED_LOST = 1 << 4,
-	LOGGED_INIT = 1 << 5,
-};
-
-struct uplink {
-	struct evq *q;
-	struct core_info info; /* the thread's own copy; core__enable updates it */
-	bool init_ok;	       /* core__init succeeded: enabling may be tried */
-	bool verbose;
-	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	uint32_t retry_min_ms, retry_max_ms;
-	unsigned logged;
-	atomic_int wake_fd;   /* eventfd: a line to write, or process exit wants a last flush */
-	struct gate gate;     /* when enabling may be tried again */
-	uint64_t grace_until; /* connection lost while collecting: disable at this time */
-	/* Held around every core call; process exit takes it to stop them for good. */
-	pthread_mutex_t core_lock;
-	atomic_bool core_off;	 /* exiting or forked: the core is never called again */
-	atomic_bool enabling;	 /* core__enable in progress: exit waits longer for it */
-	atomic_bool exit_wanted; /* process exit asked for a last flush */
-	atomic_int fd;		 /* the daemon connection, -1 when none */
-	atomic_bool enabled;	 /* a mirror of core__enabled() for the exit handler */
-	atomic_size_t stack_size;
-	/* Last flush at exit: requested by uplink__exiting, done by the thread. */
-	pthread_mutex_t exit_lock;
-	pthread_cond_t exit_cond;
-	bool exit_requested, exit_flush_done;
-};
-
-static struct uplink up = {
+struct uplink up = {
     .fd = -1,
     .wake_fd = -1,
     .core_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -168,8 +131,7 @@ void uplink__write_logs(void)
 }
 
 /* Uplink thread only: recorded and written at once. */
-static void log_once(unsigned cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void log_once(unsigned cond, const char *fmt, ...)
+void uplink_log_once(unsigned cond, const char *fmt, ...)
 {
 	char line[480];
 	va_list ap;
@@ -211,221 +173,6 @@ static void core_stop(void)
 		gate__stopped(&up.gate, mono_ns());
 	}
 	core_end();
-}
-
-/* ---- the connection -------------------------------------------------------------------- */
-
-struct link {
-	int fd;
-	struct frame_reader *reader;
-	Profd__Response *resp; /* set by on_frame */
-	uint32_t interval_ms;
-	bool want_enable; /* the daemon's last GpuControl.enable */
-	bool pending;	  /* it started asking, and no enable was tried since */
-	struct ev *evs;	  /* drained, not yet sent */
-	size_t nevs, off;
-	uint64_t drained; /* events drained on this connection */
-	bool more;	  /* the last drain was full: the queue may hold more */
-	/*
-	 * The watermark of a flush (until_pend) holds once every event queued before the flush
-	 * returned (until_target, in evq__pushed counts) is in a batch; from then on every batch
-	 * carries it (until_ok) until a later one holds.
-	 */
-	uint64_t until_ok, until_pend, until_target;
-	struct ev *opens; /* NVTX ranges open at until_pend */
-	size_t nopens, open_off;
-	char err[200]; /* the daemon's Error message, for the log */
-};
-
-static int remaining_ms(uint64_t deadline)
-{
-	uint64_t now = mono_ns();
-
-	if (now >= deadline)
-		return 0;
-	return (int)((deadline - now + NSEC_PER_MSEC - 1) / NSEC_PER_MSEC);
-}
-
-static int send_all(int fd, const uint8_t *buf, size_t len, uint64_t deadline)
-{
-	while (len) {
-		struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-		ssize_t n;
-		int r = poll(&pfd, 1, remaining_ms(deadline));
-
-		if (r == 0)
-			return -ETIMEDOUT;
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		n = send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-		if (n < 0) {
-			if (errno == EINTR || errno == EAGAIN)
-				continue;
-			return -errno;
-		}
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static int on_frame(const uint8_t *body, size_t len, void *ctx)
-{
-	struct link *l = ctx;
-
-	/* One request, one reply: a second frame is the daemon misbehaving. */
-	if (l->resp)
-		return -EPROTO;
-	l->resp = profd__response__unpack(NULL, len, body);
-	return l->resp ? 0 : -EBADMSG;
-}
-
-static int recv_reply(struct link *l, uint64_t deadline)
-{
-	uint8_t buf[4096];
-
-	while (!l->resp) {
-		struct pollfd pfd = {.fd = l->fd, .events = POLLIN};
-		ssize_t n;
-		int r = poll(&pfd, 1, remaining_ms(deadline));
-
-		if (r == 0)
-			return -ETIMEDOUT;
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		n = recv(l->fd, buf, sizeof(buf), MSG_DONTWAIT);
-		if (n < 0) {
-			if (errno == EINTR || errno == EAGAIN)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -ECONNRESET;
-		r = frame_reader__feed(l->reader, buf, (size_t)n, on_frame, l);
-		if (r)
-			return r == -ENOMEM ? r : -EPROTO;
-	}
-	return 0;
-}
-
-/*
- * Send req and wait for a reply of kind want. Returns 0 with *out set (caller frees),
- * -EREMOTEIO when the daemon answered with an Error (l->err has its message), -EPROTO for a
- * reply of another kind, or the I/O error.
- */
-static int call(struct link *l, const Profd__Request *req, Profd__Response__MsgCase want,
-		Profd__Response **out, uint32_t timeout_ms)
-{
-	uint64_t deadline = mono_ns() + timeout_ms * NSEC_PER_MSEC;
-	uint8_t *frame;
-	size_t len;
-	int err;
-
-	err = wire_pack_request(req, FRAME_MAX_REQUEST, &frame, &len);
-	if (err)
-		return err;
-	err = send_all(l->fd, frame, len, deadline);
-	free(frame);
-	if (err)
-		return err;
-	err = recv_reply(l, deadline);
-	if (err)
-		return err;
-	*out = l->resp;
-	l->resp = NULL;
-	if ((*out)->msg_case == want)
-		return 0;
-	if ((*out)->msg_case == PROFD__RESPONSE__MSG_ERROR && (*out)->error) {
-		snprintf(l->err, sizeof(l->err), "%s",
-			 (*out)->error->message ? (*out)->error->message : "error");
-		err = -EREMOTEIO;
-	} else {
-		snprintf(l->err, sizeof(l->err), "unexpected reply %d", (int)(*out)->msg_case);
-		err = -EPROTO;
-	}
-	profd__response__free_unpacked(*out, NULL);
-	*out = NULL;
-	return err;
-}
-
-static int do_connect(void)
-{
-	struct sockaddr_un addr = {.sun_family = AF_UNIX};
-	struct timeval tv = {.tv_sec = UPLINK_IO_TIMEOUT_MS / 1000};
-	int fd, err;
-
-	memcpy(addr.sun_path, up.path, sizeof(up.path));
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		err = -errno;
-		log_once(LOGGED_CONNECT, "cannot create a socket: %s", strerror(-err));
-		return err;
-	}
-	/* A daemon with a full accept queue makes connect() wait: bound it. */
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0)
-		return fd;
-	err = -errno;
-	close(fd);
-	switch (err) {
-	case -ENOENT:
-	case -ECONNREFUSED:
-	case -ENOTDIR:
-		/* No daemon: the application runs as if nothing were injected, stderr included. */
-		if (up.verbose)
-			log_once(LOGGED_NO_DAEMON,
-				 "no daemon at %s; GPU activity is not collected until one starts",
-				 up.path);
-		break;
-	case -EACCES:
-	case -EPERM:
-		log_once(LOGGED_PERMISSION,
-			 "permission denied on %s: GPU activity is not collected (the process "
-			 "needs access to the daemon's socket)",
-			 up.path);
-		break;
-	default:
-		log_once(LOGGED_CONNECT, "cannot connect to %s: %s; retrying", up.path,
-			 strerror(-err));
-		break;
-	}
-	return err;
-}
-
-static int hello(struct link *l)
-{
-	Profd__Request req = PROFD__REQUEST__INIT;
-	Profd__Hello h = PROFD__HELLO__INIT;
-	Profd__Response *resp;
-	int err;
-
-	h.protocol_version = PROFD_PROTOCOL_VERSION;
-	h.client = UPLINK_CLIENT;
-	req.msg_case = PROFD__REQUEST__MSG_HELLO;
-	req.hello = &h;
-	err = call(l, &req, PROFD__RESPONSE__MSG_HELLO, &resp, UPLINK_IO_TIMEOUT_MS);
-	if (err == -EREMOTEIO) {
-		log_once(LOGGED_REFUSED, "the daemon at %s refused this library: %s", up.path,
-			 l->err);
-		return err;
-	}
-	if (err)
-		return err;
-	if (resp->hello->protocol_version != PROFD_PROTOCOL_VERSION) {
-		log_once(LOGGED_REFUSED,
-			 "the daemon at %s speaks protocol version %u, this library %u: GPU "
-			 "activity is not collected",
-			 up.path, resp->hello->protocol_version, PROFD_PROTOCOL_VERSION);
-		err = -EPROTO;
-	}
-	profd__response__free_unpacked(resp, NULL);
-	return err;
 }
 
 /* Follow a GpuControl: the interval, and disabling at once. Enabling waits for sync_enable. */
@@ -507,7 +254,7 @@ static int send_attach(struct link *l)
 	a.launch_rate_limit = i->launch_rate_limit;
 	req.msg_case = PROFD__REQUEST__MSG_GPU_ATTACH;
 	req.gpu_attach = &a;
-	err = call(l, &req, PROFD__RESPONSE__MSG_GPU_CONTROL, &resp, UPLINK_IO_TIMEOUT_MS);
+	err = uplink_call(l, &req, PROFD__RESPONSE__MSG_GPU_CONTROL, &resp, UPLINK_IO_TIMEOUT_MS);
 	if (err)
 		return err;
 	apply_control(l, resp->gpu_control);
@@ -595,7 +342,8 @@ static int tick(struct link *l, struct gpubatch *b, bool final)
 		msg->complete_until_ns = l->until_ok;
 		req.msg_case = PROFD__REQUEST__MSG_GPU_BATCH;
 		req.gpu_batch = msg;
-		err = call(l, &req, PROFD__RESPONSE__MSG_GPU_CONTROL, &resp, UPLINK_IO_TIMEOUT_MS);
+		err = uplink_call(l, &req, PROFD__RESPONSE__MSG_GPU_CONTROL, &resp,
+				  UPLINK_IO_TIMEOUT_MS);
 		gpubatch__begin(b);
 		if (err)
 			return err;
@@ -642,7 +390,7 @@ static int idle(struct link *l)
 	for (;;) {
 		struct pollfd pfd[2] = {{.fd = l->fd, .events = POLLIN},
 					{.fd = up.wake_fd, .events = POLLIN}};
-		int r = poll(pfd, up.wake_fd >= 0 ? 2 : 1, remaining_ms(deadline));
+		int r = poll(pfd, up.wake_fd >= 0 ? 2 : 1, uplink_remaining_ms(deadline));
 
 		if (r == 0)
 			return 0;
@@ -676,7 +424,7 @@ static int session(struct link *l, struct gpubatch *b)
 {
 	int err, attached = 0;
 
-	l->fd = do_connect();
+	l->fd = uplink_connect();
 	if (l->fd < 0)
 		return 0;
 	atomic_store(&up.fd, l->fd);
@@ -691,19 +439,19 @@ static int session(struct link *l, struct gpubatch *b)
 	discard_queue(l);
 	l->drained = 0;
 	l->until_ok = l->until_pend = l->until_target = 0;
-	err = hello(l);
+	err = uplink_hello(l);
 	if (err)
 		goto out;
 	err = send_attach(l);
 	if (err == -EREMOTEIO)
-		log_once(LOGGED_REFUSED, "the daemon at %s does not take GPU activity: %s", up.path,
-			 l->err);
+		uplink_log_once(LOGGED_REFUSED, "the daemon at %s does not take GPU activity: %s",
+				up.path, l->err);
 	if (err)
 		goto out;
 	attached = 1;
 	/* A daemon runs and will not get GPU activity from us: say why, once. */
 	if (!up.init_ok)
-		log_once(LOGGED_INIT, "%s; GPU activity is not collected", up.info.detail);
+		uplink_log_once(LOGGED_INIT, "%s; GPU activity is not collected", up.info.detail);
 	err = sync_enable(l);
 	for (; !err;) {
 		bool final;
@@ -720,11 +468,12 @@ static int session(struct link *l, struct gpubatch *b)
 		}
 	}
 	if (err == -EREMOTEIO)
-		log_once(LOGGED_LOST, "the daemon at %s ended the GPU uplink: %s; reconnecting",
-			 up.path, l->err);
+		uplink_log_once(LOGGED_LOST,
+				"the daemon at %s ended the GPU uplink: %s; reconnecting", up.path,
+				l->err);
 	else
-		log_once(LOGGED_LOST, "lost the daemon at %s (%s); reconnecting", up.path,
-			 strerror(-err));
+		uplink_log_once(LOGGED_LOST, "lost the daemon at %s (%s); reconnecting", up.path,
+				strerror(-err));
 out:
 	if (l->resp) {
 		profd__response__free_unpacked(l->resp, NULL);
@@ -783,7 +532,7 @@ static void wait_between(struct link *l, uint32_t ms)
 			nanosleep(&ts, NULL);
 			continue;
 		}
-		if (poll(&pfd, 1, remaining_ms(next)) > 0 && (pfd.revents & POLLIN)) {
+		if (poll(&pfd, 1, uplink_remaining_ms(next)) > 0 && (pfd.revents & POLLIN)) {
 			woken();
 			/* Exit while disconnected: there is nothing to flush to. */
 			if (atomic_load(&up.exit_wanted))

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * Inside the GPU module: gpu.c (processes, the uplink messages, status, GC, the memory budget),
- * gpu_join.c (launch and record join, charging, held samples, and their labels: NVTX ranges and
- * GPU busy intervals), gpu_ring.c (the raw event ring and traces). Not for other modules.
+ * Inside the GPU module: gpu.c (processes, attach and detach, status, GC, the memory budget),
+ * gpu_batch.c (the uplink's batches: string tables and records, validated), gpu_join.c (launch
+ * and record join, charging, held samples), gpu_labels.c (the labels of samples and records:
+ * NVTX ranges and GPU busy intervals), gpu_ring.c (the raw event ring and traces). Not for other
+ * modules.
  */
 #ifndef PROFD_GPU_PRIV_H
 #define PROFD_GPU_PRIV_H
@@ -216,6 +218,11 @@ struct gpu_proc *gpu_proc(const struct gpu *g, uint32_t pid);
 struct gname *gpu_proc_string(const struct gpu_proc *p, uint32_t idx, bool *bad);
 uint32_t gpu_uid_of(const struct gpu *g, uint32_t pid);
 /*
+ * Whether p collects now: attached, READY, its owner's connection and covered by the session.
+ * When not, its held samples are released.
+ */
+bool gpu_proc_enable(struct gpu *g, struct gpu_proc *p);
+/*
  * The memory budget: count bytes of GPU state. gpu_charge returns 0, or -ENOSPC (nothing
  * counted) when they would take the module over max_bytes.
  */
@@ -249,7 +256,7 @@ int gpu_hold(struct gpu *g, struct gpu_proc *p, uint64_t ts, uint32_t tid, uint3
 void gpu_release(struct gpu *g, struct gpu_proc *p, uint64_t now, bool all);
 void gpu_join_gc(struct gpu *g, enum store_gc_phase phase);
 
-/* gpu_join.c: labels */
+/* gpu_labels.c */
 /* Returns 0, or -ENOSPC when refused (per-process cap or budget; counted by the caller). */
 int gpu_nvtx_add(struct gpu *g, struct gpu_proc *p, const Profd__GpuNvtxRange *r,
 		 struct gname *name);

@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The uplink's batches: the connection's string table grows, and each kernel, copy, API call and
+ * NVTX range is validated before anything of it is kept, then goes to the event ring, the labels
+ * and the join.
+ */
+#include "gpu_priv.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "demangle.h"
+
+/* One connection's string table: names of kernels, API calls and NVTX ranges. */
+#define MAX_STRINGS 65536
+#define MAX_STRING_BYTES (4u << 20)
+#define MAX_STRING_LEN 4096
+/* A kernel's leaf frame: C++ template kernels demangle to pages; the leaf keeps its head. */
+#define MAX_LEAF_LEN 1024
+/* A kernel or copy longer than this is a broken clock, not a real record. */
+#define MAX_RECORD_NS (3600ull * 1000000000ull)
+/* How far in the future (a clock running ahead of ours) a record may end. */
+#define MAX_FUTURE_NS (60ull * 1000000000ull)
+/*
+ * A weight is how many launches one probed launch stands for: the library's rate limit allows
+ * at most this many per probed one. Larger is a broken or hostile library.
+ */
+#define MAX_WEIGHT 65536u
+/* Records one batch may say were lost: far beyond any real pool. */
+#define MAX_DROPPED (1ull << 32)
+/* One copy moves at most this much: no device has more memory. */
+#define MAX_COPY_BYTES (1ull << 44)
+
+/* --- string tables ------------------------------------------------------------------------ */
+
+/*
+ * Append one string to the connection's table. A string past the table's bounds (too long,
+ * the table full, over the memory budget) is refused but still takes its index, so the
+ * library's numbering stays right; names that resolve to a refused string show as unknown.
+ */
+static int proc_add_string(struct gpu *g, struct gpu_proc *p, const char *s)
+{
+	size_t len = strnlen(s, MAX_STRING_LEN + 1);
+	struct gname *n = NULL;
+	size_t cap = p->strs_cap;
+	int err;
+
+	if (p->nstrs == UINT32_MAX)
+		return -EINVAL;
+	p->nstrs++;
+	if (p->nstored < p->nstrs - 1 || p->nstored >= MAX_STRINGS)
+		goto refused; /* full: every later index is a refused one */
+	err = gpu_grow(g, (void **)&p->strs, &cap, p->nstored + 1, sizeof(*p->strs));
+	if (err == -ENOMEM)
+		return err;
+	if (err)
+		goto refused;
+	p->strs_cap = (uint32_t)cap;
+	if (len <= MAX_STRING_LEN && p->str_bytes + len + 1 <= MAX_STRING_BYTES) {
+		n = gname_new(g, s, len);
+		if (!n && errno == ENOMEM)
+			return -ENOMEM;
+	}
+	if (n)
+		p->str_bytes += len + 1;
+	else
+		g->strings_refused++;
+	p->strs[p->nstored++] = (struct gstr){ .name = n };
+	return 0;
+refused:
+	g->strings_refused++;
+	return 0;
+}
+
+/* Up to max bytes of s, not cutting a UTF-8 sequence in two. */
+static size_t utf8_cut(const char *s, size_t len, size_t max)
+{
+	if (len <= max)
+		return len;
+	while (max > 0 && ((unsigned char)s[max] & 0xc0) == 0x80)
+		max--;
+	return max;
+}
+
+/*
+ * The leaf frame name of string idx as a kernel: demangled once per table entry (a kernel
+ * launched a million times is demangled once), at most MAX_LEAF_LEN bytes. Returns a borrowed
+ * name, or NULL for no name (unnamed, refused) or no memory: the caller shows a stand-in.
+ */
+static struct gname *kernel_leaf(struct gpu *g, struct gpu_proc *p, uint32_t idx)
+{
+	struct gstr *e;
+	const char *src;
+	char *d;
+
+	if (!idx || idx > p->nstored || !p->strs[idx - 1].name)
+		return NULL;
+	e = &p->strs[idx - 1];
+	if (e->leaf)
+		return e->leaf;
+	d = demangle(e->name->s);
+	src = d ? d : e->name->s;
+	if (!d && e->name->len <= MAX_LEAF_LEN) {
+		e->leaf = gname_ref(e->name); /* as sent */
+	} else {
+		e->leaf = gname_new(g, src, utf8_cut(src, strlen(src), MAX_LEAF_LEN));
+		if (!e->leaf)
+			g->st.refused++;
+	}
+	free(d);
+	return e->leaf;
+}
+
+/* --- records ---------------------------------------------------------------------------- */
+
+/*
+ * A record's times: a real interval, ended no earlier than anything the join could still take
+ * (TTL + hold ago) and no later than a minute ahead of our clock. Times far off would create
+ * store buckets after every real one, or labels nobody prunes.
+ */
+static bool valid_times(const struct gpu *g, uint64_t start, uint64_t end)
+{
+	uint64_t back = g->o.join_ttl_ns + g->o.hold_ns;
+
+	if (!start || end < start || end - start > MAX_RECORD_NS)
+		return false;
+	if (!g->now)
+		return true; /* no clock yet */
+	return start >= (g->now > back ? g->now - back : 0) && end <= g->now + MAX_FUTURE_NS;
+}
+
+static void ev_device(struct ev *e, bool has_device, uint32_t device, bool has_stream,
+		      uint32_t stream)
+{
+	e->has_device = has_device;
+	e->device = device;
+	e->has_stream = has_stream;
+	e->stream = stream;
+}
+
+static int batch_kernel(struct gpu *g, struct gpu_proc *p, const Profd__GpuKernel *k)
+{
+	struct wait_rec r = { 0 };
+	struct ev e = { 0 };
+	struct gname *leaf;
+	uint32_t idx = k->has_name ? k->name : 0;
+	bool bad;
+	int err;
+
+	gpu_proc_string(p, idx, &bad);
+	if (bad || !valid_times(g, k->start_ns, k->end_ns)) {
+		g->st.bad_records++;
+		return 0;
+	}
+	g->st.records++;
+	if (gpu_busy_add(g, p, k->start_ns, k->end_ns))
+		g->st.refused++;
+	leaf = kernel_leaf(g, p, idx);
+	e.type = EV_KERNEL;
+	e.pid = p->pid;
+	e.uid = p->uid;
+	e.corr = k->correlation_id;
+	e.start = k->start_ns;
+	e.end = k->end_ns;
+	ev_device(&e, k->has_device, k->device, k->has_stream, k->stream);
+	e.grid = k->has_grid ? k->grid : 0;
+	e.block = k->has_block ? k->block : 0;
+	err = ring_push(&g->ring, &e, leaf ? leaf->s : "[unknown kernel]");
+	if (err)
+		return err;
+	if (k->weight == 0) {
+		g->st.unprobed++;
+		return 0;
+	}
+	r.start = k->start_ns;
+	r.end = k->end_ns;
+	r.weight = k->weight;
+	r.leaf = gname_ref(leaf);
+	return gpu_join_record(g, p->pid, &r, k->correlation_id);
+}
+
+static int batch_copy(struct gpu *g, struct gpu_proc *p, const Profd__GpuCopy *c)
+{
+	struct wait_rec r = { 0 };
+	struct ev e = { 0 };
+	int err;
+
+	if (!valid_times(g, c->start_ns, c->end_ns) ||
+	    c->kind < PROFD__GPU_COPY_KIND__GPU_COPY_UNKNOWN ||
+	    c->kind > PROFD__GPU_COPY_KIND__GPU_COPY_MEMSET ||
+	    (c->has_bytes && c->bytes > MAX_COPY_BYTES)) {
+		g->st.bad_records++;
+		return 0;
+	}
+	g->st.records++;
+	e.type = EV_COPY;
+	e.kind = (uint8_t)c->kind;
+	e.pid = p->pid;
+	e.uid = p->uid;
+	e.corr = c->correlation_id;
+	e.start = c->start_ns;
+	e.end = c->end_ns;
+	e.bytes = c->has_bytes ? c->bytes : 0;
+	ev_device(&e, c->has_device, c->device, c->has_stream, c->stream);
+	err = ring_push(&g->ring, &e, NULL);
+	if (err)
+		return err;
+	if (c->weight == 0) {
+		g->st.unprobed++;
+		return 0;
+	}
+	r.is_copy = true;
+	r.kind = c->kind;
+	r.start = c->start_ns;
+	r.end = c->end_ns;
+	r.bytes = e.bytes;
+	r.weight = c->weight;
+	return gpu_join_record(g, p->pid, &r, c->correlation_id);
+}
+
+static int batch_api(struct gpu *g, struct gpu_proc *p, const Profd__GpuApiCall *a)
+{
+	struct ev e = { 0 };
+	struct gname *name;
+	bool bad;
+
+	name = gpu_proc_string(p, a->has_name ? a->name : 0, &bad);
+	if (bad || !a->tid || !valid_times(g, a->start_ns, a->end_ns)) {
+		g->st.bad_records++;
+		return 0;
+	}
+	e.type = EV_API;
+	e.pid = p->pid;
+	e.tid = a->tid;
+	e.uid = p->uid;
+	e.corr = a->correlation_id;
+	e.start = a->start_ns;
+	e.end = a->end_ns;
+	return ring_push(&g->ring, &e, name ? name->s : "[unknown]");
+}
+
+static int batch_nvtx(struct gpu *g, struct gpu_proc *p, const Profd__GpuNvtxRange *n)
+{
+	struct ev e = { 0 };
+	struct gname *name;
+	bool bad;
+
+	name = gpu_proc_string(p, n->name, &bad);
+	if (bad || !n->tid || !valid_times(g, n->start_ns, n->end_ns)) {
+		g->st.bad_records++;
+		return 0;
+	}
+	/* Marks (start == end) label nothing but still close their open version. */
+	if (gpu_nvtx_add(g, p, n, name))
+		g->st.refused++;
+	if (n->has_open && n->open)
+		return 0; /* into the ring once closed; traces take open ones from the table */
+	e.type = EV_NVTX;
+	e.pid = p->pid;
+	e.tid = n->tid;
+	e.uid = p->uid;
+	e.start = n->start_ns;
+	e.end = n->end_ns;
+	e.depth = n->has_depth ? n->depth : 0;
+	return ring_push(&g->ring, &e, name ? name->s : "[unnamed]");
+}
+
+/* What makes the whole batch malformed, checked before any of it is kept. */
+static bool batch_malformed(const Profd__GpuBatch *m)
+{
+	if (m->has_dropped && m->dropped > MAX_DROPPED)
+		return true;
+	for (size_t i = 0; i < m->n_kernels; i++)
+		if (!m->kernels[i] || m->kernels[i]->weight > MAX_WEIGHT)
+			return true;
+	for (size_t i = 0; i < m->n_copies; i++)
+		if (!m->copies[i] || m->copies[i]->weight > MAX_WEIGHT)
+			return true;
+	for (size_t i = 0; i < m->n_nvtx; i++)
+		if (!m->nvtx[i])
+			return true;
+	for (size_t i = 0; i < m->n_api_calls; i++)
+		if (!m->api_calls[i])
+			return true;
+	return false;
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+int gpu__batch(struct gpu *g, uint32_t pid, const Profd__GpuBatch *m, bool *enable)
+{
+	struct gpu_proc *p = gpu_proc(g, pid);
+	int err = 0;
+
+	*enable = false;
+	if (!p || !p->attached || !m || batch_malformed(m))
+		return -EINVAL;
+	if (p->uid_refused)
+		return -EPERM;
+	for (size_t i = 0; i < m->n_strings && !err; i++)
+		err = proc_add_string(g, p, m->strings[i] ? m->strings[i] : "");
+	/* NVTX first: the kernels and samples of this batch are labelled with them. */
+	for (size_t i = 0; i < m->n_nvtx && !err; i++)
+		err = batch_nvtx(g, p, m->nvtx[i]);
+	for (size_t i = 0; i < m->n_api_calls && !err; i++)
+		err = batch_api(g, p, m->api_calls[i]);
+	for (size_t i = 0; i < m->n_kernels && !err; i++)
+		err = batch_kernel(g, p, m->kernels[i]);
+	for (size_t i = 0; i < m->n_copies && !err; i++)
+		err = batch_copy(g, p, m->copies[i]);
+	if (m->has_dropped)
+		g->st.dropped = sat_add(g->st.dropped, m->dropped);
+	/* Bounded like a record's end: a far-future mark would release every later sample. */
+	if (m->has_complete_until_ns && m->complete_until_ns > p->complete_until_ns &&
+	    (!g->now || m->complete_until_ns <= g->now + MAX_FUTURE_NS))
+		p->complete_until_ns = m->complete_until_ns;
+	gpu_release(g, p, g->now, false);
+	*enable = gpu_proc_enable(g, p);
+	return err;
+}
