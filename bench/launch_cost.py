@@ -60,7 +60,7 @@ PROFD = os.path.join(BUILD, "bin", "profd")
 PROFCTL = os.path.join(BUILD, "bin", "profctl")
 BENCH = os.path.join(BUILD, "bin", "bench_launch")
 LIB = os.path.join(BUILD, "lib", "libprofd_cupti.so")
-FAKE = os.path.join(BUILD, "lib", "libfake_cupti.so")
+FAKE = os.path.join(BUILD, "lib", "libcupti_fake.so")
 BPF_STATS = "/proc/sys/kernel/bpf_stats_enabled"
 
 

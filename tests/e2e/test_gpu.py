@@ -150,6 +150,10 @@ try:
         check(m is not None, "report gives the GPU busy percent")
         check("matmul" in r.stdout and "load_data" in r.stdout,
               "report names the top kernel and what the host did while the GPU idled")
+        sites = r.stdout.split("Top launch sites", 1)[-1].split("Top CPU stacks", 1)[0]
+        m = re.search(r"([\d.]+)%\s+\d+\s+launch_matmul\b", sites)
+        check(m is not None and abs(float(m.group(1)) - 75.0) <= 0.5,
+              f"report's top launch site is launch_matmul with 75% of GPU time ({sites.strip()!r})")
 finally:
     if app.poll() is None:
         app.kill()

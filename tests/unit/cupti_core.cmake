@@ -8,6 +8,9 @@ if(PROFD_CUPTI_BUILT AND PROFD_CUPTI_REAL_LIBRARY)
     FAKE_CUPTI_REAL_LIBRARY="${PROFD_CUPTI_REAL_LIBRARY}")
   target_compile_options(fake_cupti PRIVATE -fvisibility=hidden)
   target_link_libraries(fake_cupti PRIVATE dl)
+  # libcupti_fake.so: named like the library it stands for, so that tools which treat CUPTI's
+  # frames as plumbing (profctl report's launch sites) treat the fake's the same way.
+  set_target_properties(fake_cupti PROPERTIES OUTPUT_NAME cupti_fake)
 
   add_executable(test_cupti_core unit/test_cupti_core.c)
   target_include_directories(test_cupti_core PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit

@@ -89,7 +89,7 @@ static void case_init(void)
 	setenv("PROFD_CUPTI_LAUNCH_RATE", "250", 1);
 	init_core();
 	CHECK_EQ_U(info.cupti_version, CUPTI_API_VERSION);
-	CHECK(strstr(info.cupti_path, "libfake_cupti.so") != NULL);
+	CHECK(strstr(info.cupti_path, "libcupti_fake.so") != NULL);
 	CHECK(info.library_path[0] != 0);
 	CHECK_EQ_U(info.launch_rate_limit, 250);
 	CHECK_EQ_I(info.clock, PROFD__GPU_CLOCK__GPU_CLOCK_UNSPECIFIED);
@@ -1135,7 +1135,7 @@ static void case_deferred_load(void)
 	before = info;
 	CHECK_EQ_I(core__enable(&info), 0);
 	CHECK(core__enabled());
-	CHECK(strstr(info.cupti_path, "libfake_cupti.so") != NULL);
+	CHECK(strstr(info.cupti_path, "libcupti_fake.so") != NULL);
 	CHECK_EQ_U(info.cupti_version, CUPTI_API_VERSION);
 	CHECK(memcmp(&before, &info, sizeof(info)) != 0);
 	CHECK(fake_cupti_subscribed());

@@ -370,7 +370,7 @@ int main(void)
 		goto out;
 	CHECK_EQ_I(req->gpu_attach->state, PROFD__GPU_STATE__GPU_STATE_READY);
 	CHECK_EQ_U(req->gpu_attach->cupti_version, CUPTI_API_VERSION);
-	CHECK(req->gpu_attach->cupti_path && strstr(req->gpu_attach->cupti_path, "fake_cupti"));
+	CHECK(req->gpu_attach->cupti_path && strstr(req->gpu_attach->cupti_path, "cupti_fake"));
 	CHECK(req->gpu_attach->library_path &&
 	      strstr(req->gpu_attach->library_path, "libprofd_cupti.so"));
 	CHECK(!req->gpu_attach->has_clock);
