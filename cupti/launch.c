@@ -195,6 +195,16 @@ uint64_t launch_oldest_ns(uint64_t now_ns, uint64_t max_age_ns)
  */
 static _Atomic uint32_t rate;
 static _Atomic uint64_t cost_ns, cap_ns;
+
+/*
+ * The process's own bucket, PROC_RATE_FACTOR times the thread rate with a tenth of a second of
+ * burst: many launching threads must not together exceed what the daemon's BPF side keeps for
+ * one process (5000 a second, burst 1000), because launches the BPF side drops carry no
+ * weight and their kernels lose their stacks. Kept as the time at which it is full again, so
+ * one compare-and-swap takes a token from any thread.
+ */
+#define PROC_RATE_FACTOR 4
+static _Atomic uint64_t proc_full_at, proc_cost_ns, proc_cap_ns;
 /* Bumped by every enable, so thread state from an earlier session starts over. */
 static _Atomic uint32_t generation;
 
@@ -219,15 +229,44 @@ void launch_reset(uint32_t rate_per_sec)
 	uint64_t cost = rate_per_sec ? NSEC_PER_SEC / rate_per_sec : 0;
 	size_t i;
 
+	uint64_t prate = (uint64_t)rate_per_sec * PROC_RATE_FACTOR;
+	uint64_t pcost = prate ? NSEC_PER_SEC / prate : 0;
+	uint64_t pburst = prate / 10 ? prate / 10 : 1;
+
 	atomic_store_explicit(&rate, rate_per_sec, memory_order_relaxed);
 	atomic_store_explicit(&cost_ns, cost, memory_order_relaxed);
 	atomic_store_explicit(&cap_ns, cost * burst, memory_order_relaxed);
+	atomic_store_explicit(&proc_cost_ns, pcost, memory_order_relaxed);
+	atomic_store_explicit(&proc_cap_ns, pcost * pburst, memory_order_relaxed);
+	atomic_store_explicit(&proc_full_at, 0, memory_order_relaxed);
 	/* Launches of an earlier session whose records were lost at disable. */
 	for (i = 0; i < WEIGHT_SLOTS; i++)
 		atomic_store_explicit(&outstanding[i], 0, memory_order_relaxed);
 	atomic_fetch_add_explicit(&generation, 1, memory_order_release);
 }
 
+/* A token from the process's bucket. Lock-free: a CAS loop that only retries on contention. */
+static bool proc_take(uint64_t now)
+{
+	uint64_t cost = atomic_load_explicit(&proc_cost_ns, memory_order_relaxed);
+	uint64_t cap = atomic_load_explicit(&proc_cap_ns, memory_order_relaxed);
+	uint64_t old = atomic_load_explicit(&proc_full_at, memory_order_relaxed), next;
+
+	if (!cost)
+		return true;
+	do {
+		next = (old > now ? old : now) + cost;
+		if (next - now > cap)
+			return false;
+	} while (!atomic_compare_exchange_weak_explicit(&proc_full_at, &old, next,
+							memory_order_relaxed, memory_order_relaxed));
+	return true;
+}
+
+/*
+ * A token from the thread's bucket and, only if there is one, from the process's: a launch
+ * the process's bucket refuses leaves the thread's token for its next launch.
+ */
 static bool bucket_take(struct launch_tls *t, uint64_t now)
 {
 	uint64_t el, cost_ns_, cap_ns_;
@@ -247,7 +286,7 @@ static bool bucket_take(struct launch_tls *t, uint64_t now)
 		t->credit_ns = el >= cap_ns_ - t->credit_ns ? cap_ns_ : t->credit_ns + el;
 	}
 	t->last_ns = now;
-	if (t->credit_ns < cost_ns_)
+	if (t->credit_ns < cost_ns_ || !proc_take(now))
 		return false;
 	t->credit_ns -= cost_ns_;
 	return true;

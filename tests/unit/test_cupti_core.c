@@ -375,6 +375,40 @@ static void case_launch_rate(void)
 	CHECK_EQ_U(fired(), 4);
 }
 
+/*
+ * The process's bucket: 4 x 10/s with a burst of 4. Five threads each launching once at one
+ * instant: four get a probe, the fifth is skipped (weight 0) though its own bucket is full, and
+ * its next probed launch stands for both.
+ */
+static void case_launch_process_rate(void)
+{
+	struct thread_arg a[5];
+	pthread_t t[5];
+
+	setenv("PROFD_CUPTI_LAUNCH_RATE", "10", 1);
+	enable_core();
+	profd_cuda_launch_semaphore = 1;
+	atomic_store(&test_now, 40 * SEC);
+	for (int i = 0; i < 5; i++) {
+		a[i].corr = 40 + (uint32_t)i;
+		CHECK_EQ_I(pthread_create(&t[i], NULL, other_thread, &a[i]), 0);
+		pthread_join(t[i], NULL);
+	}
+	CHECK_EQ_U(fired(), 4);
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ_U(launch_weight(40 + (uint32_t)i), 1);
+	CHECK_EQ_U(launch_weight(44), 0);
+	/* This thread has its own full bucket, but the process's is still empty. */
+	launch(RT, RT_LAUNCH, 50);
+	CHECK_EQ_U(launch_weight(50), 0);
+	CHECK_EQ_U(fired(), 4);
+	/* 25 ms later one process token is back (40/s), and the thread has its own. */
+	atomic_store(&test_now, 40 * SEC + 25 * MS);
+	launch(RT, RT_LAUNCH, 51);
+	CHECK_EQ_U(launch_weight(51), 2);
+	CHECK_EQ_U(fired(), 5);
+}
+
 /* A call in flight across disable and enable must not leave its thread's depth stuck. */
 static void case_launch_generation(void)
 {
@@ -1338,6 +1372,7 @@ int main(void)
 	RUN(case_kernel_kind_fails);
 	RUN(case_launch_unlimited);
 	RUN(case_launch_rate);
+	RUN(case_launch_process_rate);
 	RUN(case_launch_generation);
 	RUN(case_decode_callback_clock);
 	RUN(case_decode_offset_refused);
