@@ -9,6 +9,7 @@
 #include "intern.h"
 #include "profile.h"
 #include "value.h"
+#include "satmath.h"
 #include "wire.h"
 
 #include <errno.h>
@@ -180,8 +181,8 @@ static int add_sample(struct ss *s, struct thread_out *t, size_t i, uint32_t **k
 		}
 		t->weights[id] = 0;
 	}
-	t->weights[id] = t->weights[id] > UINT64_MAX - v ? UINT64_MAX : t->weights[id] + v;
-	t->total = t->total > UINT64_MAX - v ? UINT64_MAX : t->total + v;
+	sat_inc(&t->weights[id], v);
+	sat_inc(&t->total, v);
 	return 0;
 }
 

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE /* qsort_r */
 #include "functable.h"
 #include "profile.h"
+#include "satmath.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -27,11 +28,6 @@ struct functable {
 	size_t cpu;
 	uint64_t period_ns;
 };
-
-static void add_sat(uint64_t *dst, uint64_t v)
-{
-	*dst = *dst > UINT64_MAX - v ? UINT64_MAX : *dst + v;
-}
 
 /* The function name of frame f (lines and addresses merged), malloc'd, one line. */
 static char *frame_name(const Profd__Profile *p, const Profd__Frame *f)
@@ -196,10 +192,10 @@ static int add_stacks(struct functable *t, const Profd__Profile *p, const uint32
 			continue;
 		leaf = st->n_frames ? frame_fn[st->frames[0]] : no_stack;
 		for (size_t k = 0; k < nv; k++)
-			add_sat(&fn_vals[leaf * 2 * nv + k], v[k]);
+			sat_inc(&fn_vals[leaf * 2 * nv + k], v[k]);
 		if (!st->n_frames) {
 			for (size_t k = 0; k < nv; k++)
-				add_sat(&fn_vals[leaf * 2 * nv + nv + k], v[k]);
+				sat_inc(&fn_vals[leaf * 2 * nv + nv + k], v[k]);
 			continue;
 		}
 		for (size_t j = 0; j < st->n_frames; j++) {
@@ -209,7 +205,7 @@ static int add_stacks(struct functable *t, const Profd__Profile *p, const uint32
 				continue;
 			stamp[fn] = s + 1;
 			for (size_t k = 0; k < nv; k++)
-				add_sat(&fn_vals[fn * 2 * nv + nv + k], v[k]);
+				sat_inc(&fn_vals[fn * 2 * nv + nv + k], v[k]);
 		}
 	}
 	free(stamp);
@@ -249,8 +245,8 @@ struct functable *functable__new(const Profd__Profile *p)
 		const Profd__Sample *s = p->samples[i];
 
 		for (size_t k = 0; k < nv && k < s->n_values; k++) {
-			add_sat(&stack_vals[s->stack * nv + k], s->values[k]);
-			add_sat(&t->sums[k], s->values[k]);
+			sat_inc(&stack_vals[s->stack * nv + k], s->values[k]);
+			sat_inc(&t->sums[k], s->values[k]);
 		}
 		if (p->stacks[s->stack]->n_frames == 0)
 			empty_stacks = true;

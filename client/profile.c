@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include "profile.h"
 #include "hash.h"
+#include "satmath.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -361,11 +362,6 @@ static int64_t child(struct flame *f, uint32_t parent, uint32_t name_id, enum fl
 	return f->n_nodes - 1;
 }
 
-static void add_value(uint64_t *dst, uint64_t v)
-{
-	*dst = *dst > UINT64_MAX - v ? UINT64_MAX : *dst + v;
-}
-
 static enum flame_kind kind_of(Profd__FrameKind k)
 {
 	switch (k) {
@@ -532,7 +528,7 @@ struct flame *flame__new(const Profd__Profile *p, const struct flame_opts *opts)
 
 		if (!v)
 			continue;
-		add_value(&f->nodes[0].value, v);
+		sat_inc(&f->nodes[0].value, v);
 		if (opts->process_root) {
 			id = process_name_id(f, procs, p->n_processes, s->pid);
 			if (id < 0 ||
@@ -540,7 +536,7 @@ struct flame *flame__new(const Profd__Profile *p, const struct flame_opts *opts)
 				err = (int)(id < 0 ? id : cur);
 				goto out;
 			}
-			add_value(&f->nodes[cur].value, v);
+			sat_inc(&f->nodes[cur].value, v);
 		}
 		if (st->n_frames == 0) {
 			/* Keep the samples (and the totals honest) even when no frame was read. */
@@ -553,7 +549,7 @@ struct flame *flame__new(const Profd__Profile *p, const struct flame_opts *opts)
 				err = (int)cur;
 				goto out;
 			}
-			add_value(&f->nodes[cur].value, v);
+			sat_inc(&f->nodes[cur].value, v);
 		}
 		for (size_t j = st->n_frames; j-- > 0;) {
 			uint32_t fi = st->frames[j];
@@ -563,9 +559,9 @@ struct flame *flame__new(const Profd__Profile *p, const struct flame_opts *opts)
 				err = (int)cur;
 				goto out;
 			}
-			add_value(&f->nodes[cur].value, v);
+			sat_inc(&f->nodes[cur].value, v);
 		}
-		add_value(&f->nodes[cur].self, v);
+		sat_inc(&f->nodes[cur].self, v);
 	}
 	err = sort_children(f);
 out:

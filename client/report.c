@@ -3,6 +3,7 @@
 #include "format.h"
 #include "profile.h"
 #include "value.h"
+#include "satmath.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -91,11 +92,6 @@ static int cmp_row_value(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-static uint64_t add_sat(uint64_t a, uint64_t b)
-{
-	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
 /* Merge equal names, then order by value (ties: count, then name) so output is stable. */
 static void rows_finish(struct rows *r, struct report_row **out, size_t *n_out)
 {
@@ -105,8 +101,8 @@ static void rows_finish(struct rows *r, struct report_row **out, size_t *n_out)
 		qsort(r->v, r->n, sizeof(*r->v), cmp_row_name);
 	for (size_t i = 0; i < r->n; i++) {
 		if (n && strcmp(r->v[n - 1].name, r->v[i].name) == 0) {
-			r->v[n - 1].value = add_sat(r->v[n - 1].value, r->v[i].value);
-			r->v[n - 1].count = add_sat(r->v[n - 1].count, r->v[i].count);
+			r->v[n - 1].value = sat_add(r->v[n - 1].value, r->v[i].value);
+			r->v[n - 1].count = sat_add(r->v[n - 1].count, r->v[i].count);
 			free(r->v[i].name);
 			continue;
 		}
@@ -225,12 +221,12 @@ static int from_profile(struct report *r, const Profd__Profile *p)
 		uint64_t id = ii >= 0 && (size_t)ii < s->n_values ? s->values[ii] : 0;
 		uint64_t cpu = ci >= 0 && (size_t)ci < s->n_values ? s->values[ci] : 0;
 
-		r->cpu_samples = add_sat(r->cpu_samples, cpu);
+		r->cpu_samples = sat_add(r->cpu_samples, cpu);
 		if (gpu || kn) {
 			const Profd__Frame *leaf = st->n_frames ? p->frames[st->frames[0]] : NULL;
 			const char *kname = "[kernel unknown]";
 
-			r->gpu_ns_total = add_sat(r->gpu_ns_total, gpu);
+			r->gpu_ns_total = sat_add(r->gpu_ns_total, gpu);
 			if (leaf && leaf->kind == PROFD__FRAME_KIND__FRAME_GPU &&
 			    *profile_string(p, leaf->name))
 				kname = profile_string(p, leaf->name);
@@ -241,7 +237,7 @@ static int from_profile(struct report *r, const Profd__Profile *p)
 			err = row_add(&sites, buf, gpu, kn);
 		}
 		if (id && !err) {
-			r->idle_samples = add_sat(r->idle_samples, id);
+			r->idle_samples = sat_add(r->idle_samples, id);
 			idle_name(p, st, buf, sizeof(buf));
 			err = row_add(&idle, buf, id, 0);
 		}

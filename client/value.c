@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include "value.h"
 #include "profile.h"
+#include "satmath.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -77,7 +78,7 @@ uint64_t profile_value_total(const Profd__Profile *p, uint32_t idx)
 		const Profd__Sample *s = p->samples[i];
 		uint64_t v = idx < s->n_values ? s->values[idx] : 0;
 
-		total = total > UINT64_MAX - v ? UINT64_MAX : total + v;
+		total = sat_add(total, v);
 	}
 	return total;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "demangle.h"
+#include "satmath.h"
 
 /* One connection's string table: names of kernels, API calls and NVTX ranges. */
 #define MAX_STRINGS 65536
@@ -284,11 +285,6 @@ static bool batch_malformed(const Profd__GpuBatch *m)
 		if (!m->api_calls[i])
 			return true;
 	return false;
-}
-
-static uint64_t sat_add(uint64_t a, uint64_t b)
-{
-	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
 int gpu__batch(struct gpu *g, uint32_t pid, const Profd__GpuBatch *m, bool *enable)

@@ -11,6 +11,7 @@
  * pid has its own lists.
  */
 #include "gpu_priv.h"
+#include "satmath.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -30,13 +31,6 @@
 static uint64_t jkey(uint32_t pid, uint32_t corr)
 {
 	return (uint64_t)pid << 32 | corr;
-}
-
-static uint64_t sat_mul(uint64_t a, uint64_t b)
-{
-	uint64_t r;
-
-	return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
 }
 
 /* --- charging ----------------------------------------------------------------------------- */

@@ -33,6 +33,7 @@
 
 #include "hash.h"
 #include "ptrmap.h"
+#include "satmath.h"
 #include "store.h"
 
 #include <errno.h>
@@ -156,12 +157,6 @@ static inline uint64_t store_mem_cost(size_t n)
 }
 
 /* malloc / calloc / realloc / free charged to s->bytes; NULL on failure, charging nothing. */
-/* Values saturate: a sum of GPU nanoseconds or bytes must not wrap to a small number. */
-static inline uint64_t sat_add(uint64_t a, uint64_t b)
-{
-	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
 static inline void *store_mem_alloc(struct store *s, size_t n)
 {
 	void *p = malloc(n);
