@@ -13,6 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "fdio.h"
 #include "frame.h"
 #include "profile.h"
 #include "timeutil.h"
@@ -121,18 +122,6 @@ void cli_error_from_reply(struct cli_error *e, const Profd__Error *err)
 			*p = '?';
 }
 
-static int remaining_ms(uint64_t deadline)
-{
-	uint64_t now = mono_ns();
-
-	if (now >= deadline)
-		return 0;
-	/* Round up so a few microseconds left still wait rather than spin. */
-	return (int)((deadline - now + 999999) / 1000000 > 0x7fffffff
-			 ? 0x7fffffff
-			 : (deadline - now + 999999) / 1000000);
-}
-
 static void set_timeout_error(struct conn *c, struct cli_error *e)
 {
 	char dur[32];
@@ -155,43 +144,6 @@ static void set_io_error(struct conn *c, int err, struct cli_error *e)
 	else
 		cli_error_set(e, PROFCTL_EXIT_ERROR, "talking to the daemon at %s: %s", c->path,
 			      strerror(-err));
-}
-
-/* Wait until fd is ready for events or the deadline passes. Returns 0, -ETIMEDOUT, -errno. */
-static int wait_fd(int fd, short events, uint64_t deadline)
-{
-	struct pollfd pfd = {.fd = fd, .events = events};
-	int n;
-
-	for (;;) {
-		n = poll(&pfd, 1, remaining_ms(deadline));
-		if (n > 0)
-			return 0;
-		if (n == 0)
-			return -ETIMEDOUT;
-		if (errno != EINTR)
-			return -errno;
-	}
-}
-
-static int send_all(struct conn *c, const uint8_t *buf, size_t len, uint64_t deadline)
-{
-	while (len) {
-		ssize_t n;
-		int err = wait_fd(c->fd, POLLOUT, deadline);
-
-		if (err)
-			return err;
-		n = send(c->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-		if (n < 0) {
-			if (errno == EINTR || errno == EAGAIN)
-				continue;
-			return -errno;
-		}
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
 }
 
 struct reply_ctx {
@@ -270,7 +222,7 @@ static int recv_reply(struct conn *c, Profd__Response **out, const char *what, u
 	while (!rc.resp) {
 		ssize_t n;
 
-		err = wait_fd(c->fd, POLLIN, deadline);
+		err = fd_wait(c->fd, POLLIN, deadline);
 		if (err) {
 			set_io_error(c, err, e);
 			goto out;
@@ -351,7 +303,7 @@ int conn__call(struct conn *c, const Profd__Request *req, Profd__Response__MsgCa
 			      strerror(-err));
 		return err;
 	}
-	err = send_all(c, frame, frame_len, deadline);
+	err = fd_send_all(c->fd, frame, frame_len, deadline);
 	free(frame);
 	if (err) {
 		set_io_error(c, err, e);

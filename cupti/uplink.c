@@ -390,7 +390,7 @@ static int idle(struct link *l)
 	for (;;) {
 		struct pollfd pfd[2] = {{.fd = l->fd, .events = POLLIN},
 					{.fd = up.wake_fd, .events = POLLIN}};
-		int r = poll(pfd, up.wake_fd >= 0 ? 2 : 1, uplink_remaining_ms(deadline));
+		int r = poll(pfd, up.wake_fd >= 0 ? 2 : 1, ms_until(deadline));
 
 		if (r == 0)
 			return 0;
@@ -532,7 +532,7 @@ static void wait_between(struct link *l, uint32_t ms)
 			nanosleep(&ts, NULL);
 			continue;
 		}
-		if (poll(&pfd, 1, uplink_remaining_ms(next)) > 0 && (pfd.revents & POLLIN)) {
+		if (poll(&pfd, 1, ms_until(next)) > 0 && (pfd.revents & POLLIN)) {
 			woken();
 			/* Exit while disconnected: there is nothing to flush to. */
 			if (atomic_load(&up.exit_wanted))

@@ -14,45 +14,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "fdio.h"
 #include "timeutil.h"
 #include "wire.h"
 
 #define UPLINK_CLIENT "libprofd_cupti"
-
-int uplink_remaining_ms(uint64_t deadline)
-{
-	uint64_t now = mono_ns();
-
-	if (now >= deadline)
-		return 0;
-	return (int)((deadline - now + NSEC_PER_MSEC - 1) / NSEC_PER_MSEC);
-}
-
-static int send_all(int fd, const uint8_t *buf, size_t len, uint64_t deadline)
-{
-	while (len) {
-		struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-		ssize_t n;
-		int r = poll(&pfd, 1, uplink_remaining_ms(deadline));
-
-		if (r == 0)
-			return -ETIMEDOUT;
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		n = send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-		if (n < 0) {
-			if (errno == EINTR || errno == EAGAIN)
-				continue;
-			return -errno;
-		}
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
 
 static int on_frame(const uint8_t *body, size_t len, void *ctx)
 {
@@ -70,17 +36,11 @@ static int recv_reply(struct link *l, uint64_t deadline)
 	uint8_t buf[4096];
 
 	while (!l->resp) {
-		struct pollfd pfd = {.fd = l->fd, .events = POLLIN};
 		ssize_t n;
-		int r = poll(&pfd, 1, uplink_remaining_ms(deadline));
+		int err = fd_wait(l->fd, POLLIN, deadline);
 
-		if (r == 0)
-			return -ETIMEDOUT;
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
+		if (err)
+			return err;
 		n = recv(l->fd, buf, sizeof(buf), MSG_DONTWAIT);
 		if (n < 0) {
 			if (errno == EINTR || errno == EAGAIN)
@@ -89,9 +49,9 @@ static int recv_reply(struct link *l, uint64_t deadline)
 		}
 		if (n == 0)
 			return -ECONNRESET;
-		r = frame_reader__feed(l->reader, buf, (size_t)n, on_frame, l);
-		if (r)
-			return r == -ENOMEM ? r : -EPROTO;
+		err = frame_reader__feed(l->reader, buf, (size_t)n, on_frame, l);
+		if (err)
+			return err == -ENOMEM ? err : -EPROTO;
 	}
 	return 0;
 }
@@ -112,7 +72,7 @@ int uplink_call(struct link *l, const Profd__Request *req, Profd__Response__MsgC
 	err = wire_pack_request(req, FRAME_MAX_REQUEST, &frame, &len);
 	if (err)
 		return err;
-	err = send_all(l->fd, frame, len, deadline);
+	err = fd_send_all(l->fd, frame, len, deadline);
 	free(frame);
 	if (err)
 		return err;

@@ -80,8 +80,6 @@ extern struct uplink up;
 void uplink_log_once(unsigned cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* uplink_conn.c */
-/* Milliseconds left until deadline (mono_ns), rounded up; 0 when past. */
-int uplink_remaining_ms(uint64_t deadline);
 /*
  * Send req and wait for a reply of kind want. Returns 0 with *out set (caller frees),
  * -EREMOTEIO when the daemon answered with an Error (l->err has its message), -EPROTO for a

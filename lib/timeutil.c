@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include "timeutil.h"
 
+#include <limits.h>
 #include <time.h>
 
 static uint64_t clock_ns(clockid_t id)
@@ -23,4 +24,14 @@ int64_t realtime_offset_ns(void)
 	uint64_t m1 = clock_ns(CLOCK_MONOTONIC);
 
 	return (int64_t)(r - (m0 + (m1 - m0) / 2));
+}
+
+int ms_until(uint64_t deadline_ns)
+{
+	uint64_t now = mono_ns(), ms;
+
+	if (now >= deadline_ns)
+		return 0;
+	ms = (deadline_ns - now + NSEC_PER_MSEC - 1) / NSEC_PER_MSEC;
+	return ms > INT_MAX ? INT_MAX : (int)ms;
 }

@@ -11,5 +11,10 @@
 uint64_t mono_ns(void);
 /* CLOCK_REALTIME - CLOCK_MONOTONIC in ns, to show monotonic stamps as wall-clock time. */
 int64_t realtime_offset_ns(void);
+/*
+ * Milliseconds from now to a mono_ns() deadline, for poll(): 0 once it has passed, rounded up so
+ * a few microseconds left still wait rather than spin, at most INT_MAX.
+ */
+int ms_until(uint64_t deadline_ns);
 
 #endif

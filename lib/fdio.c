@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#include "fdio.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include "timeutil.h"
+
+int fd_wait(int fd, short events, uint64_t deadline_ns)
+{
+	struct pollfd pfd = {.fd = fd, .events = events};
+	int n;
+
+	for (;;) {
+		n = poll(&pfd, 1, ms_until(deadline_ns));
+		if (n > 0)
+			return 0;
+		if (n == 0)
+			return -ETIMEDOUT;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+int fd_send_all(int fd, const uint8_t *buf, size_t len, uint64_t deadline_ns)
+{
+	while (len) {
+		ssize_t n;
+		int err = fd_wait(fd, POLLOUT, deadline_ns);
+
+		if (err)
+			return err;
+		n = send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return -errno;
+		}
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
