@@ -151,11 +151,9 @@ int view_parse_count(const char *cmd, const char *opt, const char *val, uint32_t
 int view_fetch(struct conn *c, const struct view_query *q, struct functable **out,
 	       Profd__Response **resp_out, struct cli_error *e)
 {
-	Profd__Request req = PROFD__REQUEST__INIT;
 	Profd__DumpRequest dreq = PROFD__DUMP_REQUEST__INIT;
 	Profd__Response *resp = NULL;
 	struct functable *t;
-	char why[256];
 	int err;
 
 	dreq.n_pids = q->n_pids;
@@ -164,19 +162,11 @@ int view_fetch(struct conn *c, const struct view_query *q, struct functable **ou
 	dreq.tid = q->tid;
 	dreq.has_since_ns = q->has_since;
 	dreq.since_ns = q->since_ns;
-	req.msg_case = PROFD__REQUEST__MSG_DUMP;
-	req.dump = &dreq;
-	err = conn__call(c, &req, PROFD__RESPONSE__MSG_PROFILE, &resp, e);
+	/* The same request, checks and messages as a dump; an empty profile reads as -EREMOTEIO
+	 * here, like the daemon's own "no samples" error, which top treats alike. */
+	err = dump_fetch(c, &dreq, &resp, e);
 	if (err)
-		return err;
-	if (profile_check(resp->profile, why, sizeof(why))) {
-		cli_error_set(e, PROFCTL_EXIT_PROTOCOL,
-			      "the daemon sent an inconsistent profile (%s): are profd and profctl "
-			      "the same version?",
-			      why);
-		err = -EPROTO;
-		goto out;
-	}
+		return err == -ENODATA ? -EREMOTEIO : err;
 	/* NVTX labels are ranges, not functions: every sample under one would rank it first. */
 	profile_strip_nvtx(resp->profile);
 	t = functable__new(resp->profile);
