@@ -2,7 +2,7 @@
 /*
  * The aggregation store: time buckets of (column, pid, tid, stack, value) entries, adding,
  * eviction under the memory cap, queries, and the store's life cycle. Interning lives in
- * store_intern.c, process and thread metadata in store_meta.c; store_priv.h describes the whole
+ * intern.c, process and thread metadata in meta.c; store_priv.h describes the whole
  * layout.
  */
 #include "store_priv.h"

@@ -2,13 +2,13 @@
 /*
  * The aggregation store's private half, shared only by its own files:
  *   store.c         buckets, adding, eviction, queries, life cycle
- *   store_intern.c  interned strings, frames and stacks, their reference counts, compaction
- *   store_meta.c    process and thread metadata
+ *   intern.c  interned strings, frames and stacks, their reference counts, compaction
+ *   meta.c    process and thread metadata
  *
  * Interned data: strings (one allocation each, found through an open-addressing table of
  * pointers), frames and stacks (dense arrays indexed by id - 1, found through open-addressing
  * tables of ids). Stack frame ids live in one pool, appended in stack id order. Their record
- * types are private to store_intern.c.
+ * types are private to intern.c.
  *
  * Values: an array of buckets in time order, each an array of (column, pid, tid, stack, value)
  * entries plus a hash table over them while the bucket may still receive many samples. An entry
@@ -231,7 +231,7 @@ static inline void store_idtab_insert(uint32_t *tab, uint32_t mask, uint32_t h, 
 	tab[i] = id;
 }
 
-/* --- store_intern.c ------------------------------------------------------------------------- */
+/* --- intern.c ------------------------------------------------------------------------- */
 
 /* Allocate the empty string, frame and stack tables. Returns 0 or -ENOMEM (store__free cleans). */
 int store_intern_init(struct store *s);
@@ -245,7 +245,7 @@ void store_stack_unref(struct store *s, uint32_t id);
 /* Bytes held by frames, stacks and strings (part of s->bytes). */
 uint64_t store_interned_bytes(const struct store *s);
 
-/* --- store_meta.c --------------------------------------------------------------------------- */
+/* --- meta.c --------------------------------------------------------------------------- */
 
 /* Allocate the empty process and thread maps. Returns 0 or -ENOMEM (store__free cleans). */
 int store_meta_init(struct store *s);
