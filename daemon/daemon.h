@@ -13,6 +13,7 @@
 #include "server.h"
 #include "store.h"
 #include "symbolize.h"
+#include "timeline.h"
 
 struct daemon {
 	const struct config *cfg;
@@ -23,6 +24,7 @@ struct daemon {
 	struct sampler *sampler;
 	struct server *server;
 	struct gpu *gpu;
+	struct timeline *timeline;
 	uint64_t start_ns;
 	/* Where /proc is (NULL: "/proc"); tests point it at a tree of their own. */
 	const char *proc_root;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * Turns a store query into the neutral protobuf Profile, and builds the dense frame, stack and
- * string tables that both the Profile and the GPU module's Trace carry.
+ * The one place that encodes what a dump answers: a store query as the neutral protobuf Profile
+ * (dump.c), a window of the timeline as a Trace (dump_trace.c), and the dense frame, stack and
+ * string tables both carry.
  */
 #ifndef PROFD_DUMP_H
 #define PROFD_DUMP_H
@@ -11,6 +12,7 @@
 
 #include "profd.pb-c.h"
 #include "store.h"
+#include "timeline.h"
 
 struct dump_meta {
 	uint64_t start_ns; /* the time range the dump covers, for Profile.start_ns/end_ns */
@@ -27,6 +29,23 @@ struct dump_meta {
 int dump__build(struct store *s, const struct store_query *q, const struct dump_meta *meta,
 		Profd__Profile **out);
 void dump__free(Profd__Profile *p);
+
+/* Trace dumps (dump_trace.c). */
+struct trace_meta {
+	int64_t realtime_offset_ns;
+	uint32_t frequency_hz;
+	bool hide_kernel_addresses;
+};
+/*
+ * Build a Trace of the timeline's events in [q->start_ns, q->end_ns) for q's pids, uid-filtered
+ * as store queries are, plus the events of extra[0..nextra) that pass the same filters (NVTX
+ * ranges still open, not in the ring yet; names borrowed for the call). Returns 0 and *out
+ * (free with dump__trace_free), -ENODATA when nothing matched, or another negative errno.
+ */
+int dump__trace(struct store *s, const struct timeline *tl, const struct tl_event *extra,
+		size_t nextra, const struct store_query *q, const struct trace_meta *meta,
+		Profd__Trace **out);
+void dump__trace_free(Profd__Trace *t);
 
 /*
  * Dense tables of the frames, stacks and strings a message refers to, numbered in first-seen

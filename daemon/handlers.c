@@ -75,10 +75,12 @@ static struct gpu_conn *gpu_conn_of_pid(struct daemon *d, uint32_t pid)
  * StatusReply.gpu: the attached libraries, a non-root caller's own only (the uid its library
  * connected with). st->gpu is malloc'd; the entries belong to the GPU module.
  */
+/* The GPU libraries the peer may see, as StatusReply.gpu (the arrays freed by the caller). */
 static int gpu_status_list(struct daemon *d, const struct server_peer *peer,
 			   Profd__StatusReply *st)
 {
-	Profd__GpuProcessStatus **all;
+	struct gpu_proc_status *all;
+	Profd__GpuProcessStatus *msgs, **ptrs;
 	size_t n, k = 0;
 
 	n = gpu__status(d->gpu, NULL, 0);
@@ -87,19 +89,43 @@ static int gpu_status_list(struct daemon *d, const struct server_peer *peer,
 	if (n > MAX_GPU_STATUS)
 		n = MAX_GPU_STATUS;
 	all = calloc(n, sizeof(*all));
-	if (!all)
+	msgs = calloc(n, sizeof(*msgs));
+	ptrs = calloc(n, sizeof(*ptrs));
+	if (!all || !msgs || !ptrs) {
+		free(all);
+		free(msgs);
+		free(ptrs);
 		return -ENOMEM;
+	}
 	if (gpu__status(d->gpu, all, n) < n)
 		n = gpu__status(d->gpu, all, n);
 	for (size_t i = 0; i < n; i++) {
-		const struct gpu_conn *c = gpu_conn_of_pid(d, all[i]->pid);
+		const struct gpu_conn *c = gpu_conn_of_pid(d, all[i].pid);
+		Profd__GpuProcessStatus *m = &msgs[k];
 
 		if (peer->uid != 0 && (!c || c->uid != peer->uid))
 			continue;
-		all[k++] = all[i];
+		profd__gpu_process_status__init(m);
+		m->pid = all[i].pid;
+		m->state = all[i].state;
+		m->detail = (char *)all[i].detail;
+		m->has_enabled = true;
+		m->enabled = all[i].enabled;
+		m->has_clock = all[i].clock != 0;
+		m->clock = all[i].clock;
+		m->has_cupti_version = all[i].cupti_version != 0;
+		m->cupti_version = all[i].cupti_version;
+		ptrs[k++] = m;
 	}
+	free(all);
+	if (!k) {
+		free(msgs);
+		free(ptrs);
+		return 0;
+	}
+	/* msgs is ptrs[0]: the caller frees both. */
 	st->n_gpu = k;
-	st->gpu = all;
+	st->gpu = ptrs;
 	return 0;
 }
 
@@ -200,7 +226,7 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 		st.has_gpu_dropped = true;
 		st.gpu_dropped = gs.dropped;
 		st.has_gpu_uprobe_launches = true;
-		st.gpu_uprobe_launches = gs.uprobe_launches;
+		st.gpu_uprobe_launches = is.uprobe_launches;
 		st.has_gpu_launches_limited = true;
 		st.gpu_launches_limited = cnt[PROFD_CNT_LAUNCH_LIMITED];
 		err = gpu_status_list(d, peer, &st);
@@ -211,6 +237,8 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 	resp.msg_case = PROFD__RESPONSE__MSG_STATUS;
 	resp.status = &st;
 	err = wire_pack_response(&resp, FRAME_MAX_REPLY, frame, len);
+	if (st.gpu)
+		free(st.gpu[0]);
 	free(st.gpu);
 	return err;
 }
@@ -391,7 +419,9 @@ static int handle_trace(struct daemon *d, const struct server_peer *peer,
 		.has_start = req->has_start_ns, .start_ns = req->start_ns,
 		.has_end = req->has_end_ns, .end_ns = req->end_ns,
 	};
-	struct gpu_trace_meta meta = { 0 };
+	struct trace_meta meta = { 0 };
+	struct tl_event *open = NULL;
+	size_t nopen = 0;
 	Profd__Trace *tr = NULL;
 	Profd__ErrorCode code;
 	struct store_query q;
@@ -404,7 +434,10 @@ static int handle_trace(struct daemon *d, const struct server_peer *peer,
 	meta.frequency_hz = d->cfg->frequency_hz;
 	meta.hide_kernel_addresses = peer->uid != 0;
 	meta.realtime_offset_ns = realtime_offset_ns();
-	err = d->gpu ? gpu__trace(d->gpu, &q, &meta, &tr) : -ENODATA;
+	err = d->gpu ? gpu__open_ranges(d->gpu, &open, &nopen) : 0;
+	if (!err)
+		err = dump__trace(d->store, d->timeline, open, nopen, &q, &meta, &tr);
+	free(open);
 	if (err == -ENODATA) {
 		no_data_message(peer, &w, "events", msg, sizeof(msg));
 		return reply_error(PROFD__ERROR_CODE__ERROR_NO_SAMPLES, msg, frame, len);
@@ -418,7 +451,7 @@ static int handle_trace(struct daemon *d, const struct server_peer *peer,
 	resp.msg_case = PROFD__RESPONSE__MSG_TRACE;
 	resp.trace = tr;
 	err = wire_pack_response(&resp, FRAME_MAX_REPLY, frame, len);
-	gpu__trace_free(tr);
+	dump__trace_free(tr);
 	if (err == -EMSGSIZE)
 		return reply_error(PROFD__ERROR_CODE__ERROR_TOO_LARGE,
 				   "the trace is larger than the 256 MiB reply limit: narrow it "

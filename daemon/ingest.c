@@ -62,6 +62,7 @@ struct ingest {
 	ingest_py_config_fn py_config;
 	void *py_ctx;
 	struct gpu *gpu;
+	struct timeline *timeline;
 	char proc_root[256];
 	struct addr_entry *addrs;
 	size_t addr_fill;
@@ -102,6 +103,7 @@ struct ingest *ingest__new(const struct ingest_opts *opts)
 	in->py_config = opts->py_config;
 	in->py_ctx = opts->py_ctx;
 	in->gpu = opts->gpu;
+	in->timeline = opts->timeline;
 	snprintf(in->proc_root, sizeof(in->proc_root), "%s",
 		 opts->proc_root ? opts->proc_root : "/proc");
 	in->addrs = calloc(ADDR_CACHE_SIZE, sizeof(*in->addrs));
@@ -487,30 +489,167 @@ static bool launch_valid(const struct profd_sample_rec *rec)
 	return rec->corr_id != 0;
 }
 
-/* Hand the symbolized stack on: the store, or the GPU module. */
+/* The owner a timeline event is filed under: the process's uid as the store keeps it. */
+static uint32_t owner_uid(const struct ingest *in, uint32_t pid)
+{
+	struct store_process_info pi;
+
+	return store__process(in->store, pid, &pi) ? pi.uid : STORE_UID_UNKNOWN;
+}
+
+/*
+ * Route a symbolized record: every sample and launch to the timeline; a CPU sample to the store,
+ * or to the GPU module when it holds the process's samples for labelling; a USDT launch to the
+ * join, a libcuda uprobe launch to the store.
+ */
 static void deliver(struct ingest *in, const struct profd_sample_rec *rec, uint32_t stack)
 {
-	int err;
+	bool launch = rec->hdr.type == PROFD_REC_LAUNCH;
+	bool uprobe = launch && (rec->flags & PROFD_SAMPLE_UPROBE);
+	struct tl_event e = {
+		.type = launch ? TL_LAUNCH : TL_SAMPLE,
+		.pid = rec->pid,
+		.tid = rec->tid,
+		.stack = stack,
+		.corr = uprobe ? 0 : rec->corr_id,
+		.start = rec->ts_ns,
+		.end = rec->ts_ns,
+	};
+	int err = 0;
 
-	if (rec->hdr.type == PROFD_REC_LAUNCH) {
+	if (launch) {
 		in->stats.launches++;
-		if (rec->flags & PROFD_SAMPLE_UPROBE) {
+		if (uprobe)
 			in->stats.uprobe_launches++;
-			err = gpu__uprobe_launch(in->gpu, rec->ts_ns, rec->pid, rec->tid, stack);
-		} else {
-			err = gpu__launch(in->gpu, rec->ts_ns, rec->pid, rec->tid, stack,
-					  rec->corr_id);
-		}
 	} else {
 		in->stats.samples++;
-		if (in->gpu)
-			err = gpu__cpu_sample(in->gpu, rec->ts_ns, rec->pid, rec->tid, stack);
-		else
-			err = store__add(in->store, rec->ts_ns, rec->pid, rec->tid, stack,
-					 STORE_VALUE_CPU_SAMPLES, 1);
 	}
+	if (in->timeline) {
+		e.uid = owner_uid(in, rec->pid);
+		err = timeline__push(in->timeline, &e);
+	}
+	if (!err && uprobe)
+		err = store__add(in->store, rec->ts_ns, rec->pid, rec->tid, stack,
+				 STORE_VALUE_UPROBE_LAUNCHES, 1);
+	else if (!err && launch)
+		err = gpu__launch(in->gpu, rec->ts_ns, rec->pid, rec->tid, stack, rec->corr_id);
+	else if (!err && gpu__holds(in->gpu, rec->pid))
+		err = gpu__hold(in->gpu, rec->ts_ns, rec->pid, rec->tid, stack);
+	else if (!err)
+		err = store__add(in->store, rec->ts_ns, rec->pid, rec->tid, stack,
+				 STORE_VALUE_CPU_SAMPLES, 1);
 	if (err)
 		in->stats.store_errors++;
+}
+
+/* Whether a sample or launch record is whole and sane; counts it as malformed when not. */
+static bool sample_valid(struct ingest *in, const struct profd_sample_rec *rec, size_t size,
+			 uint64_t now)
+{
+	uint32_t nk, nu, npy;
+
+	if (size < PROFD_SAMPLE_HDR_SIZE)
+		goto bad;
+	nk = rec->nr_kernel;
+	nu = rec->nr_user;
+	npy = rec->nr_py;
+	if (nk > PROFD_MAX_STACK || nu > PROFD_MAX_STACK || npy > PROFD_MAX_PY_FRAMES ||
+	    size < PROFD_SAMPLE_HDR_SIZE + 8ull * (nk + nu) + sizeof(struct profd_py_frame) * npy ||
+	    rec->pid == 0 || rec->ts_ns > now + MAX_CLOCK_AHEAD_NS ||
+	    (rec->hdr.type == PROFD_REC_LAUNCH && !launch_valid(rec)))
+		goto bad;
+	return true;
+bad:
+	in->stats.malformed++;
+	return false;
+}
+
+/*
+ * Kernel frames into frame_buf (returns how many), user frames into user_buf (*nuser). Return
+ * addresses point after the call: look up addr - 1 for every frame but the leaf.
+ */
+static uint32_t native_frames(struct ingest *in, const struct profd_sample_rec *rec,
+			      uint64_t owner, uint32_t *nuser)
+{
+	uint32_t nk = rec->nr_kernel, nu = rec->nr_user, n = 0;
+
+	*nuser = 0;
+	for (uint32_t i = 0; i < nk; i++) {
+		uint32_t f = frame_for(in, 1, 0, rec->ips[i] - (i > 0), true);
+
+		if (f)
+			in->frame_buf[n++] = f;
+	}
+	for (uint32_t i = 0; i < nu; i++) {
+		uint32_t f = frame_for(in, owner, rec->pid, rec->ips[nk + i] - (i > 0), false);
+
+		/*
+		 * A return address outside every mapping means the frame-pointer chain ran into
+		 * code built without frame pointers (an interpreter, libc): what follows is noise.
+		 */
+		if (i > 0 && f && is_unmapped(in, f)) {
+			in->stats.unwind_cut++;
+			break;
+		}
+		if (f)
+			in->user_buf[(*nuser)++] = f;
+	}
+	/* A USDT launch stack starts inside the CUPTI library and CUDA: cut those leaf frames. */
+	if (rec->hdr.type == PROFD_REC_LAUNCH && !(rec->flags & PROFD_SAMPLE_UPROBE)) {
+		uint32_t skip = 0;
+
+		while (skip < *nuser && is_launch_plumbing(in, in->user_buf[skip]))
+			skip++;
+		if (skip) {
+			memmove(in->user_buf, in->user_buf + skip,
+				(*nuser - skip) * sizeof(uint32_t));
+			*nuser -= skip;
+		}
+	}
+	return n;
+}
+
+/*
+ * Append the user frames to frame_buf[0..n), each eval loop frame giving way to the Python
+ * frames it ran (other native frames stay). Returns the new length; *py_merged tells whether
+ * any Python frame went in.
+ */
+static uint32_t merge_python(struct ingest *in, const struct pid_entry *pe,
+			     const struct profd_sample_rec *rec, uint32_t n, uint32_t nuser,
+			     bool *py_merged)
+{
+	struct py_act acts[PROFD_MAX_PY_FRAMES];
+	size_t nact = 0, next_act = 0;
+
+	if (rec->py_status == PROFD_PY_NO_TSTATE)
+		in->stats.py_no_tstate++;
+	else if (rec->py_status == PROFD_PY_READ_ERR)
+		in->stats.py_read_errors++;
+	if (rec->nr_py && in->py && pe->py_state == PY_ACTIVE) {
+		nact = python_frames(in, pe, rec, acts);
+		in->stats.py_samples++;
+	}
+	for (uint32_t i = 0; i < nuser; i++) {
+		if (next_act < nact && is_eval_frame(in, in->user_buf[i]))
+			put_act(in, &acts[next_act++], &n);
+		else
+			in->frame_buf[n++] = in->user_buf[i];
+	}
+	/* Unwinding stopped short of the interpreter: the Python stack still goes below. */
+	while (next_act < nact)
+		put_act(in, &acts[next_act++], &n);
+	*py_merged = next_act > 0;
+	return n;
+}
+
+/* Append a marker frame (a "[...]" pseudo-frame) when it interns; returns the new length. */
+static uint32_t put_marker(struct ingest *in, const struct frame_key *key, uint32_t n)
+{
+	uint32_t f = store__intern_frame(in->store, key);
+
+	if (f)
+		in->frame_buf[n++] = f;
+	return n;
 }
 
 /*
@@ -520,28 +659,13 @@ static void deliver(struct ingest *in, const struct profd_sample_rec *rec, uint3
 static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, size_t size,
 			 uint64_t now)
 {
-	uint32_t nk, nu, npy, n = 0, nuser = 0, stack;
-	struct py_act acts[PROFD_MAX_PY_FRAMES];
-	size_t nact = 0, next_act = 0;
+	uint32_t n, nuser, stack;
 	char comm[PROFD_COMM_LEN];
 	struct pid_entry *pe;
-	uint64_t owner;
+	bool py_merged;
 
-	if (size < PROFD_SAMPLE_HDR_SIZE) {
-		in->stats.malformed++;
+	if (!sample_valid(in, rec, size, now))
 		return 0;
-	}
-	nk = rec->nr_kernel;
-	nu = rec->nr_user;
-	npy = rec->nr_py;
-	if (nk > PROFD_MAX_STACK || nu > PROFD_MAX_STACK ||
-	    npy > PROFD_MAX_PY_FRAMES ||
-	    size < PROFD_SAMPLE_HDR_SIZE + 8ull * (nk + nu) + sizeof(struct profd_py_frame) * npy ||
-	    rec->pid == 0 || rec->ts_ns > now + MAX_CLOCK_AHEAD_NS ||
-	    (rec->hdr.type == PROFD_REC_LAUNCH && !launch_valid(rec))) {
-		in->stats.malformed++;
-		return 0;
-	}
 	if (rec->hdr.type == PROFD_REC_LAUNCH && !in->gpu) {
 		/* Nothing would join it with a kernel: do not pay for its symbols. */
 		in->stats.launches_dropped++;
@@ -560,85 +684,19 @@ static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, 
 		in->stats.store_errors++;
 		return -ENOMEM;
 	}
-	owner = (uint64_t)rec->pid << 32 | pe->epoch;
 	python_check(in, pe, now);
 
-	/* Return addresses point after the call: look up addr - 1 for every frame but the leaf. */
-	for (uint32_t i = 0; i < nk; i++) {
-		uint64_t a = rec->ips[i] - (i > 0);
-		uint32_t f = frame_for(in, 1, 0, a, true);
-
-		if (f)
-			in->frame_buf[n++] = f;
-	}
-	for (uint32_t i = 0; i < nu; i++) {
-		uint64_t a = rec->ips[nk + i] - (i > 0);
-		uint32_t f = frame_for(in, owner, rec->pid, a, false);
-
-		/*
-		 * A return address outside every mapping means the frame-pointer chain ran into
-		 * code built without frame pointers (an interpreter, libc): what follows is noise.
-		 */
-		if (i > 0 && f && is_unmapped(in, f)) {
-			in->stats.unwind_cut++;
-			break;
-		}
-		if (f)
-			in->user_buf[nuser++] = f;
-	}
-
-	if (rec->hdr.type == PROFD_REC_LAUNCH && !(rec->flags & PROFD_SAMPLE_UPROBE)) {
-		uint32_t skip = 0;
-
-		while (skip < nuser && is_launch_plumbing(in, in->user_buf[skip]))
-			skip++;
-		if (skip) {
-			memmove(in->user_buf, in->user_buf + skip, (nuser - skip) * sizeof(uint32_t));
-			nuser -= skip;
-		}
-	}
-
-	if (rec->py_status == PROFD_PY_NO_TSTATE)
-		in->stats.py_no_tstate++;
-	else if (rec->py_status == PROFD_PY_READ_ERR)
-		in->stats.py_read_errors++;
-	if (npy && in->py && pe->py_state == PY_ACTIVE) {
-		nact = python_frames(in, pe, rec, acts);
-		in->stats.py_samples++;
-	}
-
-	/* Each eval loop frame gives way to the Python frames it ran; other native frames stay. */
-	for (uint32_t i = 0; i < nuser; i++) {
-		if (next_act < nact && is_eval_frame(in, in->user_buf[i]))
-			put_act(in, &acts[next_act++], &n);
-		else
-			in->frame_buf[n++] = in->user_buf[i];
-	}
-	/* Unwinding stopped short of the interpreter: the Python stack still goes below. */
-	while (next_act < nact)
-		put_act(in, &acts[next_act++], &n);
-
-	if (n > 0 && nuser == 0 && !next_act && !(rec->flags & PROFD_SAMPLE_KERNEL_THREAD)) {
-		/* Kernel frames alone would look like the root of the process's work. */
-		uint32_t f = store__intern_frame(in->store, &key_no_user);
-
-		if (f)
-			in->frame_buf[n++] = f;
-	}
+	n = native_frames(in, rec, (uint64_t)rec->pid << 32 | pe->epoch, &nuser);
+	n = merge_python(in, pe, rec, n, nuser, &py_merged);
+	/* Kernel frames alone would look like the root of the process's work. */
+	if (n > 0 && nuser == 0 && !py_merged && !(rec->flags & PROFD_SAMPLE_KERNEL_THREAD))
+		n = put_marker(in, &key_no_user, n);
 	if (rec->flags &
-	    (PROFD_SAMPLE_USTACK_TRUNC | PROFD_SAMPLE_KSTACK_TRUNC | PROFD_SAMPLE_PY_TRUNC)) {
-		uint32_t f = store__intern_frame(in->store, &key_truncated);
-
-		if (f)
-			in->frame_buf[n++] = f;
-	}
-	if (n == 0) {
-		/* Keep the sample: a kernel thread whose stack read failed still used the CPU. */
-		uint32_t f = store__intern_frame(in->store, &key_no_stack);
-
-		if (f)
-			in->frame_buf[n++] = f;
-	}
+	    (PROFD_SAMPLE_USTACK_TRUNC | PROFD_SAMPLE_KSTACK_TRUNC | PROFD_SAMPLE_PY_TRUNC))
+		n = put_marker(in, &key_truncated, n);
+	/* Keep the sample: a kernel thread whose stack read failed still used the CPU. */
+	if (n == 0)
+		n = put_marker(in, &key_no_stack, n);
 	stack = store__intern_stack(in->store, in->frame_buf, n);
 	if (!stack) {
 		in->stats.store_errors++;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Ingest: decode the sampler's ring buffer records, validate them, symbolize the addresses while
- * the process is alive and add the stacks to the store, or hand them to the GPU module (CPU
- * samples to be labelled, launch stacks to be joined with their kernels).
+ * the process is alive, and route them: every CPU sample and launch to the timeline; CPU samples
+ * to the store, unless the GPU module holds the process's samples for labelling; launch stacks
+ * to the GPU module to be joined with their kernels, or (libcuda uprobes) to the store.
  */
 #ifndef PROFD_INGEST_H
 #define PROFD_INGEST_H
@@ -14,6 +15,7 @@
 #include "python.h"
 #include "store.h"
 #include "symbolize.h"
+#include "timeline.h"
 
 struct gpu;
 
@@ -28,11 +30,12 @@ struct ingest_opts {
 	ingest_py_config_fn py_config;
 	void *py_ctx;
 	/*
-	 * borrowed; NULL: no GPU correlation. When set, CPU samples go to gpu__cpu_sample (which
-	 * adds them to the store) and launch records to gpu__launch / gpu__uprobe_launch; when
-	 * NULL, samples go straight to the store and launch records are counted and dropped.
+	 * borrowed; NULL: no GPU correlation. When set, the samples of processes gpu__holds names
+	 * go to gpu__hold, USDT launch records to gpu__launch, and libcuda uprobe launches to the
+	 * store's STORE_VALUE_UPROBE_LAUNCHES; when NULL, launch records are counted and dropped.
 	 */
 	struct gpu *gpu;
+	struct timeline *timeline; /* borrowed; NULL: nothing kept for traces */
 };
 
 struct ingest_stats {

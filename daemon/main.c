@@ -330,9 +330,14 @@ int main(int argc, char **argv)
 		pr_err("python: %s", strerror(errno));
 		goto out;
 	}
+	app.d.timeline = timeline__new(&(struct timeline_opts){ .bytes = cfg.gpu_ring_size });
+	if (!app.d.timeline) {
+		pr_err("timeline: %s", strerror(errno));
+		goto out;
+	}
 	app.d.gpu = gpu__new(&(struct gpu_opts){
 		.store = app.d.store,
-		.ring_bytes = cfg.gpu_ring_size,
+		.timeline = app.d.timeline,
 		.attach_probe = gpu_attach_probe,
 		.detach_probe = gpu_detach_probe,
 		.probe_ctx = &app,
@@ -350,6 +355,7 @@ int main(int argc, char **argv)
 		.py_config = on_py_config,
 		.py_ctx = &app,
 		.gpu = app.d.gpu,
+		.timeline = app.d.timeline,
 	});
 	if (!app.d.ingest) {
 		pr_err("ingest: %s", strerror(errno));
@@ -427,6 +433,7 @@ out:
 	app.d.gpu = NULL;
 	sampler__free(app.d.sampler);
 	ingest__free(app.d.ingest);
+	timeline__free(app.d.timeline);
 	handlers__fini(&app.d);
 	python__free(app.d.py);
 	symbolizer__free(app.d.sym);

@@ -3,7 +3,7 @@
  * The GPU module's front: per-process state of the attached CUPTI libraries, the attach and
  * detach of the uplink (validated here, before anything is kept), the CPU sample and launch entry
  * points, status, and the store's GC callback. The batches of records are taken in gpu_batch.c,
- * the join in gpu_join.c, the labels in gpu_labels.c, the event ring in gpu_ring.c.
+ * the join in gpu_join.c, the labels in gpu_labels.c; the records go to the timeline.
  */
 #include "gpu_priv.h"
 
@@ -12,11 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "log.h"
 
 #define DEFAULT_TTL_NS (30ull * 1000000000ull)
 #define DEFAULT_HOLD_NS (3ull * 1000000000ull)
-#define DEFAULT_RING_BYTES (32u << 20)
 #define DEFAULT_MAX_PENDING (1u << 20)
 #define DEFAULT_MAX_BYTES (256u << 20)
 /* Libraries connected at once: each holds a connection, so this is far above the server's. */
@@ -35,14 +35,9 @@ struct gpu_proc *gpu_proc(const struct gpu *g, uint32_t pid)
  * The uid of pid's events: the one its library connected with (fixed at creation, checked
  * against the process's real uid), else what the store knows.
  */
-uint32_t gpu_uid_of(const struct gpu *g, uint32_t pid)
+int gpu_timeline_push(struct gpu *g, const struct tl_event *e)
 {
-	struct store_process_info pi;
-	struct gpu_proc *p = gpu_proc(g, pid);
-
-	if (p && !p->uid_refused)
-		return p->uid;
-	return store__process(g->store, pid, &pi) ? pi.uid : STORE_UID_UNKNOWN;
+	return g->o.timeline ? timeline__push(g->o.timeline, e) : 0;
 }
 
 /* --- the memory budget -------------------------------------------------------------------- */
@@ -219,7 +214,8 @@ static void on_gc(struct store *s, enum store_gc_phase phase, void *ctx)
 			g->scratch_stack = store__gc_remap_stack(s, g->scratch_stack);
 	}
 	gpu_join_gc(g, phase);
-	ring_gc(g, phase);
+	/* The store has one holder: the timeline's ids are renumbered with the module's. */
+	timeline__gc(g->o.timeline, s, phase);
 }
 
 /* --- lifecycle ---------------------------------------------------------------------------- */
@@ -243,17 +239,10 @@ struct gpu *gpu__new(const struct gpu_opts *opts)
 		g->o.join_ttl_ns = DEFAULT_TTL_NS;
 	if (!g->o.hold_ns)
 		g->o.hold_ns = DEFAULT_HOLD_NS;
-	if (!g->o.ring_bytes)
-		g->o.ring_bytes = DEFAULT_RING_BYTES;
 	if (!g->o.max_pending)
 		g->o.max_pending = DEFAULT_MAX_PENDING;
 	if (!g->o.max_bytes)
 		g->o.max_bytes = DEFAULT_MAX_BYTES;
-	if (ring_init(&g->ring, g->o.ring_bytes)) {
-		free(g);
-		errno = ENOMEM;
-		return NULL;
-	}
 	store__set_gc_holder(g->store, on_gc, g);
 	return g;
 }
@@ -269,26 +258,10 @@ void gpu__free(struct gpu *g)
 	ptrmap_fini(&g->procs);
 	ptrmap_fini(&g->joins);
 	ptrmap_fini(&g->pjoins);
-	ring_fini(&g->ring);
 	free(g);
 }
 
 /* --- the uplink --------------------------------------------------------------------------- */
-
-static bool valid_state(Profd__GpuState s)
-{
-	return s >= PROFD__GPU_STATE__GPU_STATE_READY && s <= PROFD__GPU_STATE__GPU_STATE_ERROR;
-}
-
-static bool valid_path(const char *p)
-{
-	size_t len;
-
-	if (!p || p[0] != '/')
-		return false;
-	len = strnlen(p, PATH_MAX);
-	return len < PATH_MAX;
-}
 
 /* A copy of a one-line detail: at most MAX_DETAIL_LEN bytes, control characters replaced. */
 static char *copy_detail(const char *d)
@@ -312,8 +285,8 @@ static const char *state_name(Profd__GpuState s)
 	return v ? v->name : "?";
 }
 
-int gpu__attach(struct gpu *g, uint32_t pid, uint32_t uid, unsigned int flags,
-		const Profd__GpuAttach *m, bool *enable)
+int gpu_proc_attach(struct gpu *g, uint32_t pid, uint32_t uid, unsigned int flags,
+		    const struct gpu_attach_info *m, bool *enable)
 {
 	struct gpu_proc *p;
 	char *detail = NULL;
@@ -321,16 +294,6 @@ int gpu__attach(struct gpu *g, uint32_t pid, uint32_t uid, unsigned int flags,
 	int err;
 
 	*enable = false;
-	if (!pid || !m || !valid_state(m->state))
-		return -EINVAL;
-	if (m->has_clock && (m->clock < PROFD__GPU_CLOCK__GPU_CLOCK_UNSPECIFIED ||
-			     m->clock > PROFD__GPU_CLOCK__GPU_CLOCK_OFFSET))
-		return -EINVAL;
-	if (m->library_path && !valid_path(m->library_path))
-		return -EINVAL;
-	if (m->state == PROFD__GPU_STATE__GPU_STATE_READY && !m->library_path)
-		return -EINVAL;
-
 	p = gpu_proc(g, pid);
 	/* The process and its owner are the connection's: an attach never changes the owner. */
 	if (p && p->uid != uid)
@@ -373,9 +336,9 @@ int gpu__attach(struct gpu *g, uint32_t pid, uint32_t uid, unsigned int flags,
 	p->state = m->state;
 	free(p->detail);
 	p->detail = detail;
-	p->clock = m->has_clock ? m->clock : PROFD__GPU_CLOCK__GPU_CLOCK_UNSPECIFIED;
-	p->cupti_version = m->has_cupti_version ? m->cupti_version : 0;
-	p->launch_rate_limit = m->has_launch_rate_limit ? m->launch_rate_limit : 0;
+	p->clock = m->clock;
+	p->cupti_version = m->cupti_version;
+	p->launch_rate_limit = m->launch_rate_limit;
 	covered = proc_covered(g, pid);
 
 	/*
@@ -435,21 +398,17 @@ void gpu__detach(struct gpu *g, uint32_t pid)
 
 /* --- samples and launches ----------------------------------------------------------------- */
 
-int gpu__cpu_sample(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack)
+bool gpu__holds(const struct gpu *g, uint32_t pid)
+{
+	const struct gpu_proc *p = g ? gpu_proc(g, pid) : NULL;
+
+	return p && p->enabled;
+}
+
+int gpu__hold(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack)
 {
 	struct gpu_proc *p = gpu_proc(g, pid);
-	struct ev e = { .type = EV_SAMPLE,
-			.pid = pid,
-			.tid = tid,
-			.stack = stack,
-			.start = ts_ns,
-			.end = ts_ns };
-	int err;
 
-	e.uid = gpu_uid_of(g, pid);
-	err = ring_push(&g->ring, &e, NULL);
-	if (err)
-		return err;
 	if (p && p->enabled)
 		return gpu_hold(g, p, ts_ns, tid, stack);
 	return store__add(g->store, ts_ns, pid, tid, stack, STORE_VALUE_CPU_SAMPLES, 1);
@@ -458,41 +417,10 @@ int gpu__cpu_sample(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, u
 int gpu__launch(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack,
 		uint32_t corr_id)
 {
-	struct ev e = { .type = EV_LAUNCH,
-			.pid = pid,
-			.tid = tid,
-			.stack = stack,
-			.corr = corr_id,
-			.start = ts_ns,
-			.end = ts_ns };
-	int err;
-
 	if (!corr_id || !stack)
 		return 0;
 	g->st.launches++;
-	e.uid = gpu_uid_of(g, pid);
-	err = ring_push(&g->ring, &e, NULL);
-	if (err)
-		return err;
 	return gpu_join_launch(g, ts_ns, pid, tid, stack, corr_id);
-}
-
-int gpu__uprobe_launch(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack)
-{
-	struct ev e = { .type = EV_LAUNCH,
-			.pid = pid,
-			.tid = tid,
-			.stack = stack,
-			.start = ts_ns,
-			.end = ts_ns };
-	int err;
-
-	g->st.uprobe_launches++;
-	e.uid = gpu_uid_of(g, pid);
-	err = ring_push(&g->ring, &e, NULL);
-	if (err)
-		return err;
-	return store__add(g->store, ts_ns, pid, tid, stack, STORE_VALUE_UPROBE_LAUNCHES, 1);
 }
 
 void gpu__process_exited(struct gpu *g, uint32_t pid)
@@ -544,42 +472,65 @@ void gpu__stats(const struct gpu *g, struct gpu_stats *out)
 {
 	*out = g->st;
 	out->held = g->nheld;
-	out->ring_events = g->ring.n;
-	out->ring_overwritten = g->ring.overwritten;
 	out->bytes = g->bytes;
 }
 
-size_t gpu__status(struct gpu *g, Profd__GpuProcessStatus **out, size_t max)
+size_t gpu__status(const struct gpu *g, struct gpu_proc_status *out, size_t max)
 {
 	size_t n = 0;
 
 	for (size_t i = 0; g->procs.mask && i <= g->procs.mask; i++) {
-		struct gpu_proc *p = g->procs.vals[i];
-		Profd__GpuProcessStatus *s;
+		const struct gpu_proc *p = g->procs.vals[i];
 
 		if (!p || !p->attached)
 			continue;
 		if (n < max) {
-			s = &p->st;
-			profd__gpu_process_status__init(s);
-			s->pid = p->pid;
-			s->state = p->state;
-			s->detail = p->uid_refused ? (char *)"refused: the library's connection "
-							     "does not run as the process's owner"
-						   : p->detail;
-			s->has_enabled = true;
-			s->enabled = p->enabled;
-			if (p->clock) {
-				s->has_clock = true;
-				s->clock = p->clock;
-			}
-			if (p->cupti_version) {
-				s->has_cupti_version = true;
-				s->cupti_version = p->cupti_version;
-			}
-			out[n] = s;
+			out[n] = (struct gpu_proc_status){
+				.pid = p->pid,
+				.state = p->state,
+				.detail = p->uid_refused ? "refused: the library's connection does "
+							   "not run as the process's owner"
+							 : p->detail,
+				.enabled = p->enabled,
+				.clock = p->clock,
+				.cupti_version = p->cupti_version,
+			};
 		}
 		n++;
 	}
 	return n;
+}
+
+int gpu__open_ranges(struct gpu *g, struct tl_event **out, size_t *n)
+{
+	struct tl_event *v = NULL;
+	size_t cap = 0, k = 0;
+
+	*out = NULL;
+	*n = 0;
+	for (size_t i = 0; g->procs.mask && i <= g->procs.mask; i++) {
+		const struct gpu_proc *p = g->procs.vals[i];
+
+		for (size_t j = 0; p && j < p->nopen; j++) {
+			const struct nvtx_range *r = &p->open[j];
+
+			if (GROW(v, cap, k + 1)) {
+				free(v);
+				return -ENOMEM;
+			}
+			v[k++] = (struct tl_event){
+				.type = TL_NVTX,
+				.pid = p->pid,
+				.uid = p->uid,
+				.tid = r->tid,
+				.start = r->start,
+				.end = r->end,
+				.depth = r->depth,
+				.name = r->name ? r->name->s : "[unnamed]",
+			};
+		}
+	}
+	*out = v;
+	*n = k;
+	return 0;
 }

@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * The uplink's batches: the connection's string table grows, and each kernel, copy, API call and
- * NVTX range is validated before anything of it is kept, then goes to the event ring, the labels
+ * NVTX range is validated before anything of it is kept, then goes to the timeline, the labels
  * and the join.
  */
 #include "gpu_priv.h"
 
 #include <errno.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 
 #include "demangle.h"
@@ -131,7 +132,7 @@ static bool valid_times(const struct gpu *g, uint64_t start, uint64_t end)
 	return start >= (g->now > back ? g->now - back : 0) && end <= g->now + MAX_FUTURE_NS;
 }
 
-static void ev_device(struct ev *e, bool has_device, uint32_t device, bool has_stream,
+static void ev_device(struct tl_event *e, bool has_device, uint32_t device, bool has_stream,
 		      uint32_t stream)
 {
 	e->has_device = has_device;
@@ -143,7 +144,7 @@ static void ev_device(struct ev *e, bool has_device, uint32_t device, bool has_s
 static int batch_kernel(struct gpu *g, struct gpu_proc *p, const Profd__GpuKernel *k)
 {
 	struct wait_rec r = { 0 };
-	struct ev e = { 0 };
+	struct tl_event e = { 0 };
 	struct gname *leaf;
 	uint32_t idx = k->has_name ? k->name : 0;
 	bool bad;
@@ -158,7 +159,7 @@ static int batch_kernel(struct gpu *g, struct gpu_proc *p, const Profd__GpuKerne
 	if (gpu_busy_add(g, p, k->start_ns, k->end_ns))
 		g->st.refused++;
 	leaf = kernel_leaf(g, p, idx);
-	e.type = EV_KERNEL;
+	e.type = TL_KERNEL;
 	e.pid = p->pid;
 	e.uid = p->uid;
 	e.corr = k->correlation_id;
@@ -167,7 +168,8 @@ static int batch_kernel(struct gpu *g, struct gpu_proc *p, const Profd__GpuKerne
 	ev_device(&e, k->has_device, k->device, k->has_stream, k->stream);
 	e.grid = k->has_grid ? k->grid : 0;
 	e.block = k->has_block ? k->block : 0;
-	err = ring_push(&g->ring, &e, leaf ? leaf->s : "[unknown kernel]");
+	e.name = leaf ? leaf->s : "[unknown kernel]";
+	err = gpu_timeline_push(g, &e);
 	if (err)
 		return err;
 	if (k->weight == 0) {
@@ -184,7 +186,7 @@ static int batch_kernel(struct gpu *g, struct gpu_proc *p, const Profd__GpuKerne
 static int batch_copy(struct gpu *g, struct gpu_proc *p, const Profd__GpuCopy *c)
 {
 	struct wait_rec r = { 0 };
-	struct ev e = { 0 };
+	struct tl_event e = { 0 };
 	int err;
 
 	if (!valid_times(g, c->start_ns, c->end_ns) ||
@@ -195,7 +197,7 @@ static int batch_copy(struct gpu *g, struct gpu_proc *p, const Profd__GpuCopy *c
 		return 0;
 	}
 	g->st.records++;
-	e.type = EV_COPY;
+	e.type = TL_COPY;
 	e.kind = (uint8_t)c->kind;
 	e.pid = p->pid;
 	e.uid = p->uid;
@@ -204,7 +206,7 @@ static int batch_copy(struct gpu *g, struct gpu_proc *p, const Profd__GpuCopy *c
 	e.end = c->end_ns;
 	e.bytes = c->has_bytes ? c->bytes : 0;
 	ev_device(&e, c->has_device, c->device, c->has_stream, c->stream);
-	err = ring_push(&g->ring, &e, NULL);
+	err = gpu_timeline_push(g, &e);
 	if (err)
 		return err;
 	if (c->weight == 0) {
@@ -222,7 +224,7 @@ static int batch_copy(struct gpu *g, struct gpu_proc *p, const Profd__GpuCopy *c
 
 static int batch_api(struct gpu *g, struct gpu_proc *p, const Profd__GpuApiCall *a)
 {
-	struct ev e = { 0 };
+	struct tl_event e = { 0 };
 	struct gname *name;
 	bool bad;
 
@@ -231,19 +233,21 @@ static int batch_api(struct gpu *g, struct gpu_proc *p, const Profd__GpuApiCall 
 		g->st.bad_records++;
 		return 0;
 	}
-	e.type = EV_API;
+	e.type = TL_API;
 	e.pid = p->pid;
 	e.tid = a->tid;
 	e.uid = p->uid;
 	e.corr = a->correlation_id;
 	e.start = a->start_ns;
 	e.end = a->end_ns;
-	return ring_push(&g->ring, &e, name ? name->s : "[unknown]");
+	e.name = name ? name->s : "[unknown]";
+	return gpu_timeline_push(g, &e);
 }
 
 static int batch_nvtx(struct gpu *g, struct gpu_proc *p, const Profd__GpuNvtxRange *n)
 {
-	struct ev e = { 0 };
+	struct tl_event e = { 0 };
+	struct nvtx_range r;
 	struct gname *name;
 	bool bad;
 
@@ -253,18 +257,26 @@ static int batch_nvtx(struct gpu *g, struct gpu_proc *p, const Profd__GpuNvtxRan
 		return 0;
 	}
 	/* Marks (start == end) label nothing but still close their open version. */
-	if (gpu_nvtx_add(g, p, n, name))
+	r = (struct nvtx_range){
+		.start = n->start_ns,
+		.end = n->end_ns,
+		.tid = n->tid,
+		.depth = n->has_depth ? n->depth : 0,
+		.open = n->has_open && n->open,
+	};
+	if (gpu_nvtx_add(g, p, &r, name))
 		g->st.refused++;
 	if (n->has_open && n->open)
-		return 0; /* into the ring once closed; traces take open ones from the table */
-	e.type = EV_NVTX;
+		return 0; /* to the timeline once closed; traces take open ones from the table */
+	e.type = TL_NVTX;
 	e.pid = p->pid;
 	e.tid = n->tid;
 	e.uid = p->uid;
 	e.start = n->start_ns;
 	e.end = n->end_ns;
 	e.depth = n->has_depth ? n->depth : 0;
-	return ring_push(&g->ring, &e, name ? name->s : "[unnamed]");
+	e.name = name ? name->s : "[unnamed]";
+	return gpu_timeline_push(g, &e);
 }
 
 /* What makes the whole batch malformed, checked before any of it is kept. */
@@ -317,4 +329,47 @@ int gpu__batch(struct gpu *g, uint32_t pid, const Profd__GpuBatch *m, bool *enab
 	gpu_release(g, p, g->now, false);
 	*enable = gpu_proc_enable(g, p);
 	return err;
+}
+
+/* --- attach --------------------------------------------------------------------------------- */
+
+static bool valid_state(Profd__GpuState s)
+{
+	return s >= PROFD__GPU_STATE__GPU_STATE_READY && s <= PROFD__GPU_STATE__GPU_STATE_ERROR;
+}
+
+static bool valid_path(const char *p)
+{
+	size_t len;
+
+	if (!p || p[0] != '/')
+		return false;
+	len = strnlen(p, PATH_MAX);
+	return len < PATH_MAX;
+}
+
+int gpu__attach(struct gpu *g, uint32_t pid, uint32_t uid, unsigned int flags,
+		const Profd__GpuAttach *m, bool *enable)
+{
+	struct gpu_attach_info a;
+
+	*enable = false;
+	if (!pid || !m || !valid_state(m->state))
+		return -EINVAL;
+	if (m->has_clock && (m->clock < PROFD__GPU_CLOCK__GPU_CLOCK_UNSPECIFIED ||
+			     m->clock > PROFD__GPU_CLOCK__GPU_CLOCK_OFFSET))
+		return -EINVAL;
+	if (m->library_path && !valid_path(m->library_path))
+		return -EINVAL;
+	if (m->state == PROFD__GPU_STATE__GPU_STATE_READY && !m->library_path)
+		return -EINVAL;
+	a = (struct gpu_attach_info){
+		.state = m->state,
+		.detail = m->detail,
+		.library_path = m->library_path,
+		.clock = m->has_clock ? m->clock : PROFD__GPU_CLOCK__GPU_CLOCK_UNSPECIFIED,
+		.cupti_version = m->has_cupti_version ? m->cupti_version : 0,
+		.launch_rate_limit = m->has_launch_rate_limit ? m->launch_rate_limit : 0,
+	};
+	return gpu_proc_attach(g, pid, uid, flags, &a, enable);
 }

@@ -160,16 +160,10 @@ static void open_remove(struct gpu *g, struct gpu_proc *p, size_t i)
 	p->nopen--;
 }
 
-int gpu_nvtx_add(struct gpu *g, struct gpu_proc *p, const Profd__GpuNvtxRange *m,
+int gpu_nvtx_add(struct gpu *g, struct gpu_proc *p, const struct nvtx_range *range,
 		 struct gname *name)
 {
-	struct nvtx_range r = {
-		.start = m->start_ns,
-		.end = m->end_ns,
-		.tid = m->tid,
-		.depth = m->has_depth ? m->depth : 0,
-		.open = m->has_open && m->open,
-	};
+	struct nvtx_range r = *range;
 	size_t i = nv_find(p->open, p->nopen, r.tid, r.depth, r.start);
 	int err;
 

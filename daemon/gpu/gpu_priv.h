@@ -3,8 +3,7 @@
  * Inside the GPU module: gpu.c (processes, attach and detach, status, GC, the memory budget),
  * gpu_batch.c (the uplink's batches: string tables and records, validated), gpu_join.c (launch
  * and record join, charging, held samples), gpu_labels.c (the labels of samples and records:
- * NVTX ranges and GPU busy intervals), gpu_ring.c (the raw event ring and traces). Not for other
- * modules.
+ * NVTX ranges and GPU busy intervals). Not for other modules.
  */
 #ifndef PROFD_GPU_PRIV_H
 #define PROFD_GPU_PRIV_H
@@ -12,7 +11,7 @@
 #include "gpu.h"
 #include "ptrmap.h"
 
-/* NVTX levels (depths) that label a stack; deeper ranges only go to the ring. */
+/* NVTX levels (depths) that label a stack; deeper ranges only go to the timeline. */
 #define MAX_NVTX_DEPTH 32
 
 /*
@@ -91,8 +90,6 @@ struct gpu_proc {
 	size_t nbusy, busy_sorted, busy_cap;
 	struct held *held;
 	size_t nheld, held_cap;
-	/* Status strings handed out by gpu__status. */
-	Profd__GpuProcessStatus st;
 };
 
 /* A record waiting for its launch. */
@@ -142,55 +139,6 @@ struct pjoins {
 	size_t nwait;		   /* records waiting */
 };
 
-/* One raw event of the ring. */
-enum ev_type {
-	EV_SAMPLE = 1,
-	EV_LAUNCH,
-	EV_KERNEL,
-	EV_COPY,
-	EV_API,
-	EV_NVTX,
-};
-
-struct rstr; /* a ring string, shared by events and refcounted */
-
-struct ev {
-	uint8_t type;
-	uint8_t kind; /* copies: Profd__GpuCopyKind */
-	uint8_t has_device;
-	uint8_t has_stream;
-	uint32_t pid;
-	uint32_t tid;
-	uint32_t uid;
-	uint32_t corr;
-	uint32_t stack; /* samples, launches */
-	uint32_t device;
-	uint32_t stream;
-	uint32_t depth;
-	uint64_t start; /* ts of samples and launches */
-	uint64_t end;
-	union {
-		uint64_t bytes; /* copies */
-		struct {
-			uint32_t grid, block; /* kernels; 0 when not reported */
-		};
-	};
-	struct rstr *name; /* kernels, api calls, NVTX */
-};
-
-struct ring {
-	struct ev *ev;
-	size_t cap;  /* slots allocated (grows up to max) */
-	size_t max;  /* slots allowed */
-	size_t head; /* oldest */
-	size_t n;
-	size_t limit; /* bytes: slots + strings */
-	size_t str_bytes;
-	struct rstr **strs; /* open addressing by string */
-	size_t str_mask, nstr;
-	uint64_t overwritten;
-};
-
 struct gpu {
 	struct gpu_opts o;
 	struct store *store;
@@ -209,14 +157,27 @@ struct gpu {
 	 * lives where the GC callback remaps it.
 	 */
 	uint32_t scratch_stack;
-	struct ring ring;
+};
+
+/* An attach message, validated and decoded by gpu_batch.c. Strings borrowed for the call. */
+struct gpu_attach_info {
+	Profd__GpuState state;
+	const char *detail;	  /* NULL or "": none */
+	const char *library_path; /* absolute; NULL unless READY */
+	Profd__GpuClock clock;
+	uint32_t cupti_version;
+	uint32_t launch_rate_limit;
 };
 
 /* gpu.c */
+/* The rest of gpu__attach, once the message is decoded: see gpu.h for the returns. */
+int gpu_proc_attach(struct gpu *g, uint32_t pid, uint32_t uid, unsigned int flags,
+		    const struct gpu_attach_info *m, bool *enable);
 struct gpu_proc *gpu_proc(const struct gpu *g, uint32_t pid);
 /* A string of the process's table by index: NULL for 0, a refused string or a bad index. */
 struct gname *gpu_proc_string(const struct gpu_proc *p, uint32_t idx, bool *bad);
-uint32_t gpu_uid_of(const struct gpu *g, uint32_t pid);
+/* Append a record to the timeline, when there is one. Returns 0 or -ENOMEM. */
+int gpu_timeline_push(struct gpu *g, const struct tl_event *e);
 /*
  * Whether p collects now: attached, READY, its owner's connection and covered by the session.
  * When not, its held samples are released.
@@ -258,7 +219,8 @@ void gpu_join_gc(struct gpu *g, enum store_gc_phase phase);
 
 /* gpu_labels.c */
 /* Returns 0, or -ENOSPC when refused (per-process cap or budget; counted by the caller). */
-int gpu_nvtx_add(struct gpu *g, struct gpu_proc *p, const Profd__GpuNvtxRange *r,
+/* range's name is ignored: the range takes a reference on name instead. */
+int gpu_nvtx_add(struct gpu *g, struct gpu_proc *p, const struct nvtx_range *range,
 		 struct gname *name);
 /*
  * The NVTX frames of (p, tid) at ts, innermost first (appended to a leaf-first stack they put
@@ -273,15 +235,5 @@ bool gpu_busy_at(struct gpu *g, struct gpu_proc *p, uint64_t ts);
 /* Drop the labels nothing can ask for any more. */
 void gpu_prune(struct gpu *g, struct gpu_proc *p, uint64_t now);
 void gpu_proc_free_labels(struct gpu *g, struct gpu_proc *p);
-
-/* gpu_ring.c */
-int ring_init(struct ring *r, size_t bytes);
-void ring_fini(struct ring *r);
-/*
- * Append; name is copied (NULL: none), cut to at most a 64th of the ring's bytes. Returns 0 or
- * -ENOMEM.
- */
-int ring_push(struct ring *r, const struct ev *e, const char *name);
-void ring_gc(struct gpu *g, enum store_gc_phase phase);
 
 #endif

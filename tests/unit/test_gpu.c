@@ -2,8 +2,9 @@
 /*
  * The GPU correlation module with a real store: the launch/record join in both orders, graph
  * launches, TTL expiry, weights, the stand-in stack, copies, held CPU samples with their NVTX
- * and GPU-idle labels, traces, the GC holder across compaction, the ring's bound and record
- * validation. Every expected value is exact.
+ * and GPU-idle labels, traces, the GC holder across compaction, the timeline's bound and record
+ * validation. Every expected value is exact. The ingest's part (what goes to the timeline, the
+ * store or gpu__hold) is played by the t_* helpers below, as the daemon's ingest.c does it.
  */
 #include "check.h"
 
@@ -15,10 +16,12 @@
 #include <time.h>
 
 #include "demangle.h"
+#include "dump.h"
 #include "gpu.h"
 #include "gpu_priv.h" /* sizes of the module's state, for the exact memory accounting checks */
 #include "log.h"
 #include "store.h"
+#include "timeline.h"
 
 #define PID 100
 #define TID 101
@@ -57,14 +60,77 @@ static bool fake_covers(void *ctx, uint32_t pid)
 struct fx {
 	struct store *s;
 	struct gpu *g;
+	struct timeline *tl;
 };
+
+/* The fixture in use, for the t_* helpers that stand in for the ingest. */
+static struct fx *cur;
+
+static uint32_t owner_of(uint32_t pid)
+{
+	struct store_process_info pi;
+
+	return store__process(cur->s, pid, &pi) ? pi.uid : STORE_UID_UNKNOWN;
+}
+
+static int t_push(enum tl_type type, uint64_t ts, uint32_t pid, uint32_t tid, uint32_t stack,
+		  uint32_t corr)
+{
+	struct tl_event e = { .type = type, .pid = pid, .tid = tid, .stack = stack, .corr = corr,
+			      .start = ts, .end = ts, .uid = owner_of(pid) };
+
+	return timeline__push(cur->tl, &e);
+}
+
+/* A CPU sample as ingest routes it: the timeline, then gpu__hold or the store. */
+static int t_cpu_sample(struct gpu *g, uint64_t ts, uint32_t pid, uint32_t tid, uint32_t stack)
+{
+	int err = t_push(TL_SAMPLE, ts, pid, tid, stack, 0);
+
+	if (err)
+		return err;
+	if (gpu__holds(g, pid))
+		return gpu__hold(g, ts, pid, tid, stack);
+	return store__add(cur->s, ts, pid, tid, stack, STORE_VALUE_CPU_SAMPLES, 1);
+}
+
+/* A USDT launch as ingest routes it (ingest never passes a zero id or stack). */
+static int t_launch(struct gpu *g, uint64_t ts, uint32_t pid, uint32_t tid, uint32_t stack,
+		    uint32_t corr)
+{
+	int err = corr && stack ? t_push(TL_LAUNCH, ts, pid, tid, stack, corr) : 0;
+
+	return err ? err : gpu__launch(g, ts, pid, tid, stack, corr);
+}
+
+/* A libcuda uprobe launch: counted in the store by the ingest alone. */
+static int t_uprobe_launch(struct gpu *g, uint64_t ts, uint32_t pid, uint32_t tid,
+			   uint32_t stack)
+{
+	int err = t_push(TL_LAUNCH, ts, pid, tid, stack, 0);
+
+	return err ? err : store__add(cur->s, ts, pid, tid, stack, STORE_VALUE_UPROBE_LAUNCHES, 1);
+}
+
+/* A trace dump as the daemon's handler builds it: the timeline plus the open NVTX ranges. */
+static int t_trace(struct gpu *g, const struct store_query *q, const struct trace_meta *meta,
+		   Profd__Trace **out)
+{
+	struct tl_event *open = NULL;
+	size_t nopen = 0;
+	int err = gpu__open_ranges(g, &open, &nopen);
+
+	if (!err)
+		err = dump__trace(cur->s, cur->tl, open, nopen, q, meta, out);
+	free(open);
+	return err;
+}
 
 static void fx_init_ttl(struct fx *f, size_t ring_bytes, uint64_t ttl)
 {
 	struct gpu_opts o = {
 		.join_ttl_ns = ttl,
 		.hold_ns = HOLD,
-		.ring_bytes = ring_bytes,
 		.attach_probe = fake_attach,
 		.detach_probe = fake_detach,
 		.covers = fake_covers,
@@ -73,9 +139,12 @@ static void fx_init_ttl(struct fx *f, size_t ring_bytes, uint64_t ttl)
 	probe_attached = probe_detached = probe_result = 0;
 	cover_all = true;
 	f->s = store__new(&(struct store_opts){ 0 });
+	f->tl = timeline__new(&(struct timeline_opts){ .bytes = ring_bytes });
 	o.store = f->s;
+	o.timeline = f->tl;
 	f->g = gpu__new(&o);
-	CHECK(f->s && f->g);
+	cur = f;
+	CHECK(f->s && f->g && f->tl);
 	store__set_process(f->s, PID, UID, "trainer");
 	store__set_thread(f->s, PID, TID, "main");
 	store__set_thread(f->s, PID, TID2, "loader");
@@ -89,6 +158,7 @@ static void fx_init(struct fx *f, size_t ring_bytes)
 static void fx_fini(struct fx *f)
 {
 	gpu__free(f->g);
+	timeline__free(f->tl);
 	store__free(f->s);
 }
 
@@ -335,7 +405,7 @@ static struct gpu_stats stats(struct fx *f)
 static void test_attach(void)
 {
 	Profd__GpuAttach a = PROFD__GPU_ATTACH__INIT;
-	Profd__GpuProcessStatus *st[4];
+	struct gpu_proc_status st[4];
 	struct batch b;
 	bool enable = true;
 	struct fx f;
@@ -374,17 +444,17 @@ static void test_attach(void)
 
 	CHECK_EQ_U(gpu__status(f.g, st, 4), 2);
 	for (int i = 0; i < 2; i++) {
-		if (st[i]->pid == PID) {
-			CHECK_EQ_I(st[i]->state, PROFD__GPU_STATE__GPU_STATE_READY);
-			CHECK(st[i]->enabled);
-			CHECK_EQ_U(st[i]->cupti_version, 130001);
-			CHECK_EQ_I(st[i]->clock, PROFD__GPU_CLOCK__GPU_CLOCK_CALLBACK);
+		if (st[i].pid == PID) {
+			CHECK_EQ_I(st[i].state, PROFD__GPU_STATE__GPU_STATE_READY);
+			CHECK(st[i].enabled);
+			CHECK_EQ_U(st[i].cupti_version, 130001);
+			CHECK_EQ_I(st[i].clock, PROFD__GPU_CLOCK__GPU_CLOCK_CALLBACK);
 		} else {
-			CHECK_EQ_U(st[i]->pid, OTHER_PID);
-			CHECK_EQ_I(st[i]->state, PROFD__GPU_STATE__GPU_STATE_SUBSCRIBER_TAKEN);
-			CHECK(!st[i]->enabled);
+			CHECK_EQ_U(st[i].pid, OTHER_PID);
+			CHECK_EQ_I(st[i].state, PROFD__GPU_STATE__GPU_STATE_SUBSCRIBER_TAKEN);
+			CHECK(!st[i].enabled);
 			/* One line: the newline is gone. */
-			CHECK_STREQ(st[i]->detail, "cuptiSubscribe: taken by \"kineto\"");
+			CHECK_STREQ(st[i].detail, "cuptiSubscribe: taken by \"kineto\"");
 		}
 	}
 	CHECK_EQ_U(gpu__status(f.g, st, 1), 2); /* how many there are, one filled */
@@ -428,7 +498,7 @@ static void test_join_orders(void)
 	st2 = stack_of(&f, "main", "train", "launch_b");
 
 	/* Launch first. */
-	CHECK_EQ_I(gpu__launch(f.g, 1000, PID, TID, st1, 7), 0);
+	CHECK_EQ_I(t_launch(f.g, 1000, PID, TID, st1, 7), 0);
 	batch_init(&b);
 	add_string(&b, "_Z4gemmPfi");	   /* 1 */
 	add_string(&b, "not_mangled_kernel"); /* 2 */
@@ -439,8 +509,8 @@ static void test_join_orders(void)
 	add_kernel(&b, 5000, 5100, 9, 3, 1);
 	CHECK_EQ_I(send(&f, &b), 0);
 	CHECK_EQ_U(stats(&f).joined, 1);
-	CHECK_EQ_I(gpu__launch(f.g, 3500, PID, TID2, st2, 8), 0);
-	CHECK_EQ_I(gpu__launch(f.g, 4900, PID, TID2, st2, 9), 0);
+	CHECK_EQ_I(t_launch(f.g, 3500, PID, TID2, st2, 8), 0);
+	CHECK_EQ_I(t_launch(f.g, 4900, PID, TID2, st2, 9), 0);
 	dump_rows(&f);
 
 	CHECK_EQ_U(val(&f, "main;train;launch_a;gemm(float*, int)[g]", TID, STORE_VALUE_GPU_NS),
@@ -475,7 +545,7 @@ static void test_graph_ttl_weights(void)
 	st = stack_of(&f, "main", "step", "graph_launch");
 
 	/* A graph: one launch, three kernels with its correlation id, in two batches. */
-	gpu__launch(f.g, 1000, PID, TID, st, 50);
+	t_launch(f.g, 1000, PID, TID, st, 50);
 	batch_init(&b);
 	add_string(&b, "k1");
 	add_string(&b, "k2");
@@ -491,7 +561,7 @@ static void test_graph_ttl_weights(void)
 	CHECK_EQ_U(stats(&f).joined, 3);
 
 	/* A launch whose records never come expires at its TTL, not before. */
-	gpu__launch(f.g, 10000, PID, TID, st, 51);
+	t_launch(f.g, 10000, PID, TID, st, 51);
 	gpu__tick(f.g, 10000 + TTL - 1);
 	CHECK_EQ_U(stats(&f).launches_expired, 0);
 	gpu__tick(f.g, 10000 + TTL);
@@ -503,8 +573,8 @@ static void test_graph_ttl_weights(void)
 	CHECK_EQ_U(stats(&f).joined, 3);
 
 	/* Weights: 3 kernels of 1000 ns with weights 2, 0, 1. */
-	gpu__launch(f.g, 30000, PID, TID2, st, 60);
-	gpu__launch(f.g, 30001, PID, TID2, st, 62);
+	t_launch(f.g, 30000, PID, TID2, st, 60);
+	t_launch(f.g, 30001, PID, TID2, st, 62);
 	batch_init(&b);
 	add_string(&b, "w");
 	add_kernel(&b, 31000, 32000, 60, 3, 2);
@@ -540,8 +610,8 @@ static void test_copies_uprobe(void)
 	fx_init(&f, 0);
 	attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable);
 	st = stack_of(&f, "main", "to_device", NULL);
-	gpu__launch(f.g, 1000, PID, TID, st, 5);
-	gpu__launch(f.g, 1000, PID, TID, st, 6);
+	t_launch(f.g, 1000, PID, TID, st, 5);
+	t_launch(f.g, 1000, PID, TID, st, 6);
 	batch_init(&b);
 	add_copy(&b, 2000, 2500, 5, PROFD__GPU_COPY_KIND__GPU_COPY_HTOD, 4096);
 	add_copy(&b, 3000, 3100, 6, PROFD__GPU_COPY_KIND__GPU_COPY_MEMSET, 100);
@@ -557,10 +627,9 @@ static void test_copies_uprobe(void)
 	CHECK_EQ_U(stats(&f).bad_records, 1);
 
 	/* A process without the library: launches counted per stack, no time. */
-	CHECK_EQ_I(gpu__uprobe_launch(f.g, 5000, OTHER_PID, 201, st), 0);
-	CHECK_EQ_I(gpu__uprobe_launch(f.g, 5001, OTHER_PID, 201, st), 0);
+	CHECK_EQ_I(t_uprobe_launch(f.g, 5000, OTHER_PID, 201, st), 0);
+	CHECK_EQ_I(t_uprobe_launch(f.g, 5001, OTHER_PID, 201, st), 0);
 	CHECK_EQ_U(val(&f, "main;to_device", 201, STORE_VALUE_UPROBE_LAUNCHES), 2);
-	CHECK_EQ_U(stats(&f).uprobe_launches, 2);
 	fx_fini(&f);
 }
 
@@ -577,15 +646,15 @@ static void test_held_idle(void)
 	other = stack_of(&f, "other_main", NULL, NULL);
 
 	/* A process without a library: straight to the store, no idle value. */
-	CHECK_EQ_I(gpu__cpu_sample(f.g, 1000, OTHER_PID, 201, other), 0);
+	CHECK_EQ_I(t_cpu_sample(f.g, 1000, OTHER_PID, 201, other), 0);
 	CHECK_EQ_U(val(&f, "other_main", 201, STORE_VALUE_CPU_SAMPLES), 1);
 
 	/* Held until the library says everything before them has arrived. */
-	gpu__cpu_sample(f.g, 5000, PID, TID, st);   /* before the kernels: idle */
-	gpu__cpu_sample(f.g, 15000, PID, TID, st);  /* inside [10000, 20000) */
-	gpu__cpu_sample(f.g, 20000, PID, TID, st);  /* at the end of the union: idle */
-	gpu__cpu_sample(f.g, 21500, PID, TID, st);  /* inside [21000, 22000) */
-	gpu__cpu_sample(f.g, 40000, PID, TID, st);  /* after complete_until: held on */
+	t_cpu_sample(f.g, 5000, PID, TID, st);   /* before the kernels: idle */
+	t_cpu_sample(f.g, 15000, PID, TID, st);  /* inside [10000, 20000) */
+	t_cpu_sample(f.g, 20000, PID, TID, st);  /* at the end of the union: idle */
+	t_cpu_sample(f.g, 21500, PID, TID, st);  /* inside [21000, 22000) */
+	t_cpu_sample(f.g, 40000, PID, TID, st);  /* after complete_until: held on */
 	CHECK_EQ_U(stats(&f).held, 5);
 	CHECK_EQ_U(val(&f, "main;work", 0, STORE_VALUE_CPU_SAMPLES), 0);
 
@@ -611,13 +680,13 @@ static void test_held_idle(void)
 	CHECK_EQ_U(val(&f, "main;work", TID, STORE_VALUE_GPU_IDLE_SAMPLES), 3);
 
 	/* Detach releases what is held at once. */
-	gpu__cpu_sample(f.g, 900000, PID, TID, st);
+	t_cpu_sample(f.g, 900000, PID, TID, st);
 	CHECK_EQ_U(stats(&f).held, 1);
 	gpu__detach(f.g, PID);
 	CHECK_EQ_U(stats(&f).held, 0);
 	CHECK_EQ_U(val(&f, "main;work", TID, STORE_VALUE_CPU_SAMPLES), 6);
 	/* Not attached any more: at once, no idle value. */
-	gpu__cpu_sample(f.g, 900001, PID, TID, st);
+	t_cpu_sample(f.g, 900001, PID, TID, st);
 	CHECK_EQ_U(val(&f, "main;work", TID, STORE_VALUE_CPU_SAMPLES), 7);
 	CHECK_EQ_U(val(&f, "main;work", TID, STORE_VALUE_GPU_IDLE_SAMPLES), 4);
 	fx_fini(&f);
@@ -635,12 +704,12 @@ static void test_nvtx(void)
 	st = stack_of(&f, "main", "work", NULL);
 	lst = stack_of(&f, "main", "launch", NULL);
 
-	gpu__cpu_sample(f.g, 3000, PID, TID, st);   /* epoch, step */
-	gpu__cpu_sample(f.g, 3000, PID, TID2, st);  /* another thread: none */
-	gpu__cpu_sample(f.g, 60000, PID, TID, st);  /* epoch only */
-	gpu__cpu_sample(f.g, 65000, PID, TID, st);  /* epoch, load (open) */
-	gpu__cpu_sample(f.g, 75000, PID, TID, st);  /* epoch, load (closed later) */
-	gpu__launch(f.g, 4000, PID, TID, lst, 9);
+	t_cpu_sample(f.g, 3000, PID, TID, st);   /* epoch, step */
+	t_cpu_sample(f.g, 3000, PID, TID2, st);  /* another thread: none */
+	t_cpu_sample(f.g, 60000, PID, TID, st);  /* epoch only */
+	t_cpu_sample(f.g, 65000, PID, TID, st);  /* epoch, load (open) */
+	t_cpu_sample(f.g, 75000, PID, TID, st);  /* epoch, load (closed later) */
+	t_launch(f.g, 4000, PID, TID, lst, 9);
 
 	batch_init(&b);
 	add_string(&b, "epoch"); /* 1 */
@@ -687,7 +756,7 @@ static const Profd__TraceKernel *kernel_by_corr(const Profd__Trace *t, uint32_t 
 static void test_trace(void)
 {
 	struct store_query q = { .end_ns = UINT64_MAX };
-	struct gpu_trace_meta meta = { .frequency_hz = 99, .realtime_offset_ns = 5 };
+	struct trace_meta meta = { .frequency_hz = 99, .realtime_offset_ns = 5 };
 	Profd__Trace *t = NULL;
 	struct fx f;
 	struct batch b;
@@ -695,16 +764,16 @@ static void test_trace(void)
 	uint32_t st, lst;
 
 	fx_init(&f, 0);
-	CHECK_EQ_I(gpu__trace(f.g, &q, &meta, &t), -ENODATA);
+	CHECK_EQ_I(t_trace(f.g, &q, &meta, &t), -ENODATA);
 	attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable);
 	st = stack_of(&f, "main", "work", NULL);
 	lst = stack_of(&f, "main", "launch", NULL);
 
 	/* Out of order on purpose: the trace sorts each list by time. */
-	gpu__cpu_sample(f.g, 9000, PID, TID, st);
-	gpu__cpu_sample(f.g, 3000, PID, TID, st);
-	gpu__launch(f.g, 2500, PID, TID, lst, 11);
-	gpu__launch(f.g, 2000, PID, TID, lst, 10);
+	t_cpu_sample(f.g, 9000, PID, TID, st);
+	t_cpu_sample(f.g, 3000, PID, TID, st);
+	t_launch(f.g, 2500, PID, TID, lst, 11);
+	t_launch(f.g, 2000, PID, TID, lst, 10);
 	batch_init(&b);
 	add_string(&b, "_Z3addv");
 	add_string(&b, "cudaLaunchKernel");
@@ -718,7 +787,7 @@ static void test_trace(void)
 	complete_until(&b, 9500);
 	CHECK_EQ_I(send(&f, &b), 0);
 
-	CHECK_EQ_I(gpu__trace(f.g, &q, &meta, &t), 0);
+	CHECK_EQ_I(t_trace(f.g, &q, &meta, &t), 0);
 	CHECK(t != NULL);
 	if (!t) {
 		fx_fini(&f);
@@ -775,12 +844,12 @@ static void test_trace(void)
 	CHECK_EQ_U(t->frequency_hz, 99);
 	CHECK_EQ_I(t->realtime_offset_ns, 5);
 	CHECK_EQ_U(t->events_overwritten, 0);
-	gpu__trace_free(t);
+	dump__trace_free(t);
 
 	/* A window: only what overlaps [3000, 4000). */
 	q.start_ns = 3000;
 	q.end_ns = 4000;
-	CHECK_EQ_I(gpu__trace(f.g, &q, &meta, &t), 0);
+	CHECK_EQ_I(t_trace(f.g, &q, &meta, &t), 0);
 	if (t) {
 		CHECK_EQ_U(t->n_samples, 1);
 		CHECK_EQ_U(t->n_launches, 0);
@@ -789,20 +858,20 @@ static void test_trace(void)
 		CHECK_EQ_U(t->n_copies, 0);
 		CHECK_EQ_U(t->start_ns, 3000);
 		CHECK_EQ_U(t->end_ns, 4000);
-		gpu__trace_free(t);
+		dump__trace_free(t);
 	}
 	/* Another uid sees nothing; another pid neither. */
 	q = (struct store_query){ .end_ns = UINT64_MAX, .filter_uid = true, .uid = UID + 1 };
-	CHECK_EQ_I(gpu__trace(f.g, &q, &meta, &t), -ENODATA);
+	CHECK_EQ_I(t_trace(f.g, &q, &meta, &t), -ENODATA);
 	q = (struct store_query){ .end_ns = UINT64_MAX, .pids = (uint32_t[]){ OTHER_PID },
 				  .npids = 1 };
-	CHECK_EQ_I(gpu__trace(f.g, &q, &meta, &t), -ENODATA);
+	CHECK_EQ_I(t_trace(f.g, &q, &meta, &t), -ENODATA);
 	q = (struct store_query){ .end_ns = UINT64_MAX, .filter_uid = true, .uid = UID };
-	CHECK_EQ_I(gpu__trace(f.g, &q, &meta, &t), 0);
+	CHECK_EQ_I(t_trace(f.g, &q, &meta, &t), 0);
 	if (t) {
 		CHECK_EQ_U(t->only_uid, UID);
 		CHECK_EQ_U(t->n_kernels, 2);
-		gpu__trace_free(t);
+		dump__trace_free(t);
 	}
 	fx_fini(&f);
 }
@@ -822,8 +891,8 @@ static void test_gc(void)
 	st = stack_of(&f, "main", "pending_launch", NULL);
 	held_st = stack_of(&f, "main", "held_sample", NULL);
 	CHECK(dead < st && st < held_st);
-	gpu__launch(f.g, 1000, PID, TID, st, 3);
-	gpu__cpu_sample(f.g, 2000, PID, TID, held_st);
+	t_launch(f.g, 1000, PID, TID, st, 3);
+	t_cpu_sample(f.g, 2000, PID, TID, held_st);
 	store__stats(f.s, &ss);
 	before_gen = (uint32_t)ss.generation;
 	CHECK_EQ_I(store__compact(f.s), 0);
@@ -846,6 +915,7 @@ static void test_ring_bad(void)
 {
 	struct store_query q = { .end_ns = UINT64_MAX };
 	Profd__Trace *t = NULL;
+	struct timeline_stats ts;
 	struct gpu_stats gs;
 	struct fx f;
 	struct batch b;
@@ -857,25 +927,25 @@ static void test_ring_bad(void)
 	attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable);
 	st = stack_of(&f, "main", NULL, NULL);
 	for (uint64_t i = 1; i <= n; i++)
-		CHECK_EQ_I(gpu__cpu_sample(f.g, i * 10, OTHER_PID, 201, st), 0);
-	gs = stats(&f);
-	CHECK(gs.ring_overwritten > 0);
-	CHECK(gs.ring_events * 32 <= 64 << 10); /* an event takes at least 32 bytes */
-	CHECK_EQ_U(gs.ring_events + gs.ring_overwritten, n);
-	CHECK_EQ_I(gpu__trace(f.g, &q, NULL, &t), 0);
+		CHECK_EQ_I(t_cpu_sample(f.g, i * 10, OTHER_PID, 201, st), 0);
+	timeline__stats(f.tl, &ts);
+	CHECK(ts.overwritten > 0);
+	CHECK(ts.events * 32 <= 64 << 10); /* an event takes at least 32 bytes */
+	CHECK_EQ_U(ts.events + ts.overwritten, n);
+	CHECK_EQ_I(t_trace(f.g, &q, NULL, &t), 0);
 	if (t) {
-		CHECK_EQ_U(t->n_samples, gs.ring_events);
+		CHECK_EQ_U(t->n_samples, ts.events);
 		/* The oldest went first. */
-		CHECK_EQ_U(t->samples[0]->ts_ns, (gs.ring_overwritten + 1) * 10);
+		CHECK_EQ_U(t->samples[0]->ts_ns, (ts.overwritten + 1) * 10);
 		CHECK_EQ_U(t->samples[t->n_samples - 1]->ts_ns, n * 10);
-		CHECK_EQ_U(t->events_overwritten, gs.ring_overwritten);
-		gpu__trace_free(t);
+		CHECK_EQ_U(t->events_overwritten, ts.overwritten);
+		dump__trace_free(t);
 	}
 	/* The store got every sample: the ring's bound is the ring's alone. */
 	CHECK_EQ_U(val(&f, "main", 201, STORE_VALUE_CPU_SAMPLES), n);
 
 	/* Bad records: counted, skipped, charged nowhere. */
-	gpu__launch(f.g, 100, PID, TID, st, 1);
+	t_launch(f.g, 100, PID, TID, st, 1);
 	batch_init(&b);
 	add_string(&b, "k");
 	add_kernel(&b, 2000, 1000, 1, 1, 1);		    /* ends before it starts */
@@ -909,8 +979,8 @@ static void test_exit(void)
 	fx_init(&f, 0);
 	attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable);
 	st = stack_of(&f, "main", NULL, NULL);
-	gpu__launch(f.g, 1000, PID, TID, st, 1);
-	gpu__cpu_sample(f.g, 1500, PID, TID, st);
+	t_launch(f.g, 1000, PID, TID, st, 1);
+	t_cpu_sample(f.g, 1500, PID, TID, st);
 	batch_init(&b);
 	add_string(&b, "k");
 	add_kernel(&b, 2000, 2200, 2, 1, 1); /* its launch never comes */
@@ -1098,8 +1168,8 @@ static void test_kernel_leaf(void)
 	st = stack_of(&f, "main", "launch", NULL);
 	make_bomb(bomb12, sizeof(bomb12), 12);
 	make_bomb(bomb14, sizeof(bomb14), 14);
-	gpu__launch(f.g, NOW + 1, PID, TID, st, 1);
-	gpu__launch(f.g, NOW + 2, PID, TID, st, 2);
+	t_launch(f.g, NOW + 1, PID, TID, st, 1);
+	t_launch(f.g, NOW + 2, PID, TID, st, 2);
 	batch_init(&b);
 	add_string(&b, bomb12);
 	add_string(&b, bomb14);
@@ -1113,14 +1183,14 @@ static void test_kernel_leaf(void)
 	CHECK_EQ_U(leaf_len(&f, 2, &lf), strlen(bomb14));
 	CHECK_STREQ(lf.name, bomb14);
 	/* In the ring a name takes at most a 64th of it: 1024 bytes, 33 of them overhead. */
-	CHECK_EQ_I(gpu__trace(f.g, &q, NULL, &t), 0);
+	CHECK_EQ_I(t_trace(f.g, &q, NULL, &t), 0);
 	if (t) {
 		const Profd__TraceKernel *k = kernel_by_corr(t, 1);
 		const char *name = k ? t->strings[k->name] : "";
 
 		CHECK_EQ_U(strlen(name), 991);
 		CHECK(!strcmp(name + 988, "..."));
-		gpu__trace_free(t);
+		dump__trace_free(t);
 	}
 	fx_fini(&f);
 }
@@ -1149,16 +1219,16 @@ static void test_join_deadlines(void)
 	CHECK_EQ_U(stats(&f).unmatched, 2);
 
 	/* A refreshed launch goes to the tail: the one behind it still expires on time. */
-	gpu__launch(f.g, T, PID, TID, st, 10);
-	gpu__launch(f.g, T + 10, PID, TID, st, 11);
-	gpu__launch(f.g, T + TTL / 2, PID, TID, st, 10); /* the first is settled: expired */
+	t_launch(f.g, T, PID, TID, st, 10);
+	t_launch(f.g, T + 10, PID, TID, st, 11);
+	t_launch(f.g, T + TTL / 2, PID, TID, st, 10); /* the first is settled: expired */
 	CHECK_EQ_U(stats(&f).launches_expired, 1);
 	gpu__tick(f.g, T + 10 + TTL);
 	CHECK_EQ_U(stats(&f).launches_expired, 2);
 
 	/* An exited process's joins go at once, another pid's stay. */
-	gpu__launch(f.g, T + 20 + TTL, OTHER_PID, 201, st, 20);
-	gpu__launch(f.g, T + 20 + TTL, PID, TID, st, 21);
+	t_launch(f.g, T + 20 + TTL, OTHER_PID, 201, st, 20);
+	t_launch(f.g, T + 20 + TTL, PID, TID, st, 21);
 	gpu__process_exited(f.g, PID);
 	gpu__tick(f.g, T + 30 + TTL);
 	CHECK_EQ_U(stats(&f).launches_expired, 4);
@@ -1277,7 +1347,7 @@ static void test_record_times(void)
 	CHECK_EQ_U(gpu_proc(f.g, PID)->nnvtx, 0);
 
 	/* Malformed: the batch is refused whole, nothing of it kept. */
-	events = stats(&f).ring_events;
+	events = timeline__count(f.tl);
 	batch_init(&b);
 	add_kernel(&b, NOW, NOW + 10, 7, 1, 65537);
 	add_kernel(&b, NOW, NOW + 10, 8, 1, 1);
@@ -1293,7 +1363,7 @@ static void test_record_times(void)
 	CHECK_EQ_I(gpu__batch(f.g, PID, &b.b, &enable), -EINVAL);
 	CHECK_EQ_U(stats(&f).records, 2);
 	CHECK_EQ_U(stats(&f).dropped, 0);
-	CHECK_EQ_U(stats(&f).ring_events, events);
+	CHECK_EQ_U(timeline__count(f.tl), events);
 	/* The bounds themselves are fine. */
 	batch_init(&b);
 	add_kernel(&b, NOW, NOW + 10, 7, 1, 65536);
@@ -1317,7 +1387,7 @@ static void test_out_of_order_labels(void)
 	attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable);
 	st = stack_of(&f, "main", "work", NULL);
 	for (uint64_t ts = 150; ts <= 550; ts += 100)
-		gpu__cpu_sample(f.g, NOW + ts, PID, TID, st);
+		t_cpu_sample(f.g, NOW + ts, PID, TID, st);
 	batch_init(&b);
 	add_string(&b, "k");
 	add_string(&b, "late");
@@ -1408,7 +1478,7 @@ static double time_nvtx(size_t n, size_t nranges)
 	}
 	big_init(&bb, n);
 	for (size_t i = 0; i < n; i++) {
-		gpu__launch(f.g, NOW + 100 * i + 10, PID, TID, st, (uint32_t)i + 1);
+		t_launch(f.g, NOW + 100 * i + 10, PID, TID, st, (uint32_t)i + 1);
 		big_kernel(&bb, NOW + 100 * i + 20, NOW + 100 * i + 30, (uint32_t)i + 1, 1, 1);
 	}
 	t = secs();
@@ -1461,8 +1531,8 @@ static void test_idle_running_kernel(void)
 	st = stack_of(&f, "main", "work", NULL);
 	lst = stack_of(&f, "main", "launch", NULL);
 	/* A kernel launched before the sample has no record yet: it may be running. */
-	gpu__launch(f.g, NOW + 100, PID, TID, lst, 1);
-	gpu__cpu_sample(f.g, NOW + 200, PID, TID, st);
+	t_launch(f.g, NOW + 100, PID, TID, lst, 1);
+	t_cpu_sample(f.g, NOW + 200, PID, TID, st);
 	batch_init(&b);
 	add_string(&b, "k");
 	complete_until(&b, NOW + 300);
@@ -1477,9 +1547,9 @@ static void test_idle_running_kernel(void)
 	CHECK_EQ_U(val(&f, "main;work", TID, STORE_VALUE_CPU_SAMPLES), 1);
 	CHECK_EQ_U(val(&f, "main;work", TID, STORE_VALUE_GPU_IDLE_SAMPLES), 0);
 	/* A launch whose record never comes holds samples for hold_ns only. */
-	gpu__launch(f.g, NOW + 1000, PID, TID, lst, 2);
-	gpu__cpu_sample(f.g, NOW + 1100, PID, TID, st);
-	gpu__cpu_sample(f.g, NOW + 900, PID, TID, st); /* before it: released */
+	t_launch(f.g, NOW + 1000, PID, TID, lst, 2);
+	t_cpu_sample(f.g, NOW + 1100, PID, TID, st);
+	t_cpu_sample(f.g, NOW + 900, PID, TID, st); /* before it: released */
 	batch_init(&b);
 	complete_until(&b, NOW + 2000);
 	CHECK_EQ_I(send(&f, &b), 0);
@@ -1510,7 +1580,7 @@ static void test_nvtx_kept_for_joins(void)
 	add_string(&b, "k");
 	add_nvtx(&b, NOW + 10, NOW + 100, TID, 1, 0, false);
 	CHECK_EQ_I(send(&f, &b), 0);
-	gpu__launch(f.g, NOW + 50, PID, TID, lst, 3);
+	t_launch(f.g, NOW + 50, PID, TID, lst, 3);
 	/* Past twice the hold, within the TTL: the launch's range is still there. */
 	gpu__tick(f.g, NOW + 100 + 2 * HOLD + 1);
 	CHECK_EQ_U(gpu_proc(f.g, PID)->nnvtx, 1);
@@ -1550,7 +1620,7 @@ static void test_attach_rules(void)
 	CHECK(!enable);
 	CHECK_EQ_I(probe_attached, 0);
 	st = stack_of(&f, "main", NULL, NULL);
-	gpu__cpu_sample(f.g, NOW + 1, OTHER_PID, 201, st);
+	t_cpu_sample(f.g, NOW + 1, OTHER_PID, 201, st);
 	CHECK_EQ_U(stats(&f).held, 0);
 
 	/* The probe goes on once, whatever the library says after. */
@@ -1587,17 +1657,17 @@ static void test_attach_rules(void)
 		CHECK_EQ_I(probe_attached, 1);
 		batch_init(&b);
 		CHECK_EQ_I(gpu__batch(f.g, 300, &b.b, &enable), -EPERM);
-		gpu__cpu_sample(f.g, NOW + 1, 300, 301, st);
+		t_cpu_sample(f.g, NOW + 1, 300, 301, st);
 		CHECK_EQ_U(stats(&f).held, 0);
 	}
 	batch_init(&b);
 	add_string(&b, "k");
 	add_kernel(&b, NOW + 10, NOW + 20, 1, 1, 0);
 	CHECK_EQ_I(send(&f, &b), 0);
-	CHECK_EQ_I(gpu__trace(f.g, &q, NULL, &t), 0);
+	CHECK_EQ_I(t_trace(f.g, &q, NULL, &t), 0);
 	if (t) {
 		CHECK_EQ_U(t->n_kernels, 1);
-		gpu__trace_free(t);
+		dump__trace_free(t);
 	}
 	fx_fini(&f);
 }
@@ -1616,7 +1686,7 @@ static void test_lower(void)
 	attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable);
 	store__set_process(f.s, OTHER_PID, UID + 1, "other");
 	st = stack_of(&f, "main", "work", NULL);
-	gpu__cpu_sample(f.g, NOW - 50, OTHER_PID, 201, st); /* another user's, older */
+	t_cpu_sample(f.g, NOW - 50, OTHER_PID, 201, st); /* another user's, older */
 	batch_init(&b);
 	add_string(&b, "r");
 	add_nvtx(&b, NOW + 100, NOW + 500, TID, 1, 0, true);
@@ -1627,17 +1697,17 @@ static void test_lower(void)
 	add_nvtx(&b, NOW + 100, NOW + 100, TID, 1, 0, false);
 	CHECK_EQ_I(send(&f, &b), 0);
 	CHECK_EQ_U(gpu_proc(f.g, PID)->nopen, 0);
-	gpu__cpu_sample(f.g, NOW + 300, PID, TID, st);
+	t_cpu_sample(f.g, NOW + 300, PID, TID, st);
 	batch_init(&b);
 	complete_until(&b, NOW + 600);
 	CHECK_EQ_I(send(&f, &b), 0);
 	CHECK_EQ_U(val(&f, "main;work", TID, STORE_VALUE_CPU_SAMPLES), 1);
 	/* The trace's start is the caller's oldest event, not another user's. */
-	CHECK_EQ_I(gpu__trace(f.g, &q, NULL, &t), 0);
+	CHECK_EQ_I(t_trace(f.g, &q, NULL, &t), 0);
 	if (t) {
 		CHECK_EQ_U(t->start_ns, NOW + 100);
 		CHECK_EQ_U(t->oldest_ns, NOW + 100);
-		gpu__trace_free(t);
+		dump__trace_free(t);
 	}
 	fx_fini(&f);
 }

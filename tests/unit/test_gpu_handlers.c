@@ -281,10 +281,13 @@ int main(void)
 	t0 = d.start_ns - 20 * NSEC_PER_SEC;
 	d.store = store__new(&(struct store_opts){ 0 });
 	d.sym = symbolizer__new(&(struct symbolizer_opts){ 0 });
-	d.ingest = ingest__new(&(struct ingest_opts){ .store = d.store, .sym = d.sym });
-	d.gpu = gpu__new(&(struct gpu_opts){ .store = d.store, .attach_probe = stub_attach,
+	d.timeline = timeline__new(&(struct timeline_opts){ 0 });
+	d.ingest = ingest__new(&(struct ingest_opts){ .store = d.store, .sym = d.sym,
+						      .timeline = d.timeline });
+	d.gpu = gpu__new(&(struct gpu_opts){ .store = d.store, .timeline = d.timeline,
+					     .attach_probe = stub_attach,
 					     .detach_probe = stub_detach });
-	CHECK(d.store && d.sym && d.ingest && d.gpu);
+	CHECK(d.store && d.sym && d.ingest && d.gpu && d.timeline);
 	store__set_process(d.store, 500, 1000, "train_a");
 	store__set_process(d.store, 600, 2000, "train_b");
 
@@ -394,6 +397,7 @@ int main(void)
 	handlers__fini(&d);
 	fake_proc_rm();
 	gpu__free(d.gpu);
+	timeline__free(d.timeline);
 	ingest__free(d.ingest);
 	symbolizer__free(d.sym);
 	store__free(d.store);

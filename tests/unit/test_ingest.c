@@ -4,8 +4,9 @@
  * valid samples of this very process are symbolized (leaf first, callers looked up at addr - 1)
  * and stored, synthetic frames mark empty and truncated stacks, exec and exit records update
  * the process table. Launch records are validated like samples, dropped without a GPU module,
- * and with one their stacks go to gpu__launch / gpu__uprobe_launch (a test double here), as do
- * CPU samples to gpu__cpu_sample instead of the store.
+ * and with one USDT launch stacks go to gpu__launch (a test double here) and uprobe launches to
+ * the store. CPU samples go to the store unless gpu__holds names their process; then to
+ * gpu__hold. Every sample and launch also goes to the timeline.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -33,7 +34,7 @@ __attribute__((noinline)) int caller_fn(int x)
 }
 
 /* The GPU module's entry points the ingest calls, recorded instead of run. */
-enum gpu_call_kind { CALL_CPU = 1, CALL_LAUNCH, CALL_UPROBE, CALL_EXITED };
+enum gpu_call_kind { CALL_HOLD = 1, CALL_LAUNCH, CALL_EXITED };
 
 struct gpu_call {
 	enum gpu_call_kind kind;
@@ -53,9 +54,17 @@ static void record_call(enum gpu_call_kind kind, struct gpu *g, uint64_t ts, uin
 	ncalls++;
 }
 
-int gpu__cpu_sample(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack)
+/* The pid whose samples the double holds; 0: none. */
+static uint32_t held_pid;
+
+bool gpu__holds(const struct gpu *g, uint32_t pid)
 {
-	record_call(CALL_CPU, g, ts_ns, pid, tid, stack, 0);
+	return g && pid == held_pid;
+}
+
+int gpu__hold(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack)
+{
+	record_call(CALL_HOLD, g, ts_ns, pid, tid, stack, 0);
 	return 0;
 }
 
@@ -66,11 +75,6 @@ int gpu__launch(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint3
 	return 0;
 }
 
-int gpu__uprobe_launch(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack)
-{
-	record_call(CALL_UPROBE, g, ts_ns, pid, tid, stack, 0);
-	return 0;
-}
 
 void gpu__process_exited(struct gpu *g, uint32_t pid)
 {
@@ -163,6 +167,33 @@ static int keys_of(struct store *s, uint32_t pid, uint32_t tid)
 	return c.keys;
 }
 
+struct value_q {
+	uint32_t stack;
+	enum store_value col;
+	uint64_t v;
+};
+
+static int value_cb(uint32_t pid, uint32_t tid, uint32_t stack,
+		    const uint64_t values[STORE_VALUE__COUNT], void *ctx)
+{
+	struct value_q *q = ctx;
+
+	if (stack == q->stack)
+		q->v += values[q->col];
+	return 0;
+}
+
+/* The store's total of column col for (pid, tid, stack). */
+static uint64_t value_of(struct store *s, uint32_t pid, uint32_t tid, uint32_t stack,
+			 enum store_value col)
+{
+	struct store_query q = { .end_ns = UINT64_MAX, .pids = &pid, .npids = 1, .tid = tid };
+	struct value_q v = { .stack = stack, .col = col };
+
+	store__query(s, &q, value_cb, &v);
+	return v.v;
+}
+
 /* A launch record of this process: leaf_fn called from caller_fn, on thread tid. */
 static void fill_launch(uint32_t pid, uint32_t tid, uint32_t corr, uint32_t flags)
 {
@@ -181,7 +212,9 @@ static void test_launch(void)
 	struct store *store = store__new(&(struct store_opts){ 0 });
 	struct symbolizer *sym = symbolizer__new(&(struct symbolizer_opts){ .no_kernel = true });
 	struct gpu *fake = (struct gpu *)&ncalls; /* never dereferenced: only compared */
+	struct timeline *tl = timeline__new(&(struct timeline_opts){ .bytes = 1 << 20 });
 	uint32_t me = (uint32_t)getpid();
+	const struct tl_event *ev;
 	struct ingest *plain, *in;
 	struct profd_task_rec task;
 	struct ingest_stats st;
@@ -189,9 +222,10 @@ static void test_launch(void)
 	char names[512];
 	uint64_t ts;
 
-	CHECK(store && sym);
+	CHECK(store && sym && tl);
 	plain = ingest__new(&(struct ingest_opts){ .store = store, .sym = sym });
-	in = ingest__new(&(struct ingest_opts){ .store = store, .sym = sym, .gpu = fake });
+	in = ingest__new(&(struct ingest_opts){
+	    .store = store, .sym = sym, .gpu = fake, .timeline = tl });
 	CHECK(plain && in);
 	if (!plain || !in)
 		goto out;
@@ -240,43 +274,66 @@ static void test_launch(void)
 	CHECK_STREQ(names, "leaf_fn;caller_fn");
 	CHECK_EQ_I(keys_of(store, me, me + 10), 0); /* the GPU module stores, not the ingest */
 	CHECK_STREQ(store__thread_name(store, me, me + 10), "test_ingest");
+	/* ... and the timeline has the launch, filed under the process's owner. */
+	CHECK_EQ_U(timeline__count(tl), 1);
+	ev = timeline__event(tl, 0);
+	CHECK(ev != NULL);
+	if (!ev)
+		goto out;
+	CHECK_EQ_I(ev->type, TL_LAUNCH);
+	CHECK_EQ_U(ev->corr, 4242);
+	CHECK_EQ_U(ev->stack, launch_stack);
+	CHECK_EQ_U(ev->start, ts);
+	CHECK_EQ_U(ev->uid, getuid());
 
-	/* A uprobe launch: gpu__uprobe_launch with the same stack. */
+	/* A uprobe launch: counted in the store by the ingest itself, with the same stack. */
 	fill_launch(me, me + 11, 0, PROFD_SAMPLE_UPROBE);
-	ts = rec.ts_ns;
 	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
-	CHECK_EQ_I(ncalls, 2);
-	CHECK_EQ_I(calls[1].kind, CALL_UPROBE);
-	CHECK(calls[1].g == fake);
-	CHECK_EQ_U(calls[1].ts, ts);
-	CHECK_EQ_U(calls[1].pid, me);
-	CHECK_EQ_U(calls[1].tid, me + 11);
-	CHECK_EQ_U(calls[1].stack, launch_stack);
+	CHECK_EQ_I(ncalls, 1);
+	CHECK_EQ_I(keys_of(store, me, me + 11), 1);
+	CHECK_EQ_U(value_of(store, me, me + 11, launch_stack, STORE_VALUE_UPROBE_LAUNCHES), 1);
+	CHECK_EQ_U(value_of(store, me, me + 11, launch_stack, STORE_VALUE_CPU_SAMPLES), 0);
 
-	/* A CPU sample of the same code: the same stack, to gpu__cpu_sample, not to the store. */
+	/* A CPU sample of the same code, its process not held: the same stack, to the store. */
 	fill(me, 0, 2);
 	rec.tid = me + 12;
 	rec.ips[0] = (uint64_t)(uintptr_t)&leaf_fn + 1;
 	rec.ips[1] = (uint64_t)(uintptr_t)&caller_fn + 5;
-	ts = rec.ts_ns;
 	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
-	CHECK_EQ_I(ncalls, 3);
-	CHECK_EQ_I(calls[2].kind, CALL_CPU);
-	CHECK_EQ_U(calls[2].ts, ts);
-	CHECK_EQ_U(calls[2].pid, me);
-	CHECK_EQ_U(calls[2].tid, me + 12);
-	CHECK_EQ_U(calls[2].stack, launch_stack);
-	CHECK_EQ_I(keys_of(store, me, me + 12), 0);
+	CHECK_EQ_I(ncalls, 1);
+	CHECK_EQ_U(value_of(store, me, me + 12, launch_stack, STORE_VALUE_CPU_SAMPLES), 1);
+
+	/* Once the GPU module holds the process's samples: to gpu__hold, not to the store. */
+	held_pid = me;
+	rec.ts_ns = ts = mono_ns();
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	held_pid = 0;
+	CHECK_EQ_I(ncalls, 2);
+	CHECK_EQ_I(calls[1].kind, CALL_HOLD);
+	CHECK(calls[1].g == fake);
+	CHECK_EQ_U(calls[1].ts, ts);
+	CHECK_EQ_U(calls[1].pid, me);
+	CHECK_EQ_U(calls[1].tid, me + 12);
+	CHECK_EQ_U(calls[1].stack, launch_stack);
+	CHECK_EQ_U(value_of(store, me, me + 12, launch_stack, STORE_VALUE_CPU_SAMPLES), 1);
+	/* Every one of them is on the timeline, held or not. */
+	CHECK_EQ_U(timeline__count(tl), 4);
+	ev = timeline__event(tl, 3);
+	if (ev) {
+		CHECK_EQ_I(ev->type, TL_SAMPLE);
+		CHECK_EQ_U(ev->tid, me + 12);
+		CHECK_EQ_U(ev->start, ts);
+	}
 
 	/* A user stack the kernel could not read: the launch still goes, as [no stack]. */
 	fill_launch(me, me + 13, 9, PROFD_SAMPLE_USTACK_ERR);
 	rec.nr_user = 0;
 	rec.hdr.size = PROFD_SAMPLE_HDR_SIZE;
 	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
-	CHECK_EQ_I(ncalls, 4);
-	CHECK_EQ_I(calls[3].kind, CALL_LAUNCH);
-	CHECK_EQ_U(calls[3].corr, 9);
-	names_of(store, calls[3].stack, names, sizeof(names));
+	CHECK_EQ_I(ncalls, 3);
+	CHECK_EQ_I(calls[2].kind, CALL_LAUNCH);
+	CHECK_EQ_U(calls[2].corr, 9);
+	names_of(store, calls[2].stack, names, sizeof(names));
 	CHECK_STREQ(names, "[no stack]");
 
 	/* The process exits: the GPU module hears of it. */
@@ -285,19 +342,20 @@ static void test_launch(void)
 	task.hdr.size = sizeof(task);
 	task.pid = me;
 	CHECK_EQ_I(ingest__record(in, &task, sizeof(task)), 0);
-	CHECK_EQ_I(ncalls, 5);
-	CHECK_EQ_I(calls[4].kind, CALL_EXITED);
-	CHECK_EQ_U(calls[4].pid, me);
+	CHECK_EQ_I(ncalls, 4);
+	CHECK_EQ_I(calls[3].kind, CALL_EXITED);
+	CHECK_EQ_U(calls[3].pid, me);
 
 	ingest__stats(in, &st);
 	CHECK_EQ_U(st.launches, 3);
 	CHECK_EQ_U(st.uprobe_launches, 1);
 	CHECK_EQ_U(st.launches_dropped, 0);
-	CHECK_EQ_U(st.samples, 1);
+	CHECK_EQ_U(st.samples, 2);
 	CHECK_EQ_U(st.malformed, 4);
 	CHECK_EQ_U(st.store_errors, 0);
 out:
 	ingest__free(in);
+	timeline__free(tl);
 	ingest__free(plain);
 	symbolizer__free(sym);
 	store__free(store);

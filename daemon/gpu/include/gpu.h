@@ -3,7 +3,8 @@
  * GPU correlation: joins the launch stacks the USDT probe captured with the kernel and copy
  * records the CUPTI library sends, charges GPU time to the launching stack, labels CPU samples
  * with the NVTX ranges active on their thread and with whether the process's GPU was idle, and
- * keeps a bounded ring of raw events for timelines.
+ * writes its records (kernels, copies, API calls, closed NVTX ranges) to the timeline. The
+ * uplink's messages are decoded in gpu_batch.c alone; the module encodes nothing.
  *
  * Time: every timestamp is CLOCK_MONOTONIC ns (bpf_ktime_get_ns and the library's converted
  * CUPTI clock).
@@ -12,7 +13,8 @@
  * that every GPU record older than the sample has arrived (GpuBatch.complete_until_ns) and no
  * launch of the process before the sample still waits for its first record (a kernel that may
  * be running), or until hold_ns passed, because the NVTX ranges and kernels that decide their
- * labels arrive late. Samples of other processes go to the store at once (and into the ring).
+ * labels arrive late. Ingest asks gpu__holds for each sample and hands only those to gpu__hold;
+ * it adds every other sample to the store itself.
  *
  * Bounded: per process (NVTX ranges, busy intervals, waiting records, held samples), in bytes
  * for all of it (max_bytes), and record times are checked against the module's clock.
@@ -29,12 +31,13 @@
 
 #include "profd.pb-c.h"
 #include "store.h"
+#include "timeline.h"
 
 struct gpu_opts {
 	struct store *store;   /* borrowed */
 	uint64_t join_ttl_ns;  /* a launch or a record waits this long for its partner; 0: 30 s */
 	uint64_t hold_ns;      /* the longest a CPU sample is held for labels; 0: 3 s */
-	size_t ring_bytes;     /* raw event ring for traces; 0: 32 MiB */
+	struct timeline *timeline; /* borrowed; NULL: records are not kept for traces */
 	size_t max_pending;    /* launches + records waiting to join, all processes; 0: 1 << 20 */
 	/*
 	 * Bytes of GPU state (string tables, waiting records, NVTX ranges, busy intervals, held
@@ -64,10 +67,7 @@ struct gpu_stats {
 	uint64_t unprobed;	/* records with weight 0 (covered by a weighted launch) */
 	uint64_t dropped;	/* records the libraries reported lost */
 	uint64_t launches_expired; /* launches whose records never came */
-	uint64_t uprobe_launches;  /* launches from libcuda uprobes */
 	uint64_t held;		   /* CPU samples held right now */
-	uint64_t ring_events;	   /* events in the ring now */
-	uint64_t ring_overwritten; /* events the ring dropped, oldest first */
 	uint64_t bad_records;	   /* records that failed validation (end < start, bad string,
 				    * a time outside [now - (TTL + hold), now + 60 s]) */
 	uint64_t refused;	   /* records, ranges and strings not kept: a per-process cap or
@@ -111,17 +111,20 @@ int gpu__batch(struct gpu *g, uint32_t pid, const Profd__GpuBatch *m, bool *enab
 void gpu__detach(struct gpu *g, uint32_t pid);
 
 /*
- * Every CPU sample the ingest symbolized (stack interned in the store). The module adds it to
- * the store (column STORE_VALUE_CPU_SAMPLES, at once or after holding it) and to the ring.
- * Returns 0 or -ENOMEM.
+ * Whether pid's CPU samples must be held for labelling (its library collects now). When false
+ * the caller adds the sample to the store itself.
  */
-int gpu__cpu_sample(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack);
+bool gpu__holds(const struct gpu *g, uint32_t pid);
+/*
+ * Hold a CPU sample of a process gpu__holds named (stack interned in the store): it goes to the
+ * store (STORE_VALUE_CPU_SAMPLES, and STORE_VALUE_GPU_IDLE_SAMPLES when no kernel covered it)
+ * with its NVTX frames once its labels are known. A process that stopped collecting meanwhile
+ * gets it added at once. Returns 0 or -ENOMEM.
+ */
+int gpu__hold(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack);
 /* A launch record from the USDT probe (corr_id > 0), stack interned. Returns 0 or -ENOMEM. */
 int gpu__launch(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack,
 		uint32_t corr_id);
-/* A launch seen by a libcuda uprobe: counted per stack. Returns 0 or -ENOMEM. */
-int gpu__uprobe_launch(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid,
-		       uint32_t stack);
 /* The process exited: its pending state goes after the next tick. */
 void gpu__process_exited(struct gpu *g, uint32_t pid);
 
@@ -135,24 +138,26 @@ void gpu__tick(struct gpu *g, uint64_t now_ns);
 void gpu__clock(struct gpu *g, uint64_t now_ns);
 
 /*
- * Build a Trace of the ring's events in [q->start_ns, q->end_ns) for q's pids (uid-filtered as
- * store queries are). Returns 0 and *out (free with gpu__trace_free), -ENODATA when nothing
- * matched, or another negative errno.
+ * The NVTX ranges still open (not in the timeline until they close), for traces: *out is a new
+ * array (the caller frees it) of *n TL_NVTX events whose names belong to the module and stay
+ * valid until the next call into it. Returns 0 or -ENOMEM.
  */
-struct gpu_trace_meta {
-	int64_t realtime_offset_ns;
-	uint32_t frequency_hz;
-	bool hide_kernel_addresses;
-};
-int gpu__trace(struct gpu *g, const struct store_query *q, const struct gpu_trace_meta *meta,
-	       Profd__Trace **out);
-void gpu__trace_free(Profd__Trace *t);
+int gpu__open_ranges(struct gpu *g, struct tl_event **out, size_t *n);
 
 void gpu__stats(const struct gpu *g, struct gpu_stats *out);
+/* How one process's library stands, for status replies. */
+struct gpu_proc_status {
+	uint32_t pid;
+	Profd__GpuState state; /* as the library last reported it */
+	const char *detail;    /* NULL: none */
+	bool enabled;
+	Profd__GpuClock clock; /* 0: not reported */
+	uint32_t cupti_version; /* 0: not reported */
+};
 /*
- * Per-process state for StatusReply.gpu: fills up to max entries (owned by the module, valid
- * until the next call into it) and returns how many there are.
+ * Fills up to max entries (strings owned by the module, valid until the next call into it) and
+ * returns how many processes have a library attached.
  */
-size_t gpu__status(struct gpu *g, Profd__GpuProcessStatus **out, size_t max);
+size_t gpu__status(const struct gpu *g, struct gpu_proc_status *out, size_t max);
 
 #endif

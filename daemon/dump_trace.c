@@ -1,206 +1,16 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * The raw event ring for timelines: CPU samples, launches, kernels, copies, API calls and NVTX
- * ranges in arrival order, bounded in bytes (event slots plus their names), the oldest
- * overwritten first and counted. Names are shared between events and refcounted, so a kernel
- * launched a million times costs its name once. gpu__trace turns a window of it into a Trace.
+ * Trace dumps: a window of the timeline's events (and the NVTX ranges still open, which are
+ * not in the ring yet) as a protobuf Trace, with the frame, stack and string tables of dump.c.
  */
-#include "gpu_priv.h"
+#include "dump.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dump.h"
-#include "hash.h"
-
-struct rstr {
-	uint64_t hash;
-	uint32_t refs;
-	char s[];
-};
-
-static size_t rstr_cost(size_t len)
-{
-	return sizeof(struct rstr) + len + 1 + 2 * sizeof(void *);
-}
-
-int ring_init(struct ring *r, size_t bytes)
-{
-	memset(r, 0, sizeof(*r));
-	r->limit = bytes;
-	r->max = bytes / sizeof(struct ev);
-	if (r->max < 16)
-		r->max = 16;
-	return 0;
-}
-
-static void rstr_unref(struct ring *r, struct rstr *s)
-{
-	size_t i, j;
-
-	if (!s || --s->refs)
-		return;
-	for (i = s->hash & r->str_mask; r->strs[i] != s; i = (i + 1) & r->str_mask)
-		;
-	for (j = (i + 1) & r->str_mask; r->strs[j]; j = (j + 1) & r->str_mask) {
-		size_t home = r->strs[j]->hash & r->str_mask;
-
-		if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
-			r->strs[i] = r->strs[j];
-			i = j;
-		}
-	}
-	r->strs[i] = NULL;
-	r->nstr--;
-	r->str_bytes -= rstr_cost(strlen(s->s));
-	free(s);
-}
-
-static struct rstr *rstr_get(struct ring *r, const char *name)
-{
-	size_t len = strlen(name), i;
-	uint64_t h = hash_bytes(name, len);
-	struct rstr *s;
-
-	if (r->str_mask) {
-		for (i = h & r->str_mask; r->strs[i]; i = (i + 1) & r->str_mask) {
-			if (r->strs[i]->hash == h && !strcmp(r->strs[i]->s, name)) {
-				r->strs[i]->refs++;
-				return r->strs[i];
-			}
-		}
-	}
-	if (!r->str_mask || (r->nstr + 1) * 2 > r->str_mask + 1) {
-		size_t nslots = r->str_mask ? 2 * (r->str_mask + 1) : 64;
-		struct rstr **ns = calloc(nslots, sizeof(*ns));
-
-		if (!ns)
-			return NULL;
-		for (size_t j = 0; r->str_mask && j <= r->str_mask; j++) {
-			if (!r->strs[j])
-				continue;
-			for (i = r->strs[j]->hash & (nslots - 1); ns[i]; i = (i + 1) & (nslots - 1))
-				;
-			ns[i] = r->strs[j];
-		}
-		free(r->strs);
-		r->strs = ns;
-		r->str_mask = nslots - 1;
-	}
-	s = malloc(sizeof(*s) + len + 1);
-	if (!s)
-		return NULL;
-	s->hash = h;
-	s->refs = 1;
-	memcpy(s->s, name, len + 1);
-	for (i = h & r->str_mask; r->strs[i]; i = (i + 1) & r->str_mask)
-		;
-	r->strs[i] = s;
-	r->nstr++;
-	r->str_bytes += rstr_cost(len);
-	return s;
-}
-
-static void ring_drop_oldest(struct ring *r)
-{
-	struct ev *e = &r->ev[r->head];
-
-	rstr_unref(r, e->name);
-	e->name = NULL;
-	r->head = (r->head + 1) % r->cap;
-	r->n--;
-	r->overwritten++;
-}
-
-void ring_fini(struct ring *r)
-{
-	while (r->n)
-		ring_drop_oldest(r);
-	free(r->ev);
-	free(r->strs);
-	memset(r, 0, sizeof(*r));
-}
-
-static int ring_grow(struct ring *r)
-{
-	size_t ncap = r->cap ? r->cap * 2 : 1024;
-	struct ev *ne;
-
-	if (ncap > r->max)
-		ncap = r->max;
-	ne = malloc(ncap * sizeof(*ne));
-	if (!ne)
-		return -ENOMEM;
-	for (size_t i = 0; i < r->n; i++)
-		ne[i] = r->ev[(r->head + i) % r->cap];
-	free(r->ev);
-	r->ev = ne;
-	r->cap = ncap;
-	r->head = 0;
-	return 0;
-}
-
-int ring_push(struct ring *r, const struct ev *e, const char *name)
-{
-	size_t len = name ? strlen(name) : 0, need = name ? rstr_cost(len) : 0;
-	char cut[4096];
-	struct rstr *s = NULL;
-	struct ev *slot;
-
-	/*
-	 * One name never takes more than a 64th of the ring: a huge one would otherwise push out
-	 * every other event. Cut names end with "...".
-	 */
-	if (name && need > r->limit / 64) {
-		size_t room = r->limit / 64, over = rstr_cost(0) + 3;
-		size_t max = room > over ? room - over : 0;
-
-		if (max > sizeof(cut) - 4)
-			max = sizeof(cut) - 4;
-		while (max > 0 && ((unsigned char)name[max] & 0xc0) == 0x80)
-			max--; /* not inside a UTF-8 sequence */
-		memcpy(cut, name, max);
-		memcpy(cut + max, "...", 4);
-		name = cut;
-		need = rstr_cost(max + 3);
-	}
-	/* Room in bytes: slots in use plus names; one event always fits. */
-	while (r->n && (r->n + 1) * sizeof(*e) + r->str_bytes + need > r->limit)
-		ring_drop_oldest(r);
-	if (r->n == r->cap && r->cap < r->max && ring_grow(r))
-		return -ENOMEM;
-	if (r->n == r->cap)
-		ring_drop_oldest(r);
-	if (name) {
-		s = rstr_get(r, name);
-		if (!s)
-			return -ENOMEM;
-	}
-	slot = &r->ev[(r->head + r->n) % r->cap];
-	*slot = *e;
-	slot->name = s;
-	r->n++;
-	return 0;
-}
-
-void ring_gc(struct gpu *g, enum store_gc_phase phase)
-{
-	struct ring *r = &g->ring;
-
-	for (size_t i = 0; i < r->n; i++) {
-		struct ev *e = &r->ev[(r->head + i) % r->cap];
-
-		if (!e->stack)
-			continue;
-		if (phase == STORE_GC_MARK)
-			store__gc_keep_stack(g->store, e->stack);
-		else
-			e->stack = store__gc_remap_stack(g->store, e->stack);
-	}
-}
-
-/* --- traces ------------------------------------------------------------------------------- */
+#include "grow.h"
+#include "ptrmap.h"
 
 /* A query's filters, its pids sorted for binary search (a trace looks at every event). */
 struct tfilter {
@@ -237,7 +47,7 @@ static bool pid_wanted(const struct tfilter *f, uint32_t pid)
 }
 
 /* Whether an event passes the query's pid, uid and thread filters (the window aside). */
-static bool ev_visible(const struct tfilter *f, const struct ev *e)
+static bool ev_visible(const struct tfilter *f, const struct tl_event *e)
 {
 	const struct store_query *q = f->q;
 
@@ -249,7 +59,7 @@ static bool ev_visible(const struct tfilter *f, const struct ev *e)
 	return !q->tid || !e->tid || e->tid == q->tid;
 }
 
-static bool ev_wanted(const struct tfilter *f, const struct ev *e)
+static bool ev_wanted(const struct tfilter *f, const struct tl_event *e)
 {
 	const struct store_query *q = f->q;
 
@@ -263,7 +73,7 @@ static bool ev_wanted(const struct tfilter *f, const struct ev *e)
 
 static int ev_cmp(const void *a, const void *b)
 {
-	const struct ev *x = *(const struct ev *const *)a, *y = *(const struct ev *const *)b;
+	const struct tl_event *x = *(const struct tl_event *const *)a, *y = *(const struct tl_event *const *)b;
 
 	if (x->type != y->type)
 		return x->type < y->type ? -1 : 1;
@@ -296,7 +106,7 @@ static void *msg_array(void ***ptrs, size_t n, size_t size)
 }
 
 struct trace_build {
-	struct gpu *g;
+	struct store *store;
 	struct dump_tables *t;
 	Profd__Trace *tr;
 	struct ptrmap pids;    /* pid -> index + 1 */
@@ -311,15 +121,8 @@ static int note_pid(struct trace_build *b, uint32_t pid)
 {
 	if (ptrmap_get(&b->pids, pid))
 		return 0;
-	if (b->npids == b->pids_cap) {
-		size_t ncap = b->pids_cap ? b->pids_cap * 2 : 16;
-		uint32_t *n = realloc(b->pid_list, ncap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		b->pid_list = n;
-		b->pids_cap = ncap;
-	}
+	if (GROW(b->pid_list, b->pids_cap, b->npids + 1))
+		return -ENOMEM;
 	b->pid_list[b->npids++] = pid;
 	return ptrmap_put(&b->pids, pid, (void *)(uintptr_t)b->npids);
 }
@@ -330,15 +133,8 @@ static int note_thread(struct trace_build *b, uint32_t pid, uint32_t tid)
 
 	if (!tid || ptrmap_get(&b->threads, key))
 		return 0;
-	if (b->nthreads == b->threads_cap) {
-		size_t ncap = b->threads_cap ? b->threads_cap * 2 : 64;
-		uint64_t *n = realloc(b->thread_keys, ncap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		b->thread_keys = n;
-		b->threads_cap = ncap;
-	}
+	if (GROW(b->thread_keys, b->threads_cap, b->nthreads + 1))
+		return -ENOMEM;
 	b->thread_keys[b->nthreads++] = key;
 	return ptrmap_put(&b->threads, key, (void *)(uintptr_t)b->nthreads);
 }
@@ -348,19 +144,19 @@ static int str_idx(struct trace_build *b, const char *s, uint32_t *idx)
 	return dump_tables__string(b->t, s ? s : "", idx);
 }
 
-static int fill_event(struct trace_build *b, const struct ev *e, size_t *next)
+static int fill_event(struct trace_build *b, const struct tl_event *e, size_t *next)
 {
 	Profd__Trace *tr = b->tr;
 	int err = 0;
 
 	err = note_pid(b, e->pid);
-	if (!err && (e->type == EV_SAMPLE || e->type == EV_LAUNCH || e->type == EV_API ||
-		     e->type == EV_NVTX))
+	if (!err && (e->type == TL_SAMPLE || e->type == TL_LAUNCH || e->type == TL_API ||
+		     e->type == TL_NVTX))
 		err = note_thread(b, e->pid, e->tid);
 	if (err)
 		return err;
 	switch (e->type) {
-	case EV_SAMPLE: {
+	case TL_SAMPLE: {
 		Profd__TraceSample *m = tr->samples[next[0]++];
 
 		profd__trace_sample__init(m);
@@ -369,7 +165,7 @@ static int fill_event(struct trace_build *b, const struct ev *e, size_t *next)
 		m->tid = e->tid;
 		return dump_tables__stack(b->t, e->stack, &m->stack);
 	}
-	case EV_LAUNCH: {
+	case TL_LAUNCH: {
 		Profd__TraceLaunch *m = tr->launches[next[1]++];
 
 		profd__trace_launch__init(m);
@@ -379,7 +175,7 @@ static int fill_event(struct trace_build *b, const struct ev *e, size_t *next)
 		m->correlation_id = e->corr;
 		return dump_tables__stack(b->t, e->stack, &m->stack);
 	}
-	case EV_KERNEL: {
+	case TL_KERNEL: {
 		Profd__TraceKernel *m = tr->kernels[next[2]++];
 
 		profd__trace_kernel__init(m);
@@ -395,9 +191,9 @@ static int fill_event(struct trace_build *b, const struct ev *e, size_t *next)
 		m->grid = e->grid;
 		m->has_block = e->block != 0;
 		m->block = e->block;
-		return str_idx(b, e->name ? e->name->s : NULL, &m->name);
+		return str_idx(b, e->name, &m->name);
 	}
-	case EV_COPY: {
+	case TL_COPY: {
 		Profd__TraceCopy *m = tr->copies[next[3]++];
 
 		profd__trace_copy__init(m);
@@ -414,7 +210,7 @@ static int fill_event(struct trace_build *b, const struct ev *e, size_t *next)
 		m->stream = e->stream;
 		return 0;
 	}
-	case EV_API: {
+	case TL_API: {
 		Profd__TraceApiCall *m = tr->api_calls[next[4]++];
 
 		profd__trace_api_call__init(m);
@@ -423,9 +219,9 @@ static int fill_event(struct trace_build *b, const struct ev *e, size_t *next)
 		m->pid = e->pid;
 		m->tid = e->tid;
 		m->correlation_id = e->corr;
-		return str_idx(b, e->name ? e->name->s : NULL, &m->name);
+		return str_idx(b, e->name, &m->name);
 	}
-	case EV_NVTX: {
+	case TL_NVTX: {
 		Profd__TraceNvtx *m = tr->nvtx[next[5]++];
 
 		profd__trace_nvtx__init(m);
@@ -435,7 +231,7 @@ static int fill_event(struct trace_build *b, const struct ev *e, size_t *next)
 		m->tid = e->tid;
 		m->has_depth = true;
 		m->depth = e->depth;
-		return str_idx(b, e->name ? e->name->s : NULL, &m->name);
+		return str_idx(b, e->name, &m->name);
 	}
 	}
 	return -EINVAL;
@@ -464,7 +260,7 @@ static int fill_meta(struct trace_build *b)
 	for (size_t i = 0; i < b->npids && !err; i++) {
 		struct store_process_info pi;
 		Profd__Process *m = tr->processes[i];
-		bool known = store__process(b->g->store, b->pid_list[i], &pi);
+		bool known = store__process(b->store, b->pid_list[i], &pi);
 
 		profd__process__init(m);
 		m->pid = b->pid_list[i];
@@ -486,12 +282,12 @@ static int fill_meta(struct trace_build *b)
 		profd__thread__init(m);
 		m->pid = pid;
 		m->tid = tid;
-		err = str_idx(b, store__thread_name(b->g->store, pid, tid), &m->name);
+		err = str_idx(b, store__thread_name(b->store, pid, tid), &m->name);
 	}
 	return err;
 }
 
-void gpu__trace_free(Profd__Trace *t)
+void dump__trace_free(Profd__Trace *t)
 {
 	void **arrays[] = {
 	    (void **)t->processes, (void **)t->threads, (void **)t->samples,   (void **)t->launches,
@@ -519,82 +315,34 @@ void gpu__trace_free(Profd__Trace *t)
 	free(t);
 }
 
-/*
- * Ranges still open are not in the ring yet: they come from the processes' tables, only the
- * ones the query may see. Fills *opens and *names (parallel; caller frees both).
- */
-static int collect_opens(struct gpu *g, const struct tfilter *f, struct ev **opens,
-			 const char ***names, size_t *n)
+int dump__trace(struct store *s, const struct timeline *tl, const struct tl_event *extra,
+		size_t nextra, const struct store_query *q, const struct trace_meta *meta,
+		Profd__Trace **out)
 {
-	size_t cap = 0;
-
-	*opens = NULL;
-	*names = NULL;
-	*n = 0;
-	for (size_t i = 0; g->procs.mask && i <= g->procs.mask; i++) {
-		struct gpu_proc *p = g->procs.vals[i];
-
-		if (!p || !pid_wanted(f, p->pid) || (f->q->filter_uid && p->uid != f->q->uid))
-			continue;
-		for (size_t j = 0; j < p->nopen; j++) {
-			struct ev e = { .type = EV_NVTX,
-					.pid = p->pid,
-					.uid = p->uid,
-					.tid = p->open[j].tid,
-					.start = p->open[j].start,
-					.end = p->open[j].end,
-					.depth = p->open[j].depth };
-
-			if (!ev_wanted(f, &e))
-				continue;
-			if (*n == cap) {
-				size_t ncap = cap ? 2 * cap : 64;
-				struct ev *no = realloc(*opens, ncap * sizeof(*no));
-				const char **nn;
-
-				if (!no)
-					return -ENOMEM;
-				*opens = no;
-				nn = realloc(*names, ncap * sizeof(*nn));
-				if (!nn)
-					return -ENOMEM;
-				*names = nn;
-				cap = ncap;
-			}
-			(*opens)[*n] = e;
-			(*names)[*n] = p->open[j].name ? p->open[j].name->s : "[unnamed]";
-			(*n)++;
-		}
-	}
-	return 0;
-}
-
-int gpu__trace(struct gpu *g, const struct store_query *q, const struct gpu_trace_meta *meta,
-	       Profd__Trace **out)
-{
-	struct trace_build b = { .g = g };
+	struct trace_build b = { .store = s };
+	struct timeline_stats ts;
 	struct tfilter f = { 0 };
-	const struct ev **sel = NULL;
-	struct ev *opens = NULL;
-	const char **open_names = NULL;
-	size_t nsel = 0, nopen = 0, counts[6] = { 0 }, next[6] = { 0 };
+	const struct tl_event **sel = NULL;
+	size_t nsel = 0, nring = timeline__count(tl), counts[6] = { 0 }, next[6] = { 0 };
 	uint64_t oldest = UINT64_MAX, newest = 0;
 	Profd__Trace *tr = NULL;
 	int err = 0;
 
 	*out = NULL;
 	err = tfilter_init(&f, q);
-	if (!err)
-		err = collect_opens(g, &f, &opens, &open_names, &nopen);
 	if (err)
 		goto out;
-	sel = malloc((g->ring.n + nopen + 1) * sizeof(*sel));
+	if (nring > SIZE_MAX / sizeof(*sel) - nextra - 1) {
+		err = -ENOMEM;
+		goto out;
+	}
+	sel = malloc((nring + nextra + 1) * sizeof(*sel));
 	if (!sel) {
 		err = -ENOMEM;
 		goto out;
 	}
-	for (size_t i = 0; i < g->ring.n; i++) {
-		const struct ev *e = &g->ring.ev[(g->ring.head + i) % g->ring.cap];
+	for (size_t i = 0; i < nring; i++) {
+		const struct tl_event *e = timeline__event(tl, i);
 
 		/* Only what the caller may see tells how far back the ring goes. */
 		if (!ev_visible(&f, e))
@@ -604,10 +352,14 @@ int gpu__trace(struct gpu *g, const struct store_query *q, const struct gpu_trac
 		if (ev_wanted(&f, e))
 			sel[nsel++] = e;
 	}
-	for (size_t i = 0; i < nopen; i++) {
-		if (opens[i].start < oldest)
-			oldest = opens[i].start;
-		sel[nsel++] = &opens[i];
+	for (size_t i = 0; i < nextra; i++) {
+		const struct tl_event *e = &extra[i];
+
+		if (!ev_wanted(&f, e))
+			continue;
+		if (e->start < oldest)
+			oldest = e->start;
+		sel[nsel++] = e;
 	}
 	if (!nsel) {
 		err = -ENODATA;
@@ -620,7 +372,7 @@ int gpu__trace(struct gpu *g, const struct store_query *q, const struct gpu_trac
 			newest = sel[i]->end;
 	}
 
-	b.t = dump_tables__new(g->store, meta ? meta->hide_kernel_addresses : true);
+	b.t = dump_tables__new(s, meta ? meta->hide_kernel_addresses : true);
 	tr = calloc(1, sizeof(*tr));
 	if (!b.t || !tr) {
 		err = -ENOMEM;
@@ -648,12 +400,9 @@ int gpu__trace(struct gpu *g, const struct store_query *q, const struct gpu_trac
 	tr->n_api_calls = counts[4];
 	tr->n_nvtx = counts[5];
 	for (size_t i = 0; i < nsel && !err; i++) {
-		const struct ev *e = sel[i];
+		const struct tl_event *e = sel[i];
 
 		err = fill_event(&b, e, next);
-		/* An open range: its name was taken from its process's table. */
-		if (!err && e >= opens && e < opens + nopen)
-			err = str_idx(&b, open_names[e - opens], &tr->nvtx[next[5] - 1]->name);
 	}
 	if (!err)
 		err = fill_meta(&b);
@@ -666,7 +415,8 @@ int gpu__trace(struct gpu *g, const struct store_query *q, const struct gpu_trac
 	tr->has_oldest_ns = true;
 	tr->oldest_ns = oldest;
 	tr->has_events_overwritten = true;
-	tr->events_overwritten = g->ring.overwritten;
+	timeline__stats(tl, &ts);
+	tr->events_overwritten = ts.overwritten;
 	if (meta) {
 		tr->has_realtime_offset_ns = true;
 		tr->realtime_offset_ns = meta->realtime_offset_ns;
@@ -686,15 +436,13 @@ int gpu__trace(struct gpu *g, const struct store_query *q, const struct gpu_trac
 	tr = NULL;
 out:
 	if (tr)
-		gpu__trace_free(tr);
+		dump__trace_free(tr);
 	dump_tables__free(b.t);
 	ptrmap_fini(&b.pids);
 	ptrmap_fini(&b.threads);
 	free(b.pid_list);
 	free(b.thread_keys);
 	free(sel);
-	free(opens);
-	free(open_names);
 	free(f.pids);
 	return err;
 }

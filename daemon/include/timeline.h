@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The timeline: one bounded ring of raw events in arrival order for trace dumps, written by
+ * ingest (CPU samples, launch stacks) and the GPU module (kernels, copies, CUDA API calls, NVTX
+ * ranges), read by the trace dump. Later sources (off-CPU intervals) append new event types.
+ *
+ * Bounded in bytes: event slots plus their names. The oldest events are overwritten first and
+ * counted. Names are interned and refcounted, so a kernel launched a million times costs its
+ * name once, and a single name never takes more than a 64th of the ring.
+ *
+ * Events hold store stack ids (samples, launches): compaction asks the timeline which ids it
+ * keeps and tells it their new numbers (timeline__gc).
+ *
+ * Time: CLOCK_MONOTONIC ns. Not thread-safe: the daemon's loop thread owns it.
+ */
+#ifndef PROFD_TIMELINE_H
+#define PROFD_TIMELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+enum tl_type {
+	TL_SAMPLE = 1, /* a CPU sample: start = end = ts; stack */
+	TL_LAUNCH,     /* a launch stack (USDT corr > 0, or a libcuda uprobe: corr 0) */
+	TL_KERNEL,     /* [start, end), corr, device, stream, grid, block, name */
+	TL_COPY,       /* memcpy / memset: kind, bytes, device, stream */
+	TL_API,	       /* a CUDA API call of a thread: name */
+	TL_NVTX,       /* a closed NVTX range of a thread: depth, name */
+};
+#define TL_NTYPES 6
+
+struct tl_event {
+	uint8_t type; /* enum tl_type */
+	uint8_t kind; /* copies: the wire's copy kind */
+	uint8_t has_device;
+	uint8_t has_stream;
+	uint32_t pid;
+	uint32_t tid; /* 0: a device-side record of the process */
+	uint32_t uid; /* the process's owner when the event was taken (trace uid filters) */
+	uint32_t corr;
+	uint32_t stack; /* samples, launches: a store stack id */
+	uint32_t device;
+	uint32_t stream;
+	uint32_t depth;
+	uint64_t start; /* ts of samples and launches */
+	uint64_t end;
+	union {
+		uint64_t bytes; /* copies */
+		struct {
+			uint32_t grid, block; /* kernels; 0 when not reported */
+		};
+	};
+	/*
+	 * Kernels, API calls, NVTX: on push, copied (NULL: none); on events read back, owned by
+	 * the timeline and valid while the event is.
+	 */
+	const char *name;
+};
+
+struct timeline_opts {
+	size_t bytes; /* slots + names; 0: 32 MiB */
+};
+
+struct timeline_stats {
+	uint64_t events;      /* in the ring now */
+	uint64_t overwritten; /* dropped, oldest first, since start */
+	uint64_t bytes;	      /* slots in use + names */
+};
+
+struct timeline;
+
+/* Returns a new, empty timeline or NULL with errno set. */
+struct timeline *timeline__new(const struct timeline_opts *opts);
+void timeline__free(struct timeline *t);
+
+/*
+ * Append e (its name copied, cut with "..." past a 64th of the ring), overwriting the oldest
+ * events as needed. Returns 0 or -ENOMEM (nothing appended).
+ */
+int timeline__push(struct timeline *t, const struct tl_event *e);
+
+/* Events now in the ring; timeline__event(t, 0) is the oldest. Valid until the next push. */
+size_t timeline__count(const struct timeline *t);
+const struct tl_event *timeline__event(const struct timeline *t, size_t i);
+
+void timeline__stats(const struct timeline *t, struct timeline_stats *out);
+
+/* Compaction of the store: mark the stack ids the events hold, or replace them with new ids. */
+void timeline__gc(struct timeline *t, struct store *s, enum store_gc_phase phase);
+
+#endif
