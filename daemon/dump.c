@@ -9,6 +9,7 @@
  * opened by its strings array.
  */
 #include "dump.h"
+#include "grow.h"
 #include "hash.h"
 
 #include <errno.h>
@@ -25,15 +26,8 @@ struct vec {
 
 static void *vec_push(struct vec *v, size_t item)
 {
-	if (v->n == v->cap) {
-		size_t ncap = v->cap ? v->cap * 2 : 256;
-		void *np = realloc(v->p, ncap * item);
-
-		if (!np)
-			return NULL;
-		v->p = np;
-		v->cap = ncap;
-	}
+	if (grow_array(&v->p, &v->cap, v->n + 1, item))
+		return NULL;
 	return (char *)v->p + item * v->n++;
 }
 

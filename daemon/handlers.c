@@ -4,6 +4,7 @@
  * library's GpuAttach / GpuBatch.
  */
 #include "daemon.h"
+#include "grow.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -534,15 +535,8 @@ static int handle_gpu_attach(struct daemon *d, const struct server_peer *peer,
 				   "GPU attach: a newer connection speaks for this process", frame,
 				   len);
 	if (!c) {
-		if (d->n_gpu_conns == d->gpu_conns_cap) {
-			size_t ncap = d->gpu_conns_cap ? 2 * d->gpu_conns_cap : 16;
-			struct gpu_conn *nc = realloc(d->gpu_conns, ncap * sizeof(*nc));
-
-			if (!nc)
-				return -ENOMEM;
-			d->gpu_conns = nc;
-			d->gpu_conns_cap = ncap;
-		}
+		if (GROW(d->gpu_conns, d->gpu_conns_cap, d->n_gpu_conns + 1))
+			return -ENOMEM;
 		/* A library stays connected for the life of its process: not a profctl client. */
 		err = d->server ? server__set_uplink(d->server, peer->conn_id) : 0;
 		if (err == -EBUSY)

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include "sampler.h"
+#include "grow.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -610,15 +611,8 @@ int sampler__attach_launch_probe(struct sampler *s, uint32_t pid, const char *li
 		return -EINVAL;
 	if (find_probe(s, pid))
 		return 0;
-	if (s->nprobes == s->probes_cap) {
-		size_t cap = s->probes_cap ? s->probes_cap * 2 : 16;
-		struct launch_probe *p = realloc(s->probes, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		s->probes = p;
-		s->probes_cap = cap;
-	}
+	if (GROW(s->probes, s->probes_cap, s->nprobes + 1))
+		return -ENOMEM;
 	fd = open_launch_library(pid, library_path, why, sizeof(why));
 	if (fd < 0) {
 		launch_failed(s, pid, library_path, why);

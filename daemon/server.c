@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #define _GNU_SOURCE
 #include "server.h"
+#include "grow.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -404,18 +405,8 @@ static int backlog_add(struct conn *c, const uint8_t *body, size_t len)
 {
 	size_t need = c->backlog_len + FRAME_HDR_SIZE + len;
 
-	if (need > c->backlog_cap) {
-		size_t cap = c->backlog_cap ? c->backlog_cap : 4096;
-		uint8_t *nb;
-
-		while (cap < need)
-			cap *= 2;
-		nb = realloc(c->backlog, cap);
-		if (!nb)
-			return -ENOMEM;
-		c->backlog = nb;
-		c->backlog_cap = cap;
-	}
+	if (GROW(c->backlog, c->backlog_cap, need))
+		return -ENOMEM;
 	frame_put_header(c->backlog + c->backlog_len, (uint32_t)len);
 	memcpy(c->backlog + c->backlog_len + FRAME_HDR_SIZE, body, len);
 	c->backlog_len = need;

@@ -57,14 +57,14 @@ void gpu_uncharge(struct gpu *g, size_t bytes)
 
 int gpu_grow(struct gpu *g, void **arr, size_t *cap, size_t need, size_t elem)
 {
-	size_t ncap = *cap ? *cap : 4;
+	size_t ncap;
 	void *na;
 	int err;
 
 	if (need <= *cap)
 		return 0;
-	while (ncap < need)
-		ncap *= 2;
+	if (grow_cap(*cap, need, elem, SIZE_MAX, &ncap))
+		return -ENOMEM;
 	err = gpu_charge(g, (ncap - *cap) * elem);
 	if (err)
 		return err;

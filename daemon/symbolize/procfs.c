@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #define _GNU_SOURCE /* O_PATH */
 #include "procfs.h"
+#include "grow.h"
 
 #include "parse.h"
 
@@ -201,7 +202,7 @@ void procfs_free_maps(struct proc_map *maps, size_t n)
 int procfs_read_maps(const char *proc_root, uint32_t pid, bool exec_only, struct proc_map **maps,
 		     size_t *n)
 {
-	struct proc_map *v = NULL, *nv, m;
+	struct proc_map *v = NULL, m;
 	size_t cnt = 0, cap = 0, len;
 	char path[PATH_MAX], *buf = NULL, *line, *nl;
 	int err;
@@ -225,14 +226,9 @@ int procfs_read_maps(const char *proc_root, uint32_t pid, bool exec_only, struct
 		/* The kernel lists mappings in order; anything else is not a maps file we trust. */
 		if (cnt && m.start < v[cnt - 1].end)
 			continue;
-		if (cnt == cap) {
-			cap = cap ? cap * 2 : 32;
-			nv = realloc(v, cap * sizeof(*v));
-			if (!nv) {
-				err = -ENOMEM;
-				goto err;
-			}
-			v = nv;
+		if (GROW(v, cap, cnt + 1)) {
+			err = -ENOMEM;
+			goto err;
 		}
 		m.path = strdup(m.path);
 		if (!m.path) {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include "symbolize_elf.h"
+#include "grow.h"
 #include "procfs.h"
 
 #include "demangle.h"
@@ -25,32 +26,15 @@
 int sym_table__add(struct sym_table *t, uint64_t addr, uint64_t size, const char *name,
 		   uint8_t rank)
 {
-	size_t len = strnlen(name, SYM_NAME_MAX + 1), ncap;
+	size_t len = strnlen(name, SYM_NAME_MAX + 1);
 	struct sym_entry *e;
-	void *p;
 
 	if (len == 0 || len > SYM_NAME_MAX)
 		return -EINVAL;
 	if (t->n >= SYMS_PER_FILE_MAX || t->pool_len + len + 1 > UINT32_MAX)
 		return -E2BIG;
-	if (t->n == t->cap) {
-		ncap = t->cap ? t->cap * 2 : 256;
-		p = realloc(t->syms, ncap * sizeof(*t->syms));
-		if (!p)
-			return -ENOMEM;
-		t->syms = p;
-		t->cap = ncap;
-	}
-	if (t->pool_len + len + 1 > t->pool_cap) {
-		ncap = t->pool_cap ? t->pool_cap * 2 : 4096;
-		while (ncap < t->pool_len + len + 1)
-			ncap *= 2;
-		p = realloc(t->pool, ncap);
-		if (!p)
-			return -ENOMEM;
-		t->pool = p;
-		t->pool_cap = ncap;
-	}
+	if (GROW(t->syms, t->cap, t->n + 1) || GROW(t->pool, t->pool_cap, t->pool_len + len + 1))
+		return -ENOMEM;
 	e = &t->syms[t->n];
 	e->addr = addr;
 	e->size = size > UINT32_MAX ? UINT32_MAX : (uint32_t)size;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /* Kernel symbols: the text symbols of /proc/kallsyms, loaded once and sorted by address. */
 #include "symbolize_elf.h"
+#include "grow.h"
 #include "parse.h"
 
 #include "procfs.h"
@@ -148,14 +149,9 @@ struct ksyms *ksyms__load(const char *path)
 			if (err)
 				goto err;
 		}
-		if (k->n == cap) {
-			cap = cap ? cap * 2 : 65536;
-			p = realloc(k->syms, cap * sizeof(*k->syms));
-			if (!p) {
-				err = -ENOMEM;
-				goto err;
-			}
-			k->syms = p;
+		if (GROW(k->syms, cap, k->n + 1)) {
+			err = -ENOMEM;
+			goto err;
 		}
 		/* pool_len <= name's offset: each line is longer than the name it copies. */
 		memmove(buf + pool_len, name, name_len);
