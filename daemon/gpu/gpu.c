@@ -57,14 +57,17 @@ void gpu_uncharge(struct gpu *g, size_t bytes)
 
 int gpu_grow(struct gpu *g, void **arr, size_t *cap, size_t need, size_t elem)
 {
-	size_t ncap;
+	size_t ncap = *cap ? *cap : 4, fits;
 	void *na;
 	int err;
 
 	if (need <= *cap)
 		return 0;
-	if (grow_cap(*cap, need, elem, SIZE_MAX, &ncap))
+	/* Small per-process arrays start at 4, not grow_cap's 8; grow_cap checks the bytes. */
+	if (grow_cap(0, need, elem, SIZE_MAX, &fits))
 		return -ENOMEM;
+	while (ncap < need)
+		ncap = ncap > SIZE_MAX / 2 / elem ? need : ncap * 2;
 	err = gpu_charge(g, (ncap - *cap) * elem);
 	if (err)
 		return err;
