@@ -74,4 +74,25 @@ static int check_count;
 	(fprintf(stderr, "%d checks, %d failed\n", check_count, check_failures),                  \
 	 (check_failures || check_count == 0) ? 1 : 0)
 
+/*
+ * Return from main() with this when the test cannot run here: the exit code, 77 (skip) only
+ * when nothing failed so far and CI is not "true". A skip after a failed check would hide the
+ * failure, and CI runs where everything a test needs is installed, so a skip there is a defect.
+ */
+#define CHECK_SKIP(reason)                                                                         \
+	({                                                                                         \
+		const char *ci_ = getenv("CI");                                                    \
+		int rc_ = 77;                                                                      \
+		fprintf(stderr, "SKIP: %s\n", (reason));                                           \
+		if (check_failures) {                                                              \
+			fprintf(stderr, "%d checks, %d failed: not a skip\n", check_count,         \
+				check_failures);                                                   \
+			rc_ = 1;                                                                   \
+		} else if (ci_ && !strcmp(ci_, "true")) {                                          \
+			fprintf(stderr, "FAIL: a skip in CI (CI=true)\n");                         \
+			rc_ = 1;                                                                   \
+		}                                                                                  \
+		rc_;                                                                               \
+	})
+
 #endif

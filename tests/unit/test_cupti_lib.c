@@ -358,10 +358,8 @@ int main(void)
 	 * Only now: the fake loads the real libcupti for its iterator, and the library prefers a
 	 * libcupti already in the process over $PROFD_CUPTI_PATH.
 	 */
-	if (!fake_cupti_real_iterator()) {
-		fprintf(stderr, "skip: no libcupti to walk activity buffers\n");
-		return 77;
-	}
+	if (!fake_cupti_real_iterator())
+		return CHECK_SKIP("no libcupti to walk activity buffers");
 
 	/* Attach: CUPTI found, not enabled yet, so no clock. */
 	req = fake_handshake(&fk, WAIT_MS);

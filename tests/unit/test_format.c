@@ -249,12 +249,15 @@ static int xmllint(const char *text)
 	return rc == 0 ? 0 : 1;
 }
 
+/* Set when an SVG could not be validated: the test then ends in CHECK_SKIP, never a pass. */
+static bool xml_unchecked;
+
 static void check_valid_xml(const char *svg)
 {
 	int rc = xmllint(svg);
 
 	if (rc == 77)
-		fprintf(stderr, "xmllint not installed: skipping the XML validity check\n");
+		xml_unchecked = true;
 	else
 		CHECK_EQ_I(rc, 0);
 }
@@ -384,5 +387,7 @@ int main(void)
 	test_svg();
 	test_svg_escaping();
 	test_python_only();
+	if (xml_unchecked)
+		return CHECK_SKIP("xmllint not installed: the SVGs were not validated as XML");
 	return CHECK_DONE();
 }

@@ -69,18 +69,6 @@ static int on_record(void *ctx, const void *data, size_t size)
 	return 0;
 }
 
-static int skip(const char *why)
-{
-	const char *ci = getenv("CI");
-
-	if (ci && !strcmp(ci, "true")) {
-		fprintf(stderr, "FAIL: would skip in CI: %s\n", why);
-		return 1;
-	}
-	fprintf(stderr, "SKIP: %s\n", why);
-	return 77;
-}
-
 /* The fixture, driven through its stdin and stdout. */
 struct fixture {
 	pid_t pid;
@@ -561,7 +549,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (geteuid() != 0)
-		return skip("needs root for BPF and uprobes");
+		return CHECK_SKIP("needs root for BPF and uprobes");
 	if (getenv("TEST_VERBOSE"))
 		log_set_level(LOG_LVL_DEBUG);
 	/* Probes are attached by absolute path, as the daemon gets it from the library. */
@@ -573,6 +561,6 @@ int main(int argc, char **argv)
 		return test_usdt(fixture);
 	lib = argc > 3 ? argv[3] : find_stub(stub, sizeof(stub));
 	if (!lib)
-		return skip("no stub libcuda.so from the CUDA toolkit (set CUDA_HOME)");
+		return CHECK_SKIP("no stub libcuda.so from the CUDA toolkit (set CUDA_HOME)");
 	return test_uprobe(fixture, lib);
 }
