@@ -206,8 +206,7 @@ static void test_flame_tree(void)
 
 	fx_standard(&fx);
 	f = flame__new(&fx.p, &o);
-	CHECK(f != NULL);
-	if (!f)
+	if (!CHECK(f != NULL))
 		return;
 	n = flame__nodes(f, &cnt);
 	/* all, main, work, do_syscall_64, schedule, compute, [unknown] */
@@ -269,8 +268,7 @@ static void test_svg(void)
 
 	fx_standard(&fx);
 	a = render(format_svg, &fx.p, false);
-	CHECK(a != NULL);
-	if (!a)
+	if (!CHECK(a != NULL))
 		return;
 	check_valid_xml(a);
 	/* One node per distinct path: each name once, the totals of each. */
@@ -297,8 +295,7 @@ static void test_svg(void)
 	free(a);
 
 	a = render(format_svg, &fx.p, true);
-	CHECK(a != NULL);
-	if (!a)
+	if (!CHECK(a != NULL))
 		return;
 	check_valid_xml(a);
 	CHECK_EQ_U(count(a, "<title>main ("), 2);
@@ -328,8 +325,7 @@ static void test_svg_escaping(void)
 	fx.p.has_end_ns = 1;
 	fx.p.end_ns = 31000000000ull;
 	a = render(format_svg, &fx.p, false);
-	CHECK(a != NULL);
-	if (!a)
+	if (!CHECK(a != NULL))
 		return;
 	check_valid_xml(a);
 	CHECK_EQ_U(count(a, "<title>operator&lt;&lt;&amp;&quot;&apos;&gt; (1 samples, 50.00%)"), 1);

@@ -398,8 +398,7 @@ static void test_cache(const struct interp *it, pid_t pid, const struct report *
 	uint32_t first;
 	size_t i;
 
-	CHECK(py != NULL);
-	if (!py)
+	if (!CHECK(py != NULL))
 		return;
 	CHECK_EQ_I(python__detect(py, (uint32_t)pid, &cfg), PYTHON_SUPPORTED);
 	CHECK_EQ_I(python__symbolize(py, (uint32_t)pid, &fr, &sym), 0);
@@ -501,8 +500,7 @@ static void check_stack(const struct interp *it, pid_t pid, struct python *py,
 			gone++;
 			continue;
 		}
-		CHECK_EQ_I(err, 0);
-		if (err)
+		if (!CHECK_EQ_I(err, 0))
 			continue;
 		if (sym.skip) {
 			skipped++;
@@ -678,8 +676,7 @@ static void test_not_python(void)
 	struct python *py = python__new(NULL);
 	struct child c = {0};
 
-	CHECK(py != NULL);
-	if (!py)
+	if (!CHECK(py != NULL))
 		return;
 	CHECK_EQ_I(python__detect(py, (uint32_t)getpid(), &cfg), PYTHON_NOT_PYTHON);
 	CHECK_EQ_I(python__symbolize(py, (uint32_t)getpid(), &fr, &sym), -EOPNOTSUPP);
