@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
+#include "grow.h"
 #include "python.h"
 #include "python_lines.h"
 #include "python_offsets.h"
@@ -192,12 +193,8 @@ static int read_report(FILE *f, struct report *r)
 			snprintf(c->file, sizeof(c->file), "%s", tok[4]);
 		} else if (nt == 4 && strcmp(tok[0], "AT") == 0 && r->ncodes) {
 			c = &r->codes[r->ncodes - 1];
-			if (c->n == c->cap) {
-				c->cap = c->cap ? 2 * c->cap : 64;
-				c->ats = realloc(c->ats, c->cap * sizeof(*c->ats));
-				if (!c->ats)
-					break;
-			}
+			if (GROW(c->ats, c->cap, c->n + 1))
+				break;
 			c->ats[c->n].kind = tok[1][0];
 			c->ats[c->n].value = strtoll(tok[2], NULL, 10);
 			c->ats[c->n].line = atoi(tok[3]);
