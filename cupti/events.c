@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include "events.h"
+#include "grow.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -57,15 +58,21 @@ void evq__free(struct evq *q)
 	free(q);
 }
 
-/* Double the ring, unwrapping it. Called locked with the ring full. */
+/*
+ * Double the ring, unwrapping it. Called locked with the ring full and below its cap. The ring
+ * is copied in two pieces into a new array rather than realloc'ed, so only its size comes from
+ * grow_cap(). Returns 0, -EOVERFLOW or -ENOMEM.
+ */
 static int evq_grow(struct evq *q)
 {
-	size_t slots = q->slots * 2 > q->cap ? q->cap : q->slots * 2;
 	size_t first = q->slots - q->head; /* entries from head to the end of the old ring */
 	struct ev *ring;
+	size_t slots;
+	int err;
 
-	if (slots <= q->slots)
-		return -ENOSPC;
+	err = grow_cap(q->slots, q->slots + 1, sizeof(*ring), q->cap, &slots);
+	if (err)
+		return err;
 	ring = malloc(slots * sizeof(*ring));
 	if (!ring)
 		return -ENOMEM;

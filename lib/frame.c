@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include "frame.h"
+#include "grow.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -95,19 +96,20 @@ int frame_reader__feed(struct frame_reader *r, const void *buf, size_t len, fram
 		if (!len)
 			break;
 		if (r->body_cap < r->body_len) {
-			/* Grow only as far as bytes actually arrive, not to the announced length. */
-			size_t want = r->body_have + len;
+			/*
+			 * Grow only as far as bytes actually arrive, not to the announced length,
+			 * and never past it: grow_cap() with the frame's length as the maximum
+			 * (grow_array() would double beyond it).
+			 */
+			size_t want = r->body_have + len, cap;
 			uint8_t *nb;
 
 			if (want > r->body_len)
 				want = r->body_len;
-			if (want > r->body_cap) {
-				size_t cap = r->body_cap ? r->body_cap : 4096;
-
-				while (cap < want)
-					cap *= 2;
-				if (cap > r->body_len)
-					cap = r->body_len;
+			err = grow_cap(r->body_cap, want, 1, r->body_len, &cap);
+			if (err)
+				return err;
+			if (cap > r->body_cap) {
 				nb = realloc(r->body, cap);
 				if (!nb)
 					return -ENOMEM;

@@ -41,7 +41,8 @@ target_link_options(fixture_many_notes PRIVATE -fno-sanitize=all)
 set_target_properties(fixture_many_notes PROPERTIES OUTPUT_NAME many_notes
                       LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/fixtures)
 
-add_executable(test_launch_bpf unit/test_launch_bpf.c ${CMAKE_SOURCE_DIR}/daemon/sampler.c)
+# A C program, but an e2e test: it loads BPF and attaches uprobes (root, the real kernel).
+add_executable(test_launch_bpf e2e/test_launch_bpf.c ${CMAKE_SOURCE_DIR}/daemon/sampler.c)
 add_dependencies(test_launch_bpf sample_skel)
 target_include_directories(test_launch_bpf PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit ${BPF_OUT})
 target_link_libraries(test_launch_bpf PRIVATE profd_core PkgConfig::LIBBPF ${CMAKE_DL_LIBS})

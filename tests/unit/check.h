@@ -1,9 +1,19 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* Assertions for unit tests: print the expression and the values, count failures. */
+/*
+ * Assertions for unit tests: print the expression and the values, count failures. Each check is
+ * an expression that is true when it passed, so a test can stop early where going on would only
+ * dereference what just failed:
+ *
+ *	if (!CHECK(p != NULL))
+ *		return;
+ *
+ * and still a statement of its own everywhere else.
+ */
 #ifndef PROFD_CHECK_H
 #define PROFD_CHECK_H
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,16 +22,18 @@ static int check_failures;
 static int check_count;
 
 #define CHECK(cond)                                                                                \
-	do {                                                                                       \
+	({                                                                                         \
+		bool ok_ = (cond);                                                                 \
 		check_count++;                                                                     \
-		if (!(cond)) {                                                                     \
+		if (!ok_) {                                                                        \
 			fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond);   \
 			check_failures++;                                                          \
 		}                                                                                  \
-	} while (0)
+		ok_;                                                                               \
+	})
 
 #define CHECK_EQ_U(a, b)                                                                           \
-	do {                                                                                       \
+	({                                                                                         \
 		unsigned long long va_ = (unsigned long long)(a), vb_ = (unsigned long long)(b);   \
 		check_count++;                                                                     \
 		if (va_ != vb_) {                                                                  \
@@ -29,10 +41,11 @@ static int check_count;
 				__LINE__, #a, #b, va_, vb_);                                       \
 			check_failures++;                                                          \
 		}                                                                                  \
-	} while (0)
+		va_ == vb_;                                                                        \
+	})
 
 #define CHECK_EQ_I(a, b)                                                                           \
-	do {                                                                                       \
+	({                                                                                         \
 		long long va_ = (long long)(a), vb_ = (long long)(b);                              \
 		check_count++;                                                                     \
 		if (va_ != vb_) {                                                                  \
@@ -40,22 +53,46 @@ static int check_count;
 				__LINE__, #a, #b, va_, vb_);                                       \
 			check_failures++;                                                          \
 		}                                                                                  \
-	} while (0)
+		va_ == vb_;                                                                        \
+	})
 
 #define CHECK_STREQ(a, b)                                                                          \
-	do {                                                                                       \
+	({                                                                                         \
 		const char *sa_ = (a), *sb_ = (b);                                                 \
+		bool ok_ = sa_ && sb_ && strcmp(sa_, sb_) == 0;                                    \
 		check_count++;                                                                     \
-		if (!sa_ || !sb_ || strcmp(sa_, sb_) != 0) {                                       \
+		if (!ok_) {                                                                        \
 			fprintf(stderr, "%s:%d: %s == %s failed: \"%s\" != \"%s\"\n", __FILE__,     \
 				__LINE__, #a, #b, sa_ ? sa_ : "(null)", sb_ ? sb_ : "(null)");     \
 			check_failures++;                                                          \
 		}                                                                                  \
-	} while (0)
+		ok_;                                                                               \
+	})
 
 /* Call at the end of main(): prints a summary, returns the exit code. */
 #define CHECK_DONE()                                                                               \
 	(fprintf(stderr, "%d checks, %d failed\n", check_count, check_failures),                  \
 	 (check_failures || check_count == 0) ? 1 : 0)
+
+/*
+ * Return from main() with this when the test cannot run here: the exit code, 77 (skip) only
+ * when nothing failed so far and CI is not "true". A skip after a failed check would hide the
+ * failure, and CI runs where everything a test needs is installed, so a skip there is a defect.
+ */
+#define CHECK_SKIP(reason)                                                                         \
+	({                                                                                         \
+		const char *ci_ = getenv("CI");                                                    \
+		int rc_ = 77;                                                                      \
+		fprintf(stderr, "SKIP: %s\n", (reason));                                           \
+		if (check_failures) {                                                              \
+			fprintf(stderr, "%d checks, %d failed: not a skip\n", check_count,         \
+				check_failures);                                                   \
+			rc_ = 1;                                                                   \
+		} else if (ci_ && !strcmp(ci_, "true")) {                                          \
+			fprintf(stderr, "FAIL: a skip in CI (CI=true)\n");                         \
+			rc_ = 1;                                                                   \
+		}                                                                                  \
+		rc_;                                                                               \
+	})
 
 #endif

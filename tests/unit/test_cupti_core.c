@@ -828,8 +828,7 @@ static void case_foreign_buffers(void)
 	setenv("PROFD_CUPTI_BUFFERS", "2", 1);
 	enable_core();
 	CHECK(fake_cupti_real_iterator());
-	CHECK(small && big);
-	if (!small || !big)
+	if (!CHECK(small && big))
 		return;
 	/* Records in them are the other client's: not decoded either. */
 	k = (struct buf){.p = big, .size = 1u << 20};

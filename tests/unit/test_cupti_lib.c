@@ -137,8 +137,7 @@ static void test_exit_flush(void)
 	}
 	close(go[0]);
 	req = fake_handshake(&d, WAIT_MS);
-	CHECK(req != NULL);
-	if (req) {
+	if (CHECK(req != NULL)) {
 		profd__request__free_unpacked(req, NULL);
 		/* Enable: the clock comes back in a second GpuAttach. */
 		CHECK_EQ_I(fake_send_control(&d, true, 5000), 0);
@@ -152,8 +151,7 @@ static void test_exit_flush(void)
 	CHECK_EQ_I(write(go[1], "g", 1), 1);
 	close(go[1]);
 	req = fake_recv_batch(&d, WAIT_MS);
-	CHECK(req != NULL);
-	if (req) {
+	if (CHECK(req != NULL)) {
 		seen = req->gpu_batch->n_kernels == 1 &&
 		       req->gpu_batch->kernels[0]->correlation_id == 43;
 		/* A forced flush vouches for everything before it. */
@@ -218,8 +216,7 @@ static void test_exit_during_enable(void)
 	}
 	close(rep[1]);
 	req = fake_handshake(&d, WAIT_MS);
-	CHECK(req != NULL);
-	if (req)
+	if (CHECK(req != NULL))
 		profd__request__free_unpacked(req, NULL);
 	t0 = fake_now_ms();
 	CHECK_EQ_I(fake_send_control(&d, true, 5000), 0);
@@ -280,14 +277,12 @@ static void test_subscriber_taken(void)
 	close(go[0]);
 	close(rep[1]);
 	req = fake_handshake(&d, WAIT_MS);
-	CHECK(req != NULL);
-	if (req) {
+	if (CHECK(req != NULL)) {
 		profd__request__free_unpacked(req, NULL);
 		CHECK_EQ_I(fake_send_control(&d, true, 50), 0);
 		req = fake_recv(&d, WAIT_MS);
 	}
-	CHECK(req && req->msg_case == PROFD__REQUEST__MSG_GPU_ATTACH);
-	if (req && req->msg_case == PROFD__REQUEST__MSG_GPU_ATTACH) {
+	if (CHECK(req && req->msg_case == PROFD__REQUEST__MSG_GPU_ATTACH)) {
 		CHECK_EQ_I(req->gpu_attach->state, PROFD__GPU_STATE__GPU_STATE_SUBSCRIBER_TAKEN);
 		CHECK(req->gpu_attach->detail && strstr(req->gpu_attach->detail, "nsys"));
 	}
@@ -341,8 +336,7 @@ int main(void)
 	setenv("PROFD_SOCKET", fk.path, 1);
 
 	h = dlopen(CUPTI_LIB, RTLD_NOW | RTLD_LOCAL);
-	CHECK(h != NULL);
-	if (!h) {
+	if (!CHECK(h != NULL)) {
 		fprintf(stderr, "%s\n", dlerror());
 		return CHECK_DONE();
 	}
@@ -358,15 +352,12 @@ int main(void)
 	 * Only now: the fake loads the real libcupti for its iterator, and the library prefers a
 	 * libcupti already in the process over $PROFD_CUPTI_PATH.
 	 */
-	if (!fake_cupti_real_iterator()) {
-		fprintf(stderr, "skip: no libcupti to walk activity buffers\n");
-		return 77;
-	}
+	if (!fake_cupti_real_iterator())
+		return CHECK_SKIP("no libcupti to walk activity buffers");
 
 	/* Attach: CUPTI found, not enabled yet, so no clock. */
 	req = fake_handshake(&fk, WAIT_MS);
-	CHECK(req != NULL);
-	if (!req)
+	if (!CHECK(req != NULL))
 		goto out;
 	CHECK_EQ_I(req->gpu_attach->state, PROFD__GPU_STATE__GPU_STATE_READY);
 	CHECK_EQ_U(req->gpu_attach->cupti_version, CUPTI_API_VERSION);
@@ -379,8 +370,7 @@ int main(void)
 	/* Enable: the library subscribes, then tells the daemon the clock it got. */
 	t_enable = fake_now_ms();
 	req = answer(req, true);
-	CHECK(req && req->msg_case == PROFD__REQUEST__MSG_GPU_ATTACH);
-	if (!req || req->msg_case != PROFD__REQUEST__MSG_GPU_ATTACH)
+	if (!CHECK(req && req->msg_case == PROFD__REQUEST__MSG_GPU_ATTACH))
 		goto out;
 	CHECK_EQ_I(req->gpu_attach->state, PROFD__GPU_STATE__GPU_STATE_READY);
 	CHECK_EQ_I(req->gpu_attach->clock, PROFD__GPU_CLOCK__GPU_CLOCK_CALLBACK);
@@ -403,8 +393,7 @@ int main(void)
 				   42, kname);
 	after_ns = mono_now_ns();
 	req = answer(req, true);
-	CHECK(is_batch(req));
-	if (!is_batch(req))
+	if (!CHECK(is_batch(req)))
 		goto out;
 	CHECK(req->gpu_batch->has_complete_until_ns);
 	CHECK(req->gpu_batch->complete_until_ns >= before_ns / 1000 * 1000);
@@ -415,8 +404,7 @@ int main(void)
 	/* Its kernel record, while the uplink waits for our reply. */
 	put_records(42, kname);
 	req = answer(req, true);
-	CHECK(is_batch(req));
-	if (!is_batch(req))
+	if (!CHECK(is_batch(req)))
 		goto out;
 	CHECK_EQ_U(req->gpu_batch->n_kernels, 1);
 	if (req->gpu_batch->n_kernels == 1) {
@@ -508,8 +496,7 @@ int main(void)
 	subs = fake_cupti_call_count("cuptiSubscribe_v2");
 	fake_close_conn(&fk);
 	req = fake_handshake(&fk, WAIT_MS);
-	CHECK(req != NULL);
-	if (!req)
+	if (!CHECK(req != NULL))
 		goto out;
 	CHECK(fake_cupti_subscribed());
 	CHECK_EQ_I(req->gpu_attach->state, PROFD__GPU_STATE__GPU_STATE_READY);

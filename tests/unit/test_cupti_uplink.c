@@ -99,8 +99,7 @@ static void test_no_daemon_then_connect(void)
 
 	CHECK_EQ_I(fake_listen(&fk), 0);
 	req = fake_handshake(&fk, WAIT_MS);
-	CHECK(req != NULL);
-	if (!req)
+	if (!CHECK(req != NULL))
 		return;
 	CHECK_EQ_I(req->gpu_attach->state, PROFD__GPU_STATE__GPU_STATE_NO_CUPTI);
 	CHECK(req->gpu_attach->detail && strstr(req->gpu_attach->detail, "/nonexistent"));
@@ -117,8 +116,7 @@ static void test_interval_and_enable(void)
 
 	CHECK_EQ_I(fake_send_control(&fk, true, 1), 0);
 	a = fake_recv_batch(&fk, WAIT_MS);
-	CHECK(a != NULL);
-	if (!a)
+	if (!CHECK(a != NULL))
 		return;
 	CHECK_EQ_U(batch_events(a->gpu_batch), 0);
 	CHECK(!a->gpu_batch->has_complete_until_ns);
@@ -178,8 +176,7 @@ static Profd__Request *test_events(void)
 	push(&n);
 	push(&g);
 	req = next_batch(req, false, 50);
-	CHECK(req != NULL);
-	if (!req)
+	if (!CHECK(req != NULL))
 		return NULL;
 	b = req->gpu_batch;
 	CHECK_EQ_U(b->n_strings, 4);
@@ -248,8 +245,7 @@ static Profd__Request *test_events(void)
 	push(&g);
 	push(&n);
 	req = next_batch(req, false, 50);
-	CHECK(req != NULL);
-	if (!req)
+	if (!CHECK(req != NULL))
 		return NULL;
 	b = req->gpu_batch;
 	CHECK_EQ_U(b->n_strings, 1);
@@ -281,8 +277,7 @@ static Profd__Request *test_drops(Profd__Request *req)
 	}
 	CHECK_EQ_U(evq__len(q), QUEUE_CAP);
 	req = next_batch(req, false, 50);
-	CHECK(req != NULL);
-	if (!req)
+	if (!CHECK(req != NULL))
 		return NULL;
 	b = req->gpu_batch;
 	CHECK_EQ_U(b->n_kernels, QUEUE_CAP);
@@ -293,8 +288,7 @@ static Profd__Request *test_drops(Profd__Request *req)
 	CHECK_EQ_U(b->dropped, 36);
 	CHECK_EQ_U(b->n_strings, 0);
 	req = next_batch(req, false, 50);
-	CHECK(req != NULL);
-	if (req)
+	if (CHECK(req != NULL))
 		CHECK(!req->gpu_batch->has_dropped);
 	return req;
 }
@@ -327,8 +321,7 @@ static Profd__Request *test_split(Profd__Request *req)
 		Profd__GpuBatch *b;
 
 		req = next_batch(req, false, 50);
-		CHECK(req != NULL);
-		if (!req)
+		if (!CHECK(req != NULL))
 			return NULL;
 		b = req->gpu_batch;
 		batches++;
@@ -366,8 +359,7 @@ static void test_reconnect(Profd__Request *req)
 		profd__request__free_unpacked(req, NULL);
 	fake_close_conn(&fk);
 	req = fake_handshake(&fk, WAIT_MS);
-	CHECK(req != NULL);
-	if (!req)
+	if (!CHECK(req != NULL))
 		return;
 	CHECK_EQ_I(req->gpu_attach->state, PROFD__GPU_STATE__GPU_STATE_NO_CUPTI);
 	CHECK_EQ_I(fake_send_control(&fk, false, 50), 0);
@@ -376,8 +368,7 @@ static void test_reconnect(Profd__Request *req)
 	CHECK(req != NULL);
 	push(&k);
 	req = next_batch(req, false, 50);
-	CHECK(req != NULL);
-	if (!req)
+	if (!CHECK(req != NULL))
 		return;
 	CHECK_EQ_U(req->gpu_batch->n_strings, 1);
 	if (req->gpu_batch->n_strings == 1)
@@ -397,20 +388,17 @@ static void test_refused_then_restart(void)
 
 	fake_close_conn(&fk);
 	req = fake_handshake(&fk, WAIT_MS);
-	CHECK(req != NULL);
-	if (req)
+	if (CHECK(req != NULL))
 		profd__request__free_unpacked(req, NULL);
 	CHECK_EQ_I(fake_send_error(&fk, PROFD__ERROR_CODE__ERROR_BAD_REQUEST, "unknown request"),
 		   0);
 	/* It closes and comes back after its backoff. */
 	req = fake_handshake(&fk, WAIT_MS);
-	CHECK(req != NULL);
-	if (req)
+	if (CHECK(req != NULL))
 		profd__request__free_unpacked(req, NULL);
 	CHECK_EQ_I(fake_send_control(&fk, false, 50), 0);
 	req = fake_recv_batch(&fk, WAIT_MS);
-	CHECK(req != NULL);
-	if (req)
+	if (CHECK(req != NULL))
 		profd__request__free_unpacked(req, NULL);
 
 	/* Restart: connection and socket gone for a while, then a new socket at the path. */
@@ -419,13 +407,11 @@ static void test_refused_then_restart(void)
 	usleep(400 * 1000);
 	CHECK_EQ_I(fake_listen(&fk), 0);
 	req = fake_handshake(&fk, WAIT_MS);
-	CHECK(req != NULL);
-	if (req)
+	if (CHECK(req != NULL))
 		profd__request__free_unpacked(req, NULL);
 	CHECK_EQ_I(fake_send_control(&fk, false, 50), 0);
 	req = fake_recv_batch(&fk, WAIT_MS);
-	CHECK(req != NULL);
-	if (req)
+	if (CHECK(req != NULL))
 		profd__request__free_unpacked(req, NULL);
 }
 
@@ -439,8 +425,7 @@ int main(void)
 	setenv("PROFD_SOCKET", fk.path, 1);
 	setenv("PROFD_CUPTI_PATH", "/nonexistent/libcupti.so", 1);
 	q = evq__new(QUEUE_CAP);
-	CHECK(q != NULL);
-	if (!q)
+	if (!CHECK(q != NULL))
 		return CHECK_DONE();
 
 	test_no_daemon_then_connect();

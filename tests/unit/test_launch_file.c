@@ -34,8 +34,7 @@ static void put(const char *rel, const char *text)
 
 	snprintf(path, sizeof(path), "%s/%s", root, rel);
 	f = fopen(path, "w");
-	CHECK(f != NULL);
-	if (!f)
+	if (!CHECK(f != NULL))
 		return;
 	fputs(text, f);
 	fclose(f);
@@ -203,8 +202,7 @@ static void test_count_notes(void)
 {
 	const char *many = getenv("PROFD_MANY_NOTES"), *caller = getenv("PROFD_USDT_CALLER");
 
-	CHECK(many != NULL && caller != NULL);
-	if (!many || !caller)
+	if (!CHECK(many != NULL && caller != NULL))
 		return;
 	/* 20 sites, and one each of another name and another provider that do not count. */
 	CHECK_EQ_I(count_file(many), 20);

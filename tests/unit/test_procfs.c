@@ -22,7 +22,7 @@ int main(void)
 	int fd;
 
 	if (!mkdtemp(dir))
-		return 77;
+		return CHECK_SKIP("mkdtemp failed: no temporary directory to work in");
 
 	/* A FIFO with no writer: a plain open() would block forever here. */
 	snprintf(path, sizeof(path), "%s/fifo", dir);

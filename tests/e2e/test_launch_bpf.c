@@ -69,18 +69,6 @@ static int on_record(void *ctx, const void *data, size_t size)
 	return 0;
 }
 
-static int skip(const char *why)
-{
-	const char *ci = getenv("CI");
-
-	if (ci && !strcmp(ci, "true")) {
-		fprintf(stderr, "FAIL: would skip in CI: %s\n", why);
-		return 1;
-	}
-	fprintf(stderr, "SKIP: %s\n", why);
-	return 77;
-}
-
 /* The fixture, driven through its stdin and stdout. */
 struct fixture {
 	pid_t pid;
@@ -314,8 +302,7 @@ static void test_usdt_limit(struct fixture *f, const char *fixture_path, long ti
 {
 	struct sampler *s = open_sampler_limited(fixture_pid, 1, 3);
 
-	CHECK(s != NULL);
-	if (!s)
+	if (!CHECK(s != NULL))
 		return;
 	CHECK_EQ_I(sampler__attach_launch_probe(s, fixture_pid, fixture_path), 0);
 	CHECK_EQ_U(limited(s), 0);
@@ -383,8 +370,7 @@ static int test_usdt(const char *fixture_path)
 
 	/* A sampler whose targets exclude the fixture: the probe is attached, nothing is sent. */
 	s = open_sampler((uint32_t)getpid());
-	CHECK(s != NULL);
-	if (!s)
+	if (!CHECK(s != NULL))
 		goto out;
 	CHECK_EQ_I(sampler__attach_launch_probe(s, fixture_pid, fixture_path), 0);
 	CHECK_EQ_I(ask_num(&f, "s"), 1);
@@ -460,8 +446,7 @@ static int test_uprobe(const char *fixture_path, const char *lib)
 	/* This process calls libcuda too, but is not a target: nothing. */
 	own = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
 	own_launch = own ? (cu_graph_launch_fn)dlsym(own, "cuGraphLaunch") : NULL;
-	CHECK(own_launch != NULL);
-	if (own_launch) {
+	if (CHECK(own_launch != NULL)) {
 		uint32_t keep = fixture_pid;
 
 		fixture_pid = (uint32_t)getpid();
@@ -493,8 +478,7 @@ static int test_uprobe(const char *fixture_path, const char *lib)
 	s = sampler__new(&(struct sampler_opts){ .frequency_hz = 1,
 						  .ringbuf_size = 1 << 20,
 						  .on_record = on_record });
-	CHECK(s != NULL);
-	if (!s)
+	if (!CHECK(s != NULL))
 		goto out;
 	CHECK_EQ_I(sampler__attach_libcuda(s, lib), 0);
 	CHECK_EQ_I(run_and_drain(s, &f, "c 2"), 2);
@@ -523,8 +507,7 @@ static int test_uprobe(const char *fixture_path, const char *lib)
 						  .on_record = on_record,
 						  .launch_rate = 1,
 						  .launch_burst = 2 });
-	CHECK(s != NULL);
-	if (!s)
+	if (!CHECK(s != NULL))
 		goto out;
 	CHECK_EQ_I(sampler__attach_libcuda(s, lib), 0);
 	CHECK_EQ_I(run_and_drain(s, &f, "c 5"), 2);
@@ -561,7 +544,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (geteuid() != 0)
-		return skip("needs root for BPF and uprobes");
+		return CHECK_SKIP("needs root for BPF and uprobes");
 	if (getenv("TEST_VERBOSE"))
 		log_set_level(LOG_LVL_DEBUG);
 	/* Probes are attached by absolute path, as the daemon gets it from the library. */
@@ -573,6 +556,6 @@ int main(int argc, char **argv)
 		return test_usdt(fixture);
 	lib = argc > 3 ? argv[3] : find_stub(stub, sizeof(stub));
 	if (!lib)
-		return skip("no stub libcuda.so from the CUDA toolkit (set CUDA_HOME)");
+		return CHECK_SKIP("no stub libcuda.so from the CUDA toolkit (set CUDA_HOME)");
 	return test_uprobe(fixture, lib);
 }
