@@ -4,7 +4,7 @@
  * turned into sorted stacks with counts.
  */
 #define _GNU_SOURCE /* memrchr, open_memstream */
-#include "diff.h"
+#include "stacks.h"
 #include "format.h"
 
 #include <errno.h>
