@@ -10,7 +10,6 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "parse.h"
 #include "wire.h"
 
 void cmd_status_usage(FILE *f)
