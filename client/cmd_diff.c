@@ -1,23 +1,23 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * profctl diff: a differential flame graph of two profiles, from two files (folded or pprof)
- * or from two time windows of the daemon, as SVG or as two-column folded stacks; and the
- * merge of the two sides into one table.
+ * or from two time windows of the daemon, as SVG or as two-column folded stacks.
  */
-#include "cli.h"
+#include "cmd_diff.h"
+#include "commands.h"
 #include "conn.h"
 #include "diff.h"
+#include "fetch.h"
+#include "format.h"
+#include "opts.h"
+#include "output.h"
+#include "stacks.h"
 
 #include <errno.h>
-#include <inttypes.h>
-#include <limits.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "parse.h"
 #include "wire.h"
-
-#define MAX_WINDOW_NS (365ull * 86400 * 1000000000ull)
 
 void cmd_diff_usage(FILE *f)
 {
@@ -62,83 +62,7 @@ void cmd_diff_usage(FILE *f)
 
 static int bad_value(struct cli_error *e, const char *opt, const char *val, const char *what)
 {
-	return cli_bad_value(e, "diff", opt, val, what);
-}
-
-struct diff {
-	struct diff_row *rows;
-	size_t n;
-	uint64_t total_a, total_b;
-};
-
-struct diff *diff__new(const struct stacks *a, const struct stacks *b)
-{
-	struct diff *d = calloc(1, sizeof(*d));
-	const struct stack_count *va, *vb;
-	size_t i = 0, j = 0, na, nb;
-
-	if (!d)
-		return NULL;
-	va = stacks__items(a, &na);
-	vb = stacks__items(b, &nb);
-	d->rows = calloc(na + nb ? na + nb : 1, sizeof(*d->rows));
-	if (!d->rows)
-		goto fail;
-	d->total_a = stacks__total(a);
-	d->total_b = stacks__total(b);
-	/* Both sides are sorted bytewise: one merge pass. */
-	while (i < na || j < nb) {
-		int c = i == na ? 1 : j == nb ? -1 : strcmp(va[i].stack, vb[j].stack);
-		struct diff_row *r = &d->rows[d->n];
-		const char *stack = c <= 0 ? va[i].stack : vb[j].stack;
-
-		r->a = c <= 0 ? va[i++].count : 0;
-		r->b = c >= 0 ? vb[j++].count : 0;
-		r->stack = strdup(stack);
-		if (!r->stack)
-			goto fail;
-		d->n++;
-	}
-	return d;
-fail:
-	diff__free(d);
-	errno = ENOMEM;
-	return NULL;
-}
-
-void diff__free(struct diff *d)
-{
-	if (!d)
-		return;
-	for (size_t i = 0; i < d->n; i++)
-		free((char *)d->rows[i].stack);
-	free(d->rows);
-	free(d);
-}
-
-const struct diff_row *diff__rows(const struct diff *d, size_t *n)
-{
-	*n = d->n;
-	return d->rows;
-}
-
-uint64_t diff__total_a(const struct diff *d)
-{
-	return d->total_a;
-}
-
-uint64_t diff__total_b(const struct diff *d)
-{
-	return d->total_b;
-}
-
-int diff__write_folded(const struct diff *d, FILE *out)
-{
-	for (size_t i = 0; i < d->n; i++)
-		if (fprintf(out, "%s %" PRIu64 " %" PRIu64 "\n", d->rows[i].stack, d->rows[i].a,
-			    d->rows[i].b) < 0)
-			return -EIO;
-	return fflush(out) || ferror(out) ? -EIO : 0;
+	return opt_bad_value(e, "diff", opt, val, what);
 }
 
 /* One point of a window: "now" or a duration back from now. */
@@ -154,7 +78,7 @@ static int parse_point(const char *s, size_t n, uint64_t *out)
 		*out = 0;
 		return 0;
 	}
-	return parse_duration_ns(buf, 1, MAX_WINDOW_NS, out);
+	return parse_duration_ns(buf, 1, OPT_MAX_SINCE_NS, out);
 }
 
 int diff_parse_window(const char *s, struct diff_window *w)
@@ -194,86 +118,54 @@ static int window_opt(const char *opt, const char *val, struct diff_window *w, b
 	return 0;
 }
 
-static bool ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), k = strlen(suffix);
+static const struct option diff_longopts[] = {
+    {"before", required_argument, NULL, 'B'}, {"after", required_argument, NULL, 'A'},
+    {"pid", required_argument, NULL, 'p'},    {"format", required_argument, NULL, 'f'},
+    {"output", required_argument, NULL, 'o'}, {"timeout", required_argument, NULL, 't'},
+    {"help", no_argument, NULL, 'h'},	      {0},
+};
 
-	return n >= k && strcmp(s + n - k, suffix) == 0;
+/* Which of --before and --after were given, for the checks after the loop. */
+struct seen {
+	bool before, after;
+};
+
+/*
+ * One option getopt_long returned, optarg its value. Returns 0, 1 for --help, or -EINVAL with
+ * e filled.
+ */
+static int parse_option(int opt, char **argv, struct diff_args *a, struct seen *seen,
+			struct cli_error *e)
+{
+	switch (opt) {
+	case 'B':
+		return window_opt("--before", optarg, &a->before, &seen->before, e);
+	case 'A':
+		return window_opt("--after", optarg, &a->after, &seen->after, e);
+	case 'p':
+		return opt_parse_pid("diff", optarg, a->pids, &a->n_pids, e);
+	case 'f':
+		if (strcmp(optarg, "svg") == 0)
+			a->format = DUMP_FORMAT_SVG;
+		else if (strcmp(optarg, "folded") == 0)
+			a->format = DUMP_FORMAT_FOLDED;
+		else
+			return bad_value(e, "--format", optarg, "is not svg or folded");
+		return 0;
+	case 'o':
+		return opt_parse_output("diff", optarg, &a->output, e);
+	case 't':
+		return opt_parse_timeout("diff", optarg, &a->timeout_ns, e);
+	case 'h':
+		return 1;
+	default:
+		return opt_bad_option(opt, argv, diff_longopts, "diff", e);
+	}
 }
 
-int diff_parse_args(int argc, char **argv, struct diff_args *a, struct cli_error *e)
+/* The operands: A and B. Returns 0 or -EINVAL with e filled for a third. */
+static int parse_files(int argc, char **argv, struct diff_args *a, struct cli_error *e)
 {
-	static const struct option longopts[] = {
-	    {"before", required_argument, NULL, 'B'}, {"after", required_argument, NULL, 'A'},
-	    {"pid", required_argument, NULL, 'p'},    {"format", required_argument, NULL, 'f'},
-	    {"output", required_argument, NULL, 'o'}, {"timeout", required_argument, NULL, 't'},
-	    {"help", no_argument, NULL, 'h'},	      {0},
-	};
-	bool has_before = false, has_after = false;
-	uint32_t id;
-	int opt, err;
-
-	*a = (struct diff_args){0};
-	optind = 0;
-	opterr = 0;
-	/* No '+': the files may come before the options, as people type them. */
-	while ((opt = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'B':
-			err = window_opt("--before", optarg, &a->before, &has_before, e);
-			if (err)
-				return err;
-			break;
-		case 'A':
-			err = window_opt("--after", optarg, &a->after, &has_after, e);
-			if (err)
-				return err;
-			break;
-		case 'p':
-			err = parse_u32(optarg, 1, INT32_MAX, &id);
-			if (err == -ERANGE)
-				return bad_value(e, "--pid", optarg,
-						 "is out of range (1 to 2147483647)");
-			if (err)
-				return bad_value(e, "--pid", optarg, "is not a positive integer");
-			for (size_t i = 0; i < a->n_pids; i++)
-				if (a->pids[i] == id)
-					goto next;
-			if (a->n_pids == DUMP_MAX_PIDS) {
-				cli_error_set(e, PROFCTL_EXIT_USAGE,
-					      "diff: more than %d --pid options; see 'profctl diff "
-					      "--help'",
-					      DUMP_MAX_PIDS);
-				return -EINVAL;
-			}
-			a->pids[a->n_pids++] = id;
-			break;
-		case 'f':
-			if (strcmp(optarg, "svg") == 0)
-				a->format = DUMP_FORMAT_SVG;
-			else if (strcmp(optarg, "folded") == 0)
-				a->format = DUMP_FORMAT_FOLDED;
-			else
-				return bad_value(e, "--format", optarg, "is not svg or folded");
-			break;
-		case 'o':
-			if (!*optarg)
-				return bad_value(e, "--output", optarg, "is an empty file name");
-			a->output = optarg;
-			break;
-		case 't':
-			err = cli_parse_timeout("diff", optarg, &a->timeout_ns, e);
-			if (err)
-				return err;
-			break;
-		case 'h':
-			a->help = true;
-			return 0;
-		default:
-			return cli_bad_option(opt, argv, longopts, "diff", e);
-		}
-	next:;
-	}
 	for (int i = optind; i < argc; i++) {
 		if (a->n_files == 2) {
 			cli_error_set(e, PROFCTL_EXIT_USAGE,
@@ -284,39 +176,131 @@ int diff_parse_args(int argc, char **argv, struct diff_args *a, struct cli_error
 		}
 		a->files[a->n_files++] = argv[i];
 	}
-	a->windows = has_before || has_after;
+	return 0;
+}
+
+/* Two files or two windows, and what goes with each. Returns 0 or -EINVAL with e filled. */
+static int check_sources(struct diff_args *a, const struct seen *seen, struct cli_error *e)
+{
+	a->windows = seen->before || seen->after;
 	if (a->windows && a->n_files) {
 		cli_error_set(e, PROFCTL_EXIT_USAGE,
 			      "diff: give two files or --before and --after, not both; see "
 			      "'profctl diff --help'");
 		return -EINVAL;
 	}
-	if (a->windows && !(has_before && has_after)) {
+	if (a->windows && !(seen->before && seen->after)) {
 		cli_error_set(
 		    e, PROFCTL_EXIT_USAGE, "diff: %s needs %s too; see 'profctl diff --help'",
-		    has_before ? "--before" : "--after", has_before ? "--after" : "--before");
+		    seen->before ? "--before" : "--after", seen->before ? "--after" : "--before");
 		return -EINVAL;
 	}
-	if (!a->windows && a->n_files != 2) {
+	if (a->windows)
+		return 0;
+	if (a->n_files != 2) {
 		cli_error_set(e, PROFCTL_EXIT_USAGE,
 			      "diff: give two profiles to compare (A B), or --before and --after; "
 			      "see 'profctl diff --help'");
 		return -EINVAL;
 	}
-	if (!a->windows && a->n_pids) {
+	if (a->n_pids) {
 		cli_error_set(e, PROFCTL_EXIT_USAGE,
 			      "diff: --pid selects from the daemon's windows, not from files; see "
 			      "'profctl diff --help'");
 		return -EINVAL;
 	}
-	if (!a->windows && strcmp(a->files[0], "-") == 0 && strcmp(a->files[1], "-") == 0) {
+	if (strcmp(a->files[0], "-") == 0 && strcmp(a->files[1], "-") == 0) {
 		cli_error_set(e, PROFCTL_EXIT_USAGE,
 			      "diff: only one of A and B can be standard input ('-')");
 		return -EINVAL;
 	}
+	return 0;
+}
+
+int diff_parse_args(int argc, char **argv, struct diff_args *a, struct cli_error *e)
+{
+	struct seen seen = {0};
+	int opt, err;
+
+	*a = (struct diff_args){0};
+	optind = 0;
+	opterr = 0;
+	/* No '+': the files may come before the options, as people type them. */
+	while ((opt = getopt_long(argc, argv, ":o:h", diff_longopts, NULL)) != -1) {
+		err = parse_option(opt, argv, a, &seen, e);
+		if (err) {
+			a->help = err > 0;
+			return err < 0 ? err : 0;
+		}
+	}
+	err = parse_files(argc, argv, a, e);
+	if (!err)
+		err = check_sources(a, &seen, e);
+	if (err)
+		return err;
+	/* Only two formats here: a file name asking for any other gets folded. */
 	if (a->format == DUMP_FORMAT_DEFAULT)
-		a->format = a->output && ends_with(a->output, ".svg") ? DUMP_FORMAT_SVG
-								      : DUMP_FORMAT_FOLDED;
+		a->format = a->output && output_format_for_file(a->output) == DUMP_FORMAT_SVG
+				? DUMP_FORMAT_SVG
+				: DUMP_FORMAT_FOLDED;
+	return 0;
+}
+
+/* The daemon's clock: windows are distances back from its now, not ours. */
+static int daemon_now(struct conn *c, uint64_t *now, struct cli_error *e)
+{
+	Profd__Request req = PROFD__REQUEST__INIT;
+	Profd__StatusRequest sreq = PROFD__STATUS_REQUEST__INIT;
+	Profd__Response *resp = NULL;
+	int err;
+
+	req.msg_case = PROFD__REQUEST__MSG_STATUS;
+	req.status = &sreq;
+	err = conn__call(c, &req, PROFD__RESPONSE__MSG_STATUS, &resp, e);
+	if (err)
+		return err;
+	if (!resp->status->has_now_ns) {
+		cli_error_set(e, PROFCTL_EXIT_PROTOCOL,
+			      "the daemon's status has no clock reading: are profd and profctl the "
+			      "same version?");
+		err = -EPROTO;
+	} else {
+		*now = resp->status->now_ns;
+	}
+	profd__response__free_unpacked(resp, NULL);
+	return err;
+}
+
+/* One window's profile as stacks. which names it in messages ("before", "after"). */
+static int fetch_window(struct conn *c, const struct diff_args *a, const struct diff_window *w,
+			uint64_t now, const char *which, struct stacks **out, struct cli_error *e)
+{
+	Profd__DumpRequest dreq = PROFD__DUMP_REQUEST__INIT;
+	Profd__Response *resp = NULL;
+	int err;
+
+	dreq.n_pids = a->n_pids;
+	dreq.pids = (uint32_t *)a->pids;
+	dreq.has_start_ns = 1;
+	dreq.start_ns = now > w->from_ns ? now - w->from_ns : 0;
+	dreq.has_end_ns = 1;
+	dreq.end_ns = now > w->to_ns ? now - w->to_ns : 0;
+	err = fetch_profile(c, &dreq, false, &resp, e);
+	if (err == -ENODATA || (err && e->code == PROFCTL_EXIT_NO_SAMPLES)) {
+		cli_error_set(e, PROFCTL_EXIT_NO_SAMPLES,
+			      "no samples in the %s window (%s): widen it, or check the --pid",
+			      which, w->text);
+		return err;
+	}
+	if (err)
+		return err;
+	*out = stacks__from_profile(resp->profile, a->n_pids == 0);
+	profd__response__free_unpacked(resp, NULL);
+	if (!*out) {
+		err = -errno;
+		cli_error_set(e, PROFCTL_EXIT_ERROR, "%s window: %s", which, strerror(-err));
+		return err;
+	}
 	return 0;
 }
 
@@ -324,71 +308,19 @@ int diff_parse_args(int argc, char **argv, struct diff_args *a, struct cli_error
 static int fetch_windows(const struct diff_args *a, const struct global_opts *g, struct stacks **sa,
 			 struct stacks **sb, struct cli_error *e)
 {
-	Profd__Request req = PROFD__REQUEST__INIT;
-	Profd__StatusRequest sreq = PROFD__STATUS_REQUEST__INIT;
-	const struct diff_window *win[2] = {&a->before, &a->after};
-	struct stacks **out[2] = {sa, sb};
-	Profd__Response *resp = NULL;
-	uint64_t now, timeout_ns;
+	uint64_t now;
 	struct conn *c;
 	int err;
 
-	timeout_ns = a->timeout_ns   ? a->timeout_ns
-		     : g->timeout_ns ? g->timeout_ns
-				     : PROFCTL_DUMP_TIMEOUT_NS;
-	c = conn__open(wire_socket_path(g->socket), timeout_ns, e);
+	c = conn__open(wire_socket_path(g->socket),
+		       cli_timeout_ns(a->timeout_ns, g, PROFCTL_DUMP_TIMEOUT_NS), e);
 	if (!c)
 		return -errno;
-	/* Windows are relative to the daemon's clock; ask it for its now. */
-	req.msg_case = PROFD__REQUEST__MSG_STATUS;
-	req.status = &sreq;
-	err = conn__call(c, &req, PROFD__RESPONSE__MSG_STATUS, &resp, e);
-	if (err)
-		goto out;
-	if (!resp->status->has_now_ns) {
-		cli_error_set(e, PROFCTL_EXIT_PROTOCOL,
-			      "the daemon's status has no clock reading: are profd and profctl the "
-			      "same version?");
-		err = -EPROTO;
-		goto out;
-	}
-	now = resp->status->now_ns;
-	profd__response__free_unpacked(resp, NULL);
-	resp = NULL;
-
-	for (int i = 0; i < 2; i++) {
-		Profd__DumpRequest dreq = PROFD__DUMP_REQUEST__INIT;
-		const char *which = i ? "after" : "before";
-
-		dreq.n_pids = a->n_pids;
-		dreq.pids = (uint32_t *)a->pids;
-		dreq.has_start_ns = 1;
-		dreq.start_ns = now > win[i]->from_ns ? now - win[i]->from_ns : 0;
-		dreq.has_end_ns = 1;
-		dreq.end_ns = now > win[i]->to_ns ? now - win[i]->to_ns : 0;
-		err = dump_fetch(c, &dreq, &resp, e);
-		if (err == -ENODATA || (err && e->code == PROFCTL_EXIT_NO_SAMPLES)) {
-			cli_error_set(e, PROFCTL_EXIT_NO_SAMPLES,
-				      "no samples in the %s window (%s): widen it, or check the "
-				      "--pid",
-				      which, win[i]->text);
-			goto out;
-		}
-		if (err)
-			goto out;
-		*out[i] = stacks__from_profile(resp->profile, a->n_pids == 0);
-		profd__response__free_unpacked(resp, NULL);
-		resp = NULL;
-		if (!*out[i]) {
-			err = -errno;
-			cli_error_set(e, PROFCTL_EXIT_ERROR, "%s window: %s", which,
-				      strerror(-err));
-			goto out;
-		}
-	}
-out:
-	if (resp)
-		profd__response__free_unpacked(resp, NULL);
+	err = daemon_now(c, &now, e);
+	if (!err)
+		err = fetch_window(c, a, &a->before, now, "before", sa, e);
+	if (!err)
+		err = fetch_window(c, a, &a->after, now, "after", sb, e);
 	conn__free(c);
 	return err;
 }
@@ -464,17 +396,8 @@ int cmd_diff(int argc, char **argv, const struct global_opts *g)
 		goto out;
 	}
 	r = (struct render){.d = d, .a = &a, .name_a = name_a, .name_b = name_b};
-	if (a.output) {
-		if (cli_write_file(a.output, render_to, &r, &e))
-			ret = cli_error_print(&e);
-	} else {
-		err = render_to(stdout, &r);
-		if (err) {
-			cli_error_set(&e, PROFCTL_EXIT_ERROR, "writing to standard output: %s",
-				      strerror(-err));
-			ret = cli_error_print(&e);
-		}
-	}
+	if (output_write(a.output, render_to, &r, &e))
+		ret = cli_error_print(&e);
 out:
 	diff__free(d);
 	stacks__free(sb);

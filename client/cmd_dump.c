@@ -4,27 +4,24 @@
  * pprof, speedscope or JSON. profctl dump trace: ask for the raw events of a recent window and
  * write them as Chrome trace event JSON.
  */
-#define _GNU_SOURCE /* asprintf */
-#include "cli.h"
+#include "cmd_dump.h"
+#include "commands.h"
 #include "conn.h"
+#include "fetch.h"
 #include "format.h"
+#include "opts.h"
+#include "output.h"
 #include "profile.h"
 #include "trace.h"
 #include "value.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "parse.h"
 #include "wire.h"
-
-#define MAX_SINCE_NS (365ull * 86400 * 1000000000ull)
 
 void cmd_dump_usage(FILE *f)
 {
@@ -92,40 +89,7 @@ void cmd_dump_usage(FILE *f)
 
 static int bad_value(struct cli_error *e, const char *opt, const char *val, const char *what)
 {
-	return cli_bad_value(e, "dump", opt, val, what);
-}
-
-static int parse_id(const char *opt, const char *val, uint32_t *out, struct cli_error *e)
-{
-	int err = parse_u32(val, 1, INT32_MAX, out);
-
-	if (err == -ERANGE)
-		return bad_value(e, opt, val, "is out of range (1 to 2147483647)");
-	if (err)
-		return bad_value(e, opt, val, "is not a positive integer");
-	return 0;
-}
-
-static bool ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), k = strlen(suffix);
-
-	return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-/* The format a file name asks for; folded when its suffix says nothing. */
-static enum dump_format format_for_file(const char *path)
-{
-	if (ends_with(path, ".svg"))
-		return DUMP_FORMAT_SVG;
-	if (ends_with(path, ".pb.gz") || ends_with(path, ".pprof"))
-		return DUMP_FORMAT_PPROF;
-	/* Before plain .json, which it also ends in. */
-	if (ends_with(path, ".speedscope.json"))
-		return DUMP_FORMAT_SPEEDSCOPE;
-	if (ends_with(path, ".json"))
-		return DUMP_FORMAT_JSON;
-	return DUMP_FORMAT_FOLDED;
+	return opt_bad_value(e, "dump", opt, val, what);
 }
 
 static const struct {
@@ -137,31 +101,26 @@ static const struct {
     {"json", DUMP_FORMAT_JSON},
 };
 
-int dump_parse_args(int argc, char **argv, struct dump_args *a, struct cli_error *e)
-{
-	static const struct option longopts[] = {
-	    {"pid", required_argument, NULL, 'p'},    {"tid", required_argument, NULL, 'T'},
-	    {"since", required_argument, NULL, 's'},  {"format", required_argument, NULL, 'f'},
-	    {"output", required_argument, NULL, 'o'}, {"timeout", required_argument, NULL, 't'},
-	    {"python-only", no_argument, NULL, 'P'},  {"help", no_argument, NULL, 'h'},
-	    {"value", required_argument, NULL, 'v'},  {"gpu-idle", no_argument, NULL, 'I'},
-	    {"nvtx", no_argument, NULL, 'N'},	      {0},
-	};
-	const char *value_opt = NULL;
-	uint32_t id;
-	int opt, err;
+static const struct option dump_longopts[] = {
+    {"pid", required_argument, NULL, 'p'},    {"tid", required_argument, NULL, 'T'},
+    {"since", required_argument, NULL, 's'},  {"format", required_argument, NULL, 'f'},
+    {"output", required_argument, NULL, 'o'}, {"timeout", required_argument, NULL, 't'},
+    {"python-only", no_argument, NULL, 'P'},  {"help", no_argument, NULL, 'h'},
+    {"value", required_argument, NULL, 'v'},  {"gpu-idle", no_argument, NULL, 'I'},
+    {"nvtx", no_argument, NULL, 'N'},	      {0},
+};
 
-	*a = (struct dump_args){0};
+/* The word after "dump": flamegraph or trace. Returns 0, 1 for --help, or -EINVAL. */
+static int parse_kind(int argc, char **argv, struct dump_args *a, struct cli_error *e)
+{
 	if (argc < 2) {
 		cli_error_set(e, PROFCTL_EXIT_USAGE,
 			      "dump: say what to dump (flamegraph or trace); see 'profctl dump "
 			      "--help'");
 		return -EINVAL;
 	}
-	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-		a->help = true;
-		return 0;
-	}
+	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)
+		return 1;
 	if (strcmp(argv[1], "trace") == 0) {
 		a->kind = DUMP_KIND_TRACE;
 	} else if (strcmp(argv[1], "flamegraph") != 0) {
@@ -171,97 +130,81 @@ int dump_parse_args(int argc, char **argv, struct dump_args *a, struct cli_error
 			      argv[1]);
 		return -EINVAL;
 	}
-	argc--;
-	argv++;
-	optind = 0;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "+:o:h", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'p':
-			err = parse_id("--pid", optarg, &id, e);
-			if (err)
-				return err;
-			for (size_t i = 0; i < a->n_pids; i++)
-				if (a->pids[i] == id)
-					goto next;
-			if (a->n_pids == DUMP_MAX_PIDS) {
-				cli_error_set(e, PROFCTL_EXIT_USAGE,
-					      "dump: more than %d --pid options; see 'profctl dump "
-					      "--help'",
-					      DUMP_MAX_PIDS);
-				return -EINVAL;
-			}
-			a->pids[a->n_pids++] = id;
-			break;
-		case 'T':
-			if (a->has_tid)
-				return bad_value(e, "--tid", optarg, "comes after another --tid");
-			err = parse_id("--tid", optarg, &a->tid, e);
-			if (err)
-				return err;
-			a->has_tid = true;
-			break;
-		case 's':
-			err = parse_duration_ns(optarg, 1, MAX_SINCE_NS, &a->since_ns);
-			if (err == -ERANGE)
-				return bad_value(e, "--since", optarg,
-						 "is out of range (more than 0, at most 365d)");
-			if (err)
-				return bad_value(e, "--since", optarg,
-						 "is not a duration (like 30s, 5m, 1h)");
-			a->has_since = true;
-			break;
-		case 'f':
-			a->format = DUMP_FORMAT_DEFAULT;
-			for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++)
-				if (strcmp(optarg, formats[i].name) == 0)
-					a->format = formats[i].format;
-			if (a->format == DUMP_FORMAT_DEFAULT)
-				return bad_value(e, "--format", optarg,
-						 "is not folded, svg, pprof, speedscope or json");
-			break;
-		case 'o':
-			if (!*optarg)
-				return bad_value(e, "--output", optarg, "is an empty file name");
-			a->output = optarg;
-			break;
-		case 't':
-			err = cli_parse_timeout("dump", optarg, &a->timeout_ns, e);
-			if (err)
-				return err;
-			break;
-		case 'P':
-			a->python_only = true;
-			break;
-		case 'v': {
-			enum value_kind k;
+	return 0;
+}
 
-			if (value_parse(optarg, &k))
-				return bad_value(e, "--value", optarg, "is not " VALUE_OPTION_LIST);
-			a->value = k;
-			value_opt = optarg;
-			break;
-		}
-		case 'I':
-			a->gpu_idle = true;
-			break;
-		case 'N':
-			a->nvtx = true;
-			break;
-		case 'h':
-			a->help = true;
+static int parse_since(const char *val, struct fetch_query *q, struct cli_error *e)
+{
+	int err = parse_duration_ns(val, 1, OPT_MAX_SINCE_NS, &q->since_ns);
+
+	if (err == -ERANGE)
+		return bad_value(e, "--since", val, "is out of range (more than 0, at most 365d)");
+	if (err)
+		return bad_value(e, "--since", val, "is not a duration (like 30s, 5m, 1h)");
+	q->has_since = true;
+	return 0;
+}
+
+static int parse_format(const char *val, enum dump_format *out, struct cli_error *e)
+{
+	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
+		if (strcmp(val, formats[i].name) == 0) {
+			*out = formats[i].format;
 			return 0;
-		default:
-			return cli_bad_option(opt, argv, longopts, "dump", e);
 		}
-	next:;
 	}
-	if (optind < argc) {
-		cli_error_set(e, PROFCTL_EXIT_USAGE,
-			      "dump: unexpected argument '%s'; see 'profctl dump --help'",
-			      argv[optind]);
-		return -EINVAL;
+	return bad_value(e, "--format", val, "is not folded, svg, pprof, speedscope or json");
+}
+
+/*
+ * One option getopt_long returned, optarg its value. *value_opt keeps --value's text for
+ * the checks after the loop. Returns 0, 1 for --help, or -EINVAL with e filled.
+ */
+static int parse_option(int opt, char **argv, struct dump_args *a, const char **value_opt,
+			struct cli_error *e)
+{
+	enum value_kind k;
+
+	switch (opt) {
+	case 'p':
+		return opt_parse_pid("dump", optarg, a->q.pids, &a->q.n_pids, e);
+	case 'T':
+		return opt_parse_tid("dump", optarg, &a->q.has_tid, &a->q.tid, e);
+	case 's':
+		return parse_since(optarg, &a->q, e);
+	case 'f':
+		return parse_format(optarg, &a->format, e);
+	case 'o':
+		return opt_parse_output("dump", optarg, &a->output, e);
+	case 't':
+		return opt_parse_timeout("dump", optarg, &a->timeout_ns, e);
+	case 'P':
+		a->python_only = true;
+		return 0;
+	case 'v':
+		if (value_parse(optarg, &k))
+			return bad_value(e, "--value", optarg, "is not " VALUE_OPTION_LIST);
+		a->value = k;
+		*value_opt = optarg;
+		return 0;
+	case 'I':
+		a->gpu_idle = true;
+		return 0;
+	case 'N':
+		a->nvtx = true;
+		return 0;
+	case 'h':
+		return 1;
+	default:
+		return opt_bad_option(opt, argv, dump_longopts, "dump", e);
 	}
+}
+
+/* Options that each parse but do not go together. Returns 0 or -EINVAL with e filled. */
+static int check_options(struct dump_args *a, const char *value_opt, struct cli_error *e)
+{
+	const char *bad;
+
 	if (a->gpu_idle && value_opt && a->value != VALUE_CPU) {
 		cli_error_set(e, PROFCTL_EXIT_USAGE,
 			      "dump: --gpu-idle selects CPU samples, it cannot go with --value %s; "
@@ -271,26 +214,53 @@ int dump_parse_args(int argc, char **argv, struct dump_args *a, struct cli_error
 	}
 	if (a->gpu_idle)
 		a->value = VALUE_GPU_IDLE;
-	if (a->kind == DUMP_KIND_TRACE) {
-		const char *bad = a->has_tid		  ? "--tid"
-				  : a->format != DUMP_FORMAT_DEFAULT ? "--format"
-				  : a->python_only		  ? "--python-only"
-				  : value_opt			  ? "--value"
-				  : a->gpu_idle			  ? "--gpu-idle"
-				  : a->nvtx			  ? "--nvtx"
-								  : NULL;
-
-		if (bad) {
-			cli_error_set(e, PROFCTL_EXIT_USAGE,
-				      "dump: %s is for flame graphs, not traces; see 'profctl dump "
-				      "--help'",
-				      bad);
-			return -EINVAL;
-		}
+	if (a->kind != DUMP_KIND_TRACE)
 		return 0;
+	bad = a->q.has_tid			 ? "--tid"
+	      : a->format != DUMP_FORMAT_DEFAULT ? "--format"
+	      : a->python_only			 ? "--python-only"
+	      : value_opt			 ? "--value"
+	      : a->gpu_idle			 ? "--gpu-idle"
+	      : a->nvtx				 ? "--nvtx"
+						 : NULL;
+	if (bad) {
+		cli_error_set(e, PROFCTL_EXIT_USAGE,
+			      "dump: %s is for flame graphs, not traces; see 'profctl dump --help'",
+			      bad);
+		return -EINVAL;
 	}
-	if (a->format == DUMP_FORMAT_DEFAULT)
-		a->format = a->output ? format_for_file(a->output) : DUMP_FORMAT_FOLDED;
+	return 0;
+}
+
+int dump_parse_args(int argc, char **argv, struct dump_args *a, struct cli_error *e)
+{
+	const char *value_opt = NULL;
+	int opt, err;
+
+	*a = (struct dump_args){0};
+	err = parse_kind(argc, argv, a, e);
+	if (err) {
+		a->help = err > 0;
+		return err < 0 ? err : 0;
+	}
+	argc--;
+	argv++;
+	optind = 0;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "+:o:h", dump_longopts, NULL)) != -1) {
+		err = parse_option(opt, argv, a, &value_opt, e);
+		if (err) {
+			a->help = err > 0;
+			return err < 0 ? err : 0;
+		}
+	}
+	err = opt_no_operands("dump", argc, argv, e);
+	if (!err)
+		err = check_options(a, value_opt, e);
+	if (err)
+		return err;
+	if (a->kind == DUMP_KIND_FLAMEGRAPH && a->format == DUMP_FORMAT_DEFAULT)
+		a->format = a->output ? output_format_for_file(a->output) : DUMP_FORMAT_FOLDED;
 	return 0;
 }
 
@@ -318,26 +288,26 @@ static const char *value_title(int v)
 static int render(const Profd__Profile *p, const struct dump_args *a, uint32_t value_index,
 		  FILE *out)
 {
-	struct render_opts ro = {.process_root = a->n_pids == 0, .value_index = value_index};
+	struct render_opts ro = {.process_root = a->q.n_pids == 0, .value_index = value_index};
 	const char *what = value_title(a->value);
 	char title[160];
 	size_t pos;
 
-	if (a->n_pids == 0) {
+	if (a->q.n_pids == 0) {
 		pos = (size_t)snprintf(title, sizeof(title), "%s flame graph: all processes", what);
 	} else {
 		pos = (size_t)snprintf(title, sizeof(title), "%s flame graph: pid", what);
-		for (size_t i = 0; i < a->n_pids && pos < sizeof(title); i++) {
-			const char *name = profile_process_name(p, a->pids[i]);
+		for (size_t i = 0; i < a->q.n_pids && pos < sizeof(title); i++) {
+			const char *name = profile_process_name(p, a->q.pids[i]);
 
 			pos +=
 			    (size_t)snprintf(title + pos, sizeof(title) - pos,
-					     "%s %" PRIu32 "%s%.32s%s", i ? "," : "", a->pids[i],
+					     "%s %" PRIu32 "%s%.32s%s", i ? "," : "", a->q.pids[i],
 					     name ? " (" : "", name ? name : "", name ? ")" : "");
 		}
 	}
-	if (a->has_tid && pos < sizeof(title))
-		snprintf(title + pos, sizeof(title) - pos, ", tid %" PRIu32, a->tid);
+	if (a->q.has_tid && pos < sizeof(title))
+		snprintf(title + pos, sizeof(title) - pos, ", tid %" PRIu32, a->q.tid);
 	ro.title = title;
 	switch (a->format) {
 	case DUMP_FORMAT_SVG:
@@ -351,79 +321,6 @@ static int render(const Profd__Profile *p, const struct dump_args *a, uint32_t v
 	default:
 		return format_folded(p, &ro, out);
 	}
-}
-
-int cli_write_file(const char *path, int (*render_fn)(FILE *out, void *ctx), void *ctx,
-		   struct cli_error *e)
-{
-	const char *slash = strrchr(path, '/');
-	char *tmp = NULL;
-	FILE *out = NULL;
-	mode_t mask;
-	int fd = -1, err = 0;
-
-	if (asprintf(&tmp, "%.*s.%s.XXXXXX", slash ? (int)(slash - path + 1) : 0, path,
-		     slash ? slash + 1 : path) < 0) {
-		tmp = NULL;
-		err = -ENOMEM;
-		cli_error_set(e, PROFCTL_EXIT_ERROR, "out of memory");
-		goto out;
-	}
-	fd = mkstemp(tmp);
-	if (fd < 0) {
-		err = -errno;
-		free(tmp);
-		tmp = NULL;
-		cli_error_set(e, PROFCTL_EXIT_ERROR, "cannot create %s: %s", path,
-			      strerror(-err));
-		goto out;
-	}
-	/* mkstemp makes 0600; give the file the mode a plain open() would. */
-	mask = umask(0);
-	umask(mask);
-	if (fchmod(fd, 0666 & ~mask) < 0) {
-		err = -errno;
-		cli_error_set(e, PROFCTL_EXIT_ERROR, "chmod %s: %s", tmp, strerror(-err));
-		goto out;
-	}
-	out = fdopen(fd, "w");
-	if (!out) {
-		err = -errno;
-		cli_error_set(e, PROFCTL_EXIT_ERROR, "%s: %s", tmp, strerror(-err));
-		goto out;
-	}
-	fd = -1;
-	err = render_fn(out, ctx);
-	if (err) {
-		cli_error_set(e, PROFCTL_EXIT_ERROR, "writing %s: %s", path, strerror(-err));
-		goto out;
-	}
-	if (fsync(fileno(out)) < 0 && errno != EINVAL) {
-		err = -errno;
-		cli_error_set(e, PROFCTL_EXIT_ERROR, "writing %s: %s", path, strerror(-err));
-		goto out;
-	}
-	err = fclose(out) ? -errno : 0;
-	out = NULL;
-	if (err) {
-		cli_error_set(e, PROFCTL_EXIT_ERROR, "writing %s: %s", path, strerror(-err));
-		goto out;
-	}
-	if (rename(tmp, path) < 0) {
-		err = -errno;
-		cli_error_set(e, PROFCTL_EXIT_ERROR, "cannot replace %s: %s", path,
-			      strerror(-err));
-		goto out;
-	}
-out:
-	if (out)
-		fclose(out);
-	if (fd >= 0)
-		close(fd);
-	if (err && tmp)
-		unlink(tmp);
-	free(tmp);
-	return err;
 }
 
 struct render_ctx {
@@ -444,107 +341,17 @@ static int trace_to(FILE *out, void *ctx)
 	return format_trace(ctx, out);
 }
 
-/* Whether any sample carries a value in any column: a profile of only GPU time counts. */
-static bool profile_has_values(const Profd__Profile *p)
-{
-	for (size_t i = 0; i < p->n_samples; i++)
-		for (size_t j = 0; j < p->samples[i]->n_values; j++)
-			if (p->samples[i]->values[j])
-				return true;
-	return false;
-}
-
-void cli_note_filtered(const Profd__Profile *p)
-{
-	if (p && p->has_only_uid)
-		fprintf(stderr,
-			"profctl: note: only processes of uid %u are shown; root sees every "
-			"process\n",
-			p->only_uid);
-}
-
-int dump_fetch(struct conn *c, const Profd__DumpRequest *dreq, Profd__Response **out,
-	       struct cli_error *e)
-{
-	Profd__Request req = PROFD__REQUEST__INIT;
-	Profd__Response *resp = NULL;
-	char why[256];
-	int err;
-
-	req.msg_case = PROFD__REQUEST__MSG_DUMP;
-	req.dump = (Profd__DumpRequest *)dreq;
-	err = conn__call(c, &req, PROFD__RESPONSE__MSG_PROFILE, &resp, e);
-	if (err)
-		return err;
-	if (profile_check(resp->profile, why, sizeof(why))) {
-		cli_error_set(e, PROFCTL_EXIT_PROTOCOL,
-			      "the daemon sent an inconsistent profile (%s): are profd and profctl "
-			      "the same version?",
-			      why);
-		err = -EPROTO;
-	} else if (!profile_has_values(resp->profile)) {
-		cli_error_set(e, PROFCTL_EXIT_NO_SAMPLES,
-			      "no samples: the daemon returned an empty profile; widen --since or "
-			      "check the --pid");
-		err = -ENODATA;
-	}
-	if (err) {
-		profd__response__free_unpacked(resp, NULL);
-		return err;
-	}
-	*out = resp;
-	return 0;
-}
-
-int dump_select_value(const Profd__Profile *p, int value, uint32_t *index, struct cli_error *e)
-{
-	const char *col = value_column_name((enum value_kind)value);
-	int idx = profile_value_index(p, col);
-
-	if (idx < 0) {
-		cli_error_set(e, PROFCTL_EXIT_NO_SAMPLES,
-			      "the profile has no %s values: the daemon does not collect them (GPU "
-			      "support missing, or a daemon older than profctl)",
-			      col);
-		return -ENODATA;
-	}
-	if (!profile_value_total(p, (uint32_t)idx)) {
-		cli_error_set(e, PROFCTL_EXIT_NO_SAMPLES,
-			      "no %s in the window: widen --since or check the --pid%s", col,
-			      value == VALUE_CPU ? "" : " (is the process's GPU library attached?)");
-		return -ENODATA;
-	}
-	*index = (uint32_t)idx;
-	return 0;
-}
-
 /* dump trace: fetch, check, write. Returns an exit code, any error printed. */
 static int dump_trace(struct conn *c, const struct dump_args *a)
 {
-	Profd__Request req = PROFD__REQUEST__INIT;
 	Profd__TraceRequest treq = PROFD__TRACE_REQUEST__INIT;
 	Profd__Response *resp = NULL;
 	struct cli_error e = {0};
-	char why[256];
-	int err, ret = PROFCTL_EXIT_OK;
+	int ret = PROFCTL_EXIT_OK;
 
-	treq.n_pids = a->n_pids;
-	treq.pids = (uint32_t *)a->pids;
-	treq.has_since_ns = a->has_since;
-	treq.since_ns = a->since_ns;
-	req.msg_case = PROFD__REQUEST__MSG_TRACE;
-	req.trace = &treq;
-	err = conn__call(c, &req, PROFD__RESPONSE__MSG_TRACE, &resp, &e);
-	if (err)
+	fetch_trace_request(&a->q, &treq);
+	if (fetch_trace(c, &treq, &resp, &e))
 		return cli_error_print(&e);
-	if (trace_check(resp->trace, why, sizeof(why))) {
-		cli_error_set(&e, PROFCTL_EXIT_PROTOCOL,
-			      "the daemon sent an inconsistent trace (%s): are profd and profctl "
-			      "the same version?",
-			      why);
-		ret = cli_error_print(&e);
-		goto out;
-	}
 	if (!trace_n_events(resp->trace)) {
 		cli_error_set(&e, PROFCTL_EXIT_NO_SAMPLES,
 			      "no events: the daemon's trace ring holds nothing for this filter; "
@@ -552,22 +359,39 @@ static int dump_trace(struct conn *c, const struct dump_args *a)
 		ret = cli_error_print(&e);
 		goto out;
 	}
-	if (resp->trace->has_only_uid)
-		fprintf(stderr,
-			"profctl: note: only processes of uid %u are shown; root sees every "
-			"process\n",
-			resp->trace->only_uid);
-	if (a->output) {
-		if (cli_write_file(a->output, trace_to, resp->trace, &e))
-			ret = cli_error_print(&e);
-	} else {
-		err = format_trace(resp->trace, stdout);
-		if (err) {
-			cli_error_set(&e, PROFCTL_EXIT_ERROR, "writing to standard output: %s",
-				      strerror(-err));
-			ret = cli_error_print(&e);
-		}
+	fetch_note_filtered(resp->trace->has_only_uid, resp->trace->only_uid);
+	if (output_write(a->output, trace_to, resp->trace, &e))
+		ret = cli_error_print(&e);
+out:
+	profd__response__free_unpacked(resp, NULL);
+	return ret;
+}
+
+/* dump flamegraph: fetch, pick the column, trim frames, render. Returns an exit code. */
+static int dump_flamegraph(struct conn *c, const struct dump_args *a)
+{
+	Profd__DumpRequest dreq = PROFD__DUMP_REQUEST__INIT;
+	Profd__Response *resp = NULL;
+	struct cli_error e = {0};
+	struct render_ctx rc;
+	uint32_t vi = 0;
+	int ret = PROFCTL_EXIT_OK;
+
+	fetch_dump_request(&a->q, &dreq);
+	if (fetch_profile(c, &dreq, false, &resp, &e))
+		return cli_error_print(&e);
+	if (fetch_select_value(resp->profile, a->value, &vi, &e)) {
+		ret = cli_error_print(&e);
+		goto out;
 	}
+	fetch_note_filtered(resp->profile->has_only_uid, resp->profile->only_uid);
+	if (!a->nvtx)
+		profile_strip_nvtx(resp->profile);
+	if (a->python_only)
+		profile_python_only(resp->profile);
+	rc = (struct render_ctx){resp->profile, a, vi};
+	if (output_write(a->output, render_to, &rc, &e))
+		ret = cli_error_print(&e);
 out:
 	profd__response__free_unpacked(resp, NULL);
 	return ret;
@@ -575,14 +399,10 @@ out:
 
 int cmd_dump(int argc, char **argv, const struct global_opts *g)
 {
-	Profd__DumpRequest dreq = PROFD__DUMP_REQUEST__INIT;
-	Profd__Response *resp = NULL;
-	struct cli_error e = {0};
 	struct dump_args a;
+	struct cli_error e = {0};
 	struct conn *c = NULL;
-	uint64_t timeout_ns;
-	uint32_t vi = 0;
-	int err, ret = PROFCTL_EXIT_OK;
+	int ret;
 
 	if (dump_parse_args(argc, argv, &a, &e))
 		return cli_error_print(&e);
@@ -598,51 +418,14 @@ int cmd_dump(int argc, char **argv, const struct global_opts *g)
 			      "output");
 		return cli_error_print(&e);
 	}
-	timeout_ns = a.timeout_ns    ? a.timeout_ns
-		     : g->timeout_ns ? g->timeout_ns
-				     : PROFCTL_DUMP_TIMEOUT_NS;
-
-	c = conn__open(wire_socket_path(g->socket), timeout_ns, &e);
+	c = conn__open(wire_socket_path(g->socket),
+		       cli_timeout_ns(a.timeout_ns, g, PROFCTL_DUMP_TIMEOUT_NS), &e);
 	if (!c)
 		return cli_error_print(&e);
-	if (a.kind == DUMP_KIND_TRACE) {
+	if (a.kind == DUMP_KIND_TRACE)
 		ret = dump_trace(c, &a);
-		conn__free(c);
-		return ret;
-	}
-	dreq.n_pids = a.n_pids;
-	dreq.pids = a.pids;
-	dreq.has_tid = a.has_tid;
-	dreq.tid = a.tid;
-	dreq.has_since_ns = a.has_since;
-	dreq.since_ns = a.since_ns;
-	err = dump_fetch(c, &dreq, &resp, &e);
+	else
+		ret = dump_flamegraph(c, &a);
 	conn__free(c);
-	if (err)
-		return cli_error_print(&e);
-	if (dump_select_value(resp->profile, a.value, &vi, &e)) {
-		ret = cli_error_print(&e);
-		goto out;
-	}
-	cli_note_filtered(resp->profile);
-	if (!a.nvtx)
-		profile_strip_nvtx(resp->profile);
-	if (a.python_only)
-		profile_python_only(resp->profile);
-	if (a.output) {
-		struct render_ctx rc = {resp->profile, &a, vi};
-
-		if (cli_write_file(a.output, render_to, &rc, &e))
-			ret = cli_error_print(&e);
-	} else {
-		err = render(resp->profile, &a, vi, stdout);
-		if (err) {
-			cli_error_set(&e, PROFCTL_EXIT_ERROR, "writing to standard output: %s",
-				      strerror(-err));
-			ret = cli_error_print(&e);
-		}
-	}
-out:
-	profd__response__free_unpacked(resp, NULL);
 	return ret;
 }

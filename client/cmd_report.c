@@ -3,12 +3,12 @@
  * profctl report: GPU busy percent, top kernels, top launch sites and what the CPU did while
  * the GPU sat idle, from one profile and one trace of the same processes.
  */
-#include "cli.h"
+#include "commands.h"
 #include "conn.h"
-#include "profile.h"
+#include "fetch.h"
+#include "opts.h"
 #include "report.h"
 #include "trace.h"
-#include "view.h"
 
 #include <errno.h>
 #include <string.h>
@@ -46,7 +46,7 @@ void cmd_report_usage(FILE *f)
 }
 
 struct report_args {
-	struct view_query q;
+	struct fetch_query q;
 	uint32_t top;
 	bool json;
 	uint64_t timeout_ns;
@@ -72,51 +72,68 @@ static int parse_args(int argc, char **argv, struct report_args *a, struct cli_e
 	while ((opt = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'p':
-			err = view_parse_pid("report", optarg, &a->q, e);
+			err = opt_parse_pid("report", optarg, a->q.pids, &a->q.n_pids, e);
 			break;
 		case 's':
-			err = view_parse_duration("report", "--since", optarg, 1, VIEW_MAX_SINCE_NS,
-						  "more than 0, at most 365d", &a->q.since_ns, e);
+			err = opt_parse_duration("report", "--since", optarg, 1, OPT_MAX_SINCE_NS,
+						 "more than 0, at most 365d", &a->q.since_ns, e);
 			a->q.has_since = true;
 			break;
 		case 'n':
-			err = view_parse_count("report", "--top", optarg, 0, 1000, &a->top, e);
+			err = opt_parse_count("report", "--top", optarg, 0, 1000, &a->top, e);
 			break;
 		case 'j':
 			a->json = true;
 			break;
 		case 't':
-			err = cli_parse_timeout("report", optarg, &a->timeout_ns, e);
+			err = opt_parse_timeout("report", optarg, &a->timeout_ns, e);
 			break;
 		case 'h':
 			return 1;
 		default:
-			return cli_bad_option(opt, argv, longopts, "report", e);
+			return opt_bad_option(opt, argv, longopts, "report", e);
 		}
 		if (err)
 			return err;
 	}
-	if (optind < argc) {
-		cli_error_set(e, PROFCTL_EXIT_USAGE,
-			      "report: unexpected argument '%s'; see 'profctl report --help'",
-			      argv[optind]);
-		return -EINVAL;
+	return opt_no_operands("report", argc, argv, e);
+}
+
+/*
+ * The trace, or NULL in *trace when the daemon has none to give: an older daemon answers with
+ * an error and may hang up. Returns 0 or a negative errno with e filled.
+ */
+static int fetch_report_trace(struct conn *c, const struct fetch_query *q, Profd__Response **resp,
+			      const Profd__Trace **trace, struct cli_error *e)
+{
+	Profd__TraceRequest treq = PROFD__TRACE_REQUEST__INIT;
+	int err;
+
+	*trace = NULL;
+	fetch_trace_request(q, &treq);
+	err = fetch_trace(c, &treq, resp, e);
+	if (err == -EREMOTEIO || err == -ECONNRESET) {
+		fprintf(stderr,
+			"profctl: note: no trace from the daemon (%s); GPU busy is unknown\n",
+			e->msg);
+		*e = (struct cli_error){0};
+		return 0;
 	}
+	if (err)
+		return err;
+	*trace = (*resp)->trace;
 	return 0;
 }
 
 int cmd_report(int argc, char **argv, const struct global_opts *g)
 {
-	Profd__Request req = PROFD__REQUEST__INIT;
 	Profd__DumpRequest dreq = PROFD__DUMP_REQUEST__INIT;
-	Profd__TraceRequest treq = PROFD__TRACE_REQUEST__INIT;
 	Profd__Response *presp = NULL, *tresp = NULL;
 	const Profd__Trace *trace = NULL;
 	struct report_args a;
 	struct report r = {0};
 	struct cli_error e = {0};
 	struct conn *c = NULL;
-	char why[256];
 	int err, ret = PROFCTL_EXIT_OK;
 
 	err = parse_args(argc, argv, &a, &e);
@@ -127,58 +144,23 @@ int cmd_report(int argc, char **argv, const struct global_opts *g)
 		return PROFCTL_EXIT_OK;
 	}
 	c = conn__open(wire_socket_path(g->socket),
-		       a.timeout_ns ? a.timeout_ns
-				    : (g->timeout_ns ? g->timeout_ns : PROFCTL_DUMP_TIMEOUT_NS),
-		       &e);
+		       cli_timeout_ns(a.timeout_ns, g, PROFCTL_DUMP_TIMEOUT_NS), &e);
 	if (!c)
 		return cli_error_print(&e);
 
-	dreq.n_pids = a.q.n_pids;
-	dreq.pids = a.q.pids;
-	dreq.has_since_ns = a.q.has_since;
-	dreq.since_ns = a.q.since_ns;
-	req.msg_case = PROFD__REQUEST__MSG_DUMP;
-	req.dump = &dreq;
-	if (conn__call(c, &req, PROFD__RESPONSE__MSG_PROFILE, &presp, &e))
+	fetch_dump_request(&a.q, &dreq);
+	/* An empty profile is fine while the trace has GPU events: checked below. */
+	if (fetch_profile(c, &dreq, true, &presp, &e))
 		goto fail;
-	if (profile_check(presp->profile, why, sizeof(why))) {
-		cli_error_set(&e, PROFCTL_EXIT_PROTOCOL,
-			      "the daemon sent an inconsistent profile (%s): are profd and profctl "
-			      "the same version?",
-			      why);
-		goto fail;
-	}
-
 	/* The trace last: a daemon too old to know it answers with an error and may hang up. */
-	treq.n_pids = a.q.n_pids;
-	treq.pids = a.q.pids;
-	treq.has_since_ns = a.q.has_since;
-	treq.since_ns = a.q.since_ns;
-	req.msg_case = PROFD__REQUEST__MSG_TRACE;
-	req.trace = &treq;
-	err = conn__call(c, &req, PROFD__RESPONSE__MSG_TRACE, &tresp, &e);
-	if (err == -EREMOTEIO || err == -ECONNRESET) {
-		fprintf(stderr,
-			"profctl: note: no trace from the daemon (%s); GPU busy is unknown\n",
-			e.msg);
-		e = (struct cli_error){0};
-	} else if (err) {
+	if (fetch_report_trace(c, &a.q, &tresp, &trace, &e))
 		goto fail;
-	} else if (trace_check(tresp->trace, why, sizeof(why))) {
-		cli_error_set(&e, PROFCTL_EXIT_PROTOCOL,
-			      "the daemon sent an inconsistent trace (%s): are profd and profctl "
-			      "the same version?",
-			      why);
-		goto fail;
-	} else {
-		trace = tresp->trace;
-	}
 	if (!presp->profile->n_samples && (!trace || !trace_n_events(trace))) {
 		cli_error_set(&e, PROFCTL_EXIT_NO_SAMPLES,
 			      "no samples and no GPU events: widen --since or check the --pid");
 		goto fail;
 	}
-	cli_note_filtered(presp->profile);
+	fetch_note_filtered(presp->profile->has_only_uid, presp->profile->only_uid);
 	err = report_build(&r, presp->profile, trace);
 	if (err) {
 		cli_error_set(&e, PROFCTL_EXIT_ERROR, "report: %s", strerror(-err));

@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /* profctl status: what the daemon is doing, as text for people or JSON for scripts. */
-#include "cli.h"
+#include "commands.h"
 #include "conn.h"
 #include "format.h"
+#include "opts.h"
 #include "profile.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
 
-#include "parse.h"
 #include "wire.h"
 
 void cmd_status_usage(FILE *f)
@@ -146,7 +146,7 @@ static void print_message(FILE *out, const ProtobufCMessageDescriptor *d, const 
 	fputs("}", out);
 }
 
-void status_print_json(FILE *out, const Profd__StatusReply *st)
+static void status_print_json(FILE *out, const Profd__StatusReply *st)
 {
 	print_message(out, &profd__status_reply__descriptor, st);
 	fputs("\n", out);
@@ -218,7 +218,7 @@ static void print_gpu(FILE *out, const Profd__StatusReply *st)
 	}
 }
 
-void status_print_text(FILE *out, const Profd__StatusReply *st)
+static void status_print_text(FILE *out, const Profd__StatusReply *st)
 {
 	char a[48], b[48], c[48];
 
@@ -307,31 +307,19 @@ int cmd_status(int argc, char **argv, const struct global_opts *g)
 			json = true;
 			break;
 		case 't':
-			err = parse_duration_ns(optarg, 1000000ull, PROFCTL_MAX_TIMEOUT_NS,
-						&timeout_ns);
-			if (err) {
-				cli_error_set(
-				    &e, PROFCTL_EXIT_USAGE,
-				    "status: --timeout '%s' is not a duration from 1ms to "
-				    "24h (like 30s, 5m); see 'profctl status --help'",
-				    optarg);
+			if (opt_parse_timeout("status", optarg, &timeout_ns, &e))
 				return cli_error_print(&e);
-			}
 			break;
 		case 'h':
 			cmd_status_usage(stdout);
 			return PROFCTL_EXIT_OK;
 		default:
-			cli_bad_option(opt, argv, longopts, "status", &e);
+			opt_bad_option(opt, argv, longopts, "status", &e);
 			return cli_error_print(&e);
 		}
 	}
-	if (optind < argc) {
-		cli_error_set(&e, PROFCTL_EXIT_USAGE,
-			      "status: unexpected argument '%s'; see 'profctl status --help'",
-			      argv[optind]);
+	if (opt_no_operands("status", argc, argv, &e))
 		return cli_error_print(&e);
-	}
 
 	c = conn__open(wire_socket_path(g->socket), timeout_ns, &e);
 	if (!c)

@@ -1,22 +1,19 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * profctl table: the hottest functions as one table, laid out like the PyTorch profiler's
- * key_averages().table(). Also the helpers `profctl top` shares with it (view.h).
+ * key_averages().table().
  */
-#include "cli.h"
+#include "commands.h"
 #include "conn.h"
+#include "fetch.h"
 #include "functable.h"
-#include "profile.h"
+#include "opts.h"
 #include "view.h"
-#include "value.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "parse.h"
 #include "wire.h"
 
 #define TABLE_DEFAULT_LIMIT 20
@@ -59,150 +56,6 @@ void cmd_table_usage(FILE *f)
 	    f);
 }
 
-static int bad_value(const char *cmd, struct cli_error *e, const char *opt, const char *val,
-		     const char *what)
-{
-	return cli_bad_value(e, cmd, opt, val, what);
-}
-
-static int parse_id(const char *cmd, const char *opt, const char *val, uint32_t *out,
-		    struct cli_error *e)
-{
-	int err = parse_u32(val, 1, INT32_MAX, out);
-
-	if (err == -ERANGE)
-		return bad_value(cmd, e, opt, val, "is out of range (1 to 2147483647)");
-	if (err)
-		return bad_value(cmd, e, opt, val, "is not a positive integer");
-	return 0;
-}
-
-int view_parse_pid(const char *cmd, const char *val, struct view_query *q, struct cli_error *e)
-{
-	uint32_t id;
-	int err = parse_id(cmd, "--pid", val, &id, e);
-
-	if (err)
-		return err;
-	for (size_t i = 0; i < q->n_pids; i++)
-		if (q->pids[i] == id)
-			return 0;
-	if (q->n_pids == DUMP_MAX_PIDS) {
-		cli_error_set(e, PROFCTL_EXIT_USAGE,
-			      "%s: more than %d --pid options; see 'profctl %s --help'", cmd,
-			      DUMP_MAX_PIDS, cmd);
-		return -EINVAL;
-	}
-	q->pids[q->n_pids++] = id;
-	return 0;
-}
-
-int view_parse_tid(const char *cmd, const char *val, struct view_query *q, struct cli_error *e)
-{
-	int err;
-
-	if (q->has_tid)
-		return bad_value(cmd, e, "--tid", val, "comes after another --tid");
-	err = parse_id(cmd, "--tid", val, &q->tid, e);
-	if (err)
-		return err;
-	q->has_tid = true;
-	return 0;
-}
-
-int view_parse_sort(const char *cmd, const char *val, enum functable_sort *out, struct cli_error *e)
-{
-	if (strcmp(val, "self") == 0)
-		*out = FUNCTABLE_SORT_SELF;
-	else if (strcmp(val, "total") == 0)
-		*out = FUNCTABLE_SORT_TOTAL;
-	else
-		return bad_value(cmd, e, "--sort", val, "is not self or total");
-	return 0;
-}
-
-int view_parse_duration(const char *cmd, const char *opt, const char *val, uint64_t min_ns,
-			uint64_t max_ns, const char *range, uint64_t *out, struct cli_error *e)
-{
-	char what[128];
-	int err = parse_duration_ns(val, min_ns, max_ns, out);
-
-	if (!err)
-		return 0;
-	if (err == -ERANGE) {
-		snprintf(what, sizeof(what), "is out of range (%s)", range);
-		return bad_value(cmd, e, opt, val, what);
-	}
-	return bad_value(cmd, e, opt, val, "is not a duration (like 500ms, 30s, 5m)");
-}
-
-int view_parse_count(const char *cmd, const char *opt, const char *val, uint32_t min, uint32_t max,
-		     uint32_t *out, struct cli_error *e)
-{
-	char what[96];
-	int err = parse_u32(val, min, max, out);
-
-	if (!err)
-		return 0;
-	snprintf(what, sizeof(what), "is not a number from %u to %u", min, max);
-	return bad_value(cmd, e, opt, val, what);
-}
-
-int view_fetch(struct conn *c, const struct view_query *q, struct functable **out,
-	       Profd__Response **resp_out, struct cli_error *e)
-{
-	Profd__DumpRequest dreq = PROFD__DUMP_REQUEST__INIT;
-	Profd__Response *resp = NULL;
-	struct functable *t;
-	int err;
-
-	dreq.n_pids = q->n_pids;
-	dreq.pids = (uint32_t *)q->pids;
-	dreq.has_tid = q->has_tid;
-	dreq.tid = q->tid;
-	dreq.has_since_ns = q->has_since;
-	dreq.since_ns = q->since_ns;
-	/* The same request, checks and messages as a dump; an empty profile reads as -EREMOTEIO
-	 * here, like the daemon's own "no samples" error, which top treats alike. */
-	err = dump_fetch(c, &dreq, &resp, e);
-	if (err)
-		return err == -ENODATA ? -EREMOTEIO : err;
-	/* NVTX labels are ranges, not functions: every sample under one would rank it first. */
-	profile_strip_nvtx(resp->profile);
-	t = functable__new(resp->profile);
-	if (!t) {
-		err = -errno;
-		cli_error_set(e, PROFCTL_EXIT_ERROR, "summing the profile: %s", strerror(-err));
-		goto out;
-	}
-	if (!functable__n_rows(t)) {
-		functable__free(t);
-		cli_error_set(e, PROFCTL_EXIT_NO_SAMPLES,
-			      "no samples: the daemon returned an empty profile; widen --since or "
-			      "check the --pid");
-		err = -EREMOTEIO;
-		goto out;
-	}
-	*out = t;
-	if (resp_out) {
-		*resp_out = resp;
-		resp = NULL;
-	}
-out:
-	if (resp)
-		profd__response__free_unpacked(resp, NULL);
-	return err;
-}
-
-unsigned view_term_cols(int fd)
-{
-	struct winsize ws;
-
-	if (!isatty(fd) || ioctl(fd, TIOCGWINSZ, &ws) < 0)
-		return 0;
-	return ws.ws_col;
-}
-
 int cmd_table(int argc, char **argv, const struct global_opts *g)
 {
 	static const struct option longopts[] = {
@@ -211,64 +64,58 @@ int cmd_table(int argc, char **argv, const struct global_opts *g)
 	    {"limit", required_argument, NULL, 'l'}, {"timeout", required_argument, NULL, 't'},
 	    {"help", no_argument, NULL, 'h'},	     {0},
 	};
-	static struct view_query q; /* large: keep it off the stack */
+	static struct fetch_query q; /* large: keep it off the stack */
 	enum functable_sort sort = FUNCTABLE_SORT_SELF;
 	struct functable_print_opts po = {.limit = TABLE_DEFAULT_LIMIT};
 	uint64_t timeout_ns = 0;
 	struct functable *t = NULL;
 	struct cli_error e = {0};
 	struct conn *c;
-	uint32_t limit;
+	uint32_t limit = TABLE_DEFAULT_LIMIT;
 	int opt, err;
 
-	q = (struct view_query){0};
+	q = (struct fetch_query){0};
 	optind = 0;
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'p':
-			err = view_parse_pid("table", optarg, &q, &e);
+			err = opt_parse_pid("table", optarg, q.pids, &q.n_pids, &e);
 			break;
 		case 'T':
-			err = view_parse_tid("table", optarg, &q, &e);
+			err = opt_parse_tid("table", optarg, &q.has_tid, &q.tid, &e);
 			break;
 		case 's':
-			err = view_parse_duration("table", "--since", optarg, 1, VIEW_MAX_SINCE_NS,
-						  "more than 0, at most 365d", &q.since_ns, &e);
+			err = opt_parse_duration("table", "--since", optarg, 1, OPT_MAX_SINCE_NS,
+						 "more than 0, at most 365d", &q.since_ns, &e);
 			q.has_since = true;
 			break;
 		case 'S':
 			err = view_parse_sort("table", optarg, &sort, &e);
 			break;
 		case 'l':
-			err = view_parse_count("table", "--limit", optarg, 0, 1000000, &limit, &e);
+			err = opt_parse_count("table", "--limit", optarg, 0, 1000000, &limit, &e);
 			po.limit = limit;
 			break;
 		case 't':
-			err = view_parse_duration("table", "--timeout", optarg, 1000000ull,
-						  PROFCTL_MAX_TIMEOUT_NS, "1ms to 24h", &timeout_ns,
-						  &e);
+			err = opt_parse_duration("table", "--timeout", optarg, 1000000ull,
+						 PROFCTL_MAX_TIMEOUT_NS, "1ms to 24h", &timeout_ns,
+						 &e);
 			break;
 		case 'h':
 			cmd_table_usage(stdout);
 			return PROFCTL_EXIT_OK;
 		default:
-			err = cli_bad_option(opt, argv, longopts, "table", &e);
+			err = opt_bad_option(opt, argv, longopts, "table", &e);
 			break;
 		}
 		if (err)
 			return cli_error_print(&e);
 	}
-	if (optind < argc) {
-		cli_error_set(&e, PROFCTL_EXIT_USAGE,
-			      "table: unexpected argument '%s'; see 'profctl table --help'",
-			      argv[optind]);
+	if (opt_no_operands("table", argc, argv, &e))
 		return cli_error_print(&e);
-	}
-	if (!timeout_ns)
-		timeout_ns = g->timeout_ns ? g->timeout_ns : PROFCTL_DUMP_TIMEOUT_NS;
-
-	c = conn__open(wire_socket_path(g->socket), timeout_ns, &e);
+	c = conn__open(wire_socket_path(g->socket),
+		       cli_timeout_ns(timeout_ns, g, PROFCTL_DUMP_TIMEOUT_NS), &e);
 	if (!c)
 		return cli_error_print(&e);
 	err = view_fetch(c, &q, &t, NULL, &e);

@@ -5,9 +5,11 @@
  * prints the table once.
  */
 #define _GNU_SOURCE /* ppoll */
-#include "cli.h"
+#include "commands.h"
 #include "conn.h"
+#include "fetch.h"
 #include "functable.h"
+#include "opts.h"
 #include "profile.h"
 #include "view.h"
 
@@ -71,7 +73,7 @@ void cmd_top_usage(FILE *f)
 }
 
 struct top_args {
-	struct view_query q;
+	struct fetch_query q;
 	uint64_t interval_ns;
 	uint64_t window_ns;
 	enum functable_sort sort;
@@ -98,43 +100,40 @@ static int parse_args(int argc, char **argv, struct top_args *a, struct cli_erro
 	while ((opt = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'p':
-			err = view_parse_pid("top", optarg, &a->q, e);
+			err = opt_parse_pid("top", optarg, a->q.pids, &a->q.n_pids, e);
 			break;
 		case 'i':
-			err = view_parse_duration("top", "--interval", optarg, TOP_MIN_INTERVAL_NS,
-						  TOP_MAX_INTERVAL_NS, "100ms to 1h",
-						  &a->interval_ns, e);
+			err = opt_parse_duration("top", "--interval", optarg, TOP_MIN_INTERVAL_NS,
+						 TOP_MAX_INTERVAL_NS, "100ms to 1h",
+						 &a->interval_ns, e);
 			break;
 		case 'w':
-			err = view_parse_duration("top", "--window", optarg, TOP_MIN_WINDOW_NS,
-						  TOP_MAX_WINDOW_NS, "1s to 1d", &a->window_ns, e);
+			err = opt_parse_duration("top", "--window", optarg, TOP_MIN_WINDOW_NS,
+						 TOP_MAX_WINDOW_NS, "1s to 1d", &a->window_ns, e);
 			break;
 		case 'S':
 			err = view_parse_sort("top", optarg, &a->sort, e);
 			break;
 		case 'l':
-			err = view_parse_count("top", "--limit", optarg, 1, 100000, &a->limit, e);
+			err = opt_parse_count("top", "--limit", optarg, 1, 100000, &a->limit, e);
 			break;
 		case 't':
-			err = view_parse_duration("top", "--timeout", optarg, 1000000ull,
-						  PROFCTL_MAX_TIMEOUT_NS, "1ms to 24h",
-						  &a->timeout_ns, e);
+			err = opt_parse_duration("top", "--timeout", optarg, 1000000ull,
+						 PROFCTL_MAX_TIMEOUT_NS, "1ms to 24h",
+						 &a->timeout_ns, e);
 			break;
 		case 'h':
 			return 1;
 		default:
-			err = cli_bad_option(opt, argv, longopts, "top", e);
+			err = opt_bad_option(opt, argv, longopts, "top", e);
 			break;
 		}
 		if (err)
 			return err;
 	}
-	if (optind < argc) {
-		cli_error_set(e, PROFCTL_EXIT_USAGE,
-			      "top: unexpected argument '%s'; see 'profctl top --help'",
-			      argv[optind]);
-		return -EINVAL;
-	}
+	err = opt_no_operands("top", argc, argv, e);
+	if (err)
+		return err;
 	a->q.has_since = true;
 	a->q.since_ns = a->window_ns;
 	return 0;
@@ -657,8 +656,7 @@ int cmd_top(int argc, char **argv, const struct global_opts *g)
 		cmd_top_usage(stdout);
 		return PROFCTL_EXIT_OK;
 	}
-	if (!a.timeout_ns)
-		a.timeout_ns = g->timeout_ns ? g->timeout_ns : PROFCTL_STATUS_TIMEOUT_NS;
+	a.timeout_ns = cli_timeout_ns(a.timeout_ns, g, PROFCTL_STATUS_TIMEOUT_NS);
 	path = wire_socket_path(g->socket);
 	a.live = isatty(STDOUT_FILENO);
 	if (!a.live)

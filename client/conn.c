@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include "conn.h"
-#include "parse.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -30,97 +30,6 @@ struct conn {
 /* A reply still arriving after this long gets a progress line on a terminal. */
 #define PROGRESS_AFTER_NS (500ull * 1000000ull)
 #define PROGRESS_EVERY_NS (100ull * 1000000ull)
-
-void cli_error_set(struct cli_error *e, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	e->code = code;
-	va_start(ap, fmt);
-	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
-	va_end(ap);
-}
-
-int cli_error_print(const struct cli_error *e)
-{
-	fprintf(stderr, "profctl: %s\n", e->msg);
-	return e->code;
-}
-
-int cli_bad_value(struct cli_error *e, const char *cmd, const char *opt, const char *val,
-		  const char *what)
-{
-	cli_error_set(e, PROFCTL_EXIT_USAGE, "%s: %s '%s' %s; see 'profctl %s --help'", cmd, opt,
-		      val, what, cmd);
-	return -EINVAL;
-}
-
-int cli_parse_timeout(const char *cmd, const char *val, uint64_t *out, struct cli_error *e)
-{
-	if (parse_duration_ns(val, 1000000ull, PROFCTL_MAX_TIMEOUT_NS, out))
-		return cli_bad_value(e, cmd, "--timeout", val,
-				     "is not a duration from 1ms to 24h (like 30s, 5m)");
-	return 0;
-}
-
-int cli_bad_option(int c, char **argv, const struct option *longopts, const char *cmd,
-		   struct cli_error *e)
-{
-	bool global = strcmp(cmd, "profctl") == 0;
-	char opt[64], where[48], help[64];
-
-	snprintf(where, sizeof(where), "%s%s", global ? "" : cmd, global ? "" : ": ");
-	snprintf(help, sizeof(help), "profctl%s%s --help", global ? "" : " ", global ? "" : cmd);
-	if (c == ':') {
-		snprintf(opt, sizeof(opt), "-%c", optopt);
-		for (const struct option *o = longopts; o && o->name; o++)
-			if (o->val == optopt)
-				snprintf(opt, sizeof(opt), "--%s", o->name);
-		cli_error_set(e, PROFCTL_EXIT_USAGE, "%soption '%s' needs a value; see '%s'", where,
-			      opt, help);
-	} else if (optopt && strncmp(argv[optind - 1], "--", 2) == 0) {
-		/* getopt reports "--json=x" as '?' with the option's val in optopt. */
-		snprintf(opt, sizeof(opt), "%.60s", argv[optind - 1]);
-		cli_error_set(e, PROFCTL_EXIT_USAGE, "%soption '%s' takes no value; see '%s'",
-			      where, opt, help);
-	} else {
-		if (optopt)
-			snprintf(opt, sizeof(opt), "-%c", optopt);
-		else
-			snprintf(opt, sizeof(opt), "%.60s", argv[optind - 1]);
-		cli_error_set(e, PROFCTL_EXIT_USAGE, "%sunknown option '%s'; see '%s'", where, opt,
-			      help);
-	}
-	return -EINVAL;
-}
-
-int cli_exit_for_error(Profd__ErrorCode code)
-{
-	switch (code) {
-	case PROFD__ERROR_CODE__ERROR_PERMISSION_DENIED:
-		return PROFCTL_EXIT_PERMISSION;
-	case PROFD__ERROR_CODE__ERROR_NO_SAMPLES:
-		return PROFCTL_EXIT_NO_SAMPLES;
-	case PROFD__ERROR_CODE__ERROR_UNSUPPORTED_VERSION:
-	case PROFD__ERROR_CODE__ERROR_BAD_REQUEST:
-		return PROFCTL_EXIT_PROTOCOL;
-	default:
-		return PROFCTL_EXIT_ERROR;
-	}
-}
-
-void cli_error_from_reply(struct cli_error *e, const Profd__Error *err)
-{
-	const char *msg = err->message ? err->message : "";
-
-	/* The daemon's message is printed as is; it names the kind of error itself. */
-	cli_error_set(e, cli_exit_for_error(err->code), "%s",
-		      *msg ? msg : wire_error_name(err->code));
-	/* The daemon's text goes to a terminal: keep it to one line and free of escapes. */
-	for (char *p = e->msg; *p; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = '?';
-}
 
 static void set_timeout_error(struct conn *c, struct cli_error *e)
 {

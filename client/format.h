@@ -61,6 +61,23 @@ int format_speedscope(const Profd__Profile *p, const struct render_opts *o, FILE
  */
 int format_json(const Profd__Profile *p, const struct render_opts *o, FILE *out);
 
+struct diff;
+
+struct diff_svg_opts {
+	const char *title;  /* NULL: "Differential flame graph" */
+	const char *name_a; /* what A is, for the subtitle ("before.folded") */
+	const char *name_b;
+};
+
+/*
+ * A differential flame graph SVG (format_svg.c): frames as wide as their samples in B, filled
+ * by the change of their share of all samples from A to B, red where it grew and blue where it
+ * shrank, stronger for larger changes relative to the largest one, grey where it stayed. Frames
+ * with no samples in B are not drawn; the legend says how many samples of A that leaves out.
+ * Hover, zoom and search work as in format_svg. Returns 0 or a negative errno.
+ */
+int format_svg_diff(const struct diff *d, const struct diff_svg_opts *o, FILE *out);
+
 /*
  * Write s as a JSON string literal with its quotes: control characters escaped, bytes that
  * are not valid UTF-8 replaced by U+FFFD. Returns 0 or -EIO.

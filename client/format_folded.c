@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include "format.h"
+#include "grow.h"
 #include "profile.h"
 
 #include <errno.h>
@@ -62,17 +63,9 @@ int format_folded(const Profd__Profile *p, const struct render_opts *o, FILE *ou
 	for (size_t i = 1; i < n_nodes; i++) {
 		if (!nodes[i].self)
 			continue;
-		if (n_lines == cap) {
-			size_t ncap = cap ? cap * 2 : 256;
-			struct line *nl = realloc(lines, ncap * sizeof(*nl));
-
-			if (!nl) {
-				err = -ENOMEM;
-				goto out;
-			}
-			lines = nl;
-			cap = ncap;
-		}
+		err = GROW(lines, cap, n_lines + 1);
+		if (err)
+			goto out;
 		lines[n_lines].stack = stack_of(nodes, (uint32_t)i);
 		if (!lines[n_lines].stack) {
 			err = -ENOMEM;

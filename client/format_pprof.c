@@ -16,6 +16,7 @@
  * executing.
  */
 #include "format.h"
+#include "grow.h"
 #include "intern.h"
 #include "profile.h"
 #include "wire.h"
@@ -63,22 +64,16 @@ struct pp {
 	uint64_t *loc_of_frame; /* Profile frame -> location id */
 };
 
-/* Make room for element n of *arr, zeroed. Returns 0 or -ENOMEM. */
+/* Make room for element n of *arr, zeroed. Returns 0, -EOVERFLOW or -ENOMEM. */
 static int grow(void **arr, size_t *cap, size_t n, size_t size)
 {
-	size_t ncap;
-	void *na;
+	size_t old = *cap;
+	int err = grow_array(arr, cap, n + 1, size);
 
-	if (n < *cap)
-		return 0;
-	ncap = *cap ? *cap * 2 : 64;
-	na = realloc(*arr, ncap * size);
-	if (!na)
-		return -ENOMEM;
-	memset((char *)na + *cap * size, 0, (ncap - *cap) * size);
-	*arr = na;
-	*cap = ncap;
-	return 0;
+	/* grow_array checked *cap * size, so the new tail's size fits too. */
+	if (!err && *cap > old)
+		memset((char *)*arr + old * size, 0, (*cap - old) * size);
+	return err;
 }
 
 static int64_t str_id(struct pp *pp, const char *s)

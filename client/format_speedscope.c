@@ -6,6 +6,7 @@
  * them, so every format shows the same call tree.
  */
 #include "format.h"
+#include "grow.h"
 #include "intern.h"
 #include "profile.h"
 #include "value.h"
@@ -61,15 +62,10 @@ static int cmp_thread_ref(const void *a, const void *b)
 /* Record that shared frame id was first seen as Profile frame i (NO_FRAME: none). */
 static int note_first(struct ss *s, int64_t id, uint32_t i)
 {
-	if ((size_t)id == s->cap_first) {
-		size_t ncap = s->cap_first ? s->cap_first * 2 : 256;
-		uint32_t *nf = realloc(s->first, ncap * sizeof(*nf));
+	int err = GROW(s->first, s->cap_first, (size_t)id + 1);
 
-		if (!nf)
-			return -ENOMEM;
-		s->first = nf;
-		s->cap_first = ncap;
-	}
+	if (err)
+		return err;
 	s->first[id] = i;
 	return 0;
 }
@@ -150,14 +146,10 @@ static int add_sample(struct ss *s, struct thread_out *t, size_t i, uint32_t **k
 
 	if (!v)
 		return 0;
-	if (n > *key_cap) {
-		uint32_t *nk = realloc(*key, n * sizeof(*nk));
+	int err = GROW(*key, *key_cap, n);
 
-		if (!nk)
-			return -ENOMEM;
-		*key = nk;
-		*key_cap = n;
-	}
+	if (err)
+		return err;
 	if (!st->n_frames) {
 		id = nostack_frame(s);
 		if (id < 0)
@@ -170,15 +162,9 @@ static int add_sample(struct ss *s, struct thread_out *t, size_t i, uint32_t **k
 	if (id < 0)
 		return (int)id;
 	if (added) {
-		if ((size_t)id == t->cap_weights) {
-			size_t ncap = t->cap_weights ? t->cap_weights * 2 : 64;
-			uint64_t *nw = realloc(t->weights, ncap * sizeof(*nw));
-
-			if (!nw)
-				return -ENOMEM;
-			t->weights = nw;
-			t->cap_weights = ncap;
-		}
+		err = GROW(t->weights, t->cap_weights, (size_t)id + 1);
+		if (err)
+			return err;
 		t->weights[id] = 0;
 	}
 	sat_inc(&t->weights[id], v);

@@ -5,6 +5,7 @@
  */
 #include "diff.h"
 #include "format.h"
+#include "grow.h"
 #include "profile.h"
 #include "value.h"
 
@@ -508,7 +509,7 @@ struct diff_tree {
 	struct flame_node *nodes;
 	uint64_t *a;
 	uint32_t *last_child;
-	size_t n, cap;
+	size_t n, cap_nodes, cap_a, cap_last_child;
 	uint32_t max_depth; /* of the nodes B has samples in */
 };
 
@@ -521,32 +522,24 @@ static void diff_tree_free(struct diff_tree *t)
 	free(t->last_child);
 }
 
-/* A new last child of parent named by n bytes at name. Returns its index or -ENOMEM. */
+/*
+ * A new last child of parent named by n bytes at name. Returns its index, or -EOVERFLOW,
+ * -E2BIG or -ENOMEM.
+ */
 static int64_t diff_tree_add(struct diff_tree *t, uint32_t parent, const char *name, size_t n,
 			     uint32_t depth)
 {
 	struct flame_node *node;
 	uint32_t idx;
+	int err;
 
-	if (t->n == t->cap) {
-		size_t ncap = t->cap ? t->cap * 2 : 256;
-		struct flame_node *nn = realloc(t->nodes, ncap * sizeof(*nn));
-		uint64_t *na;
-		uint32_t *nl;
-
-		if (!nn)
-			return -ENOMEM;
-		t->nodes = nn;
-		na = realloc(t->a, ncap * sizeof(*na));
-		if (!na)
-			return -ENOMEM;
-		t->a = na;
-		nl = realloc(t->last_child, ncap * sizeof(*nl));
-		if (!nl)
-			return -ENOMEM;
-		t->last_child = nl;
-		t->cap = ncap;
-	}
+	err = GROW(t->nodes, t->cap_nodes, t->n + 1);
+	if (!err)
+		err = GROW(t->a, t->cap_a, t->n + 1);
+	if (!err)
+		err = GROW(t->last_child, t->cap_last_child, t->n + 1);
+	if (err)
+		return err;
 	if (t->n >= FLAME_NONE)
 		return -E2BIG;
 	idx = (uint32_t)t->n;

@@ -6,6 +6,7 @@
  * need to nest them.
  */
 #include "format.h"
+#include "grow.h"
 #include "profile.h"
 #include "trace.h"
 
@@ -220,15 +221,10 @@ struct tw {
 
 static int push(struct tw *w, struct ev e)
 {
-	if (w->n_evs == w->cap_evs) {
-		size_t ncap = w->cap_evs ? w->cap_evs * 2 : 1024;
-		struct ev *ne = realloc(w->evs, ncap * sizeof(*ne));
+	int err = GROW(w->evs, w->cap_evs, w->n_evs + 1);
 
-		if (!ne)
-			return -ENOMEM;
-		w->evs = ne;
-		w->cap_evs = ncap;
-	}
+	if (err)
+		return err;
 	e.seq = w->n_evs;
 	w->evs[w->n_evs++] = e;
 	return 0;
@@ -368,16 +364,12 @@ static int write_metadata(struct tw *w)
 		th[n++] = (struct pid_tid){t->nvtx[i]->pid, t->nvtx[i]->tid};
 	/* Processes with only GPU work still get their CPU process row (with no threads). */
 	for (size_t i = 0; i < w->n_gpus; i++) {
-		if (n == cap) {
-			struct pid_tid *nt = realloc(th, (cap + w->n_gpus) * sizeof(*nt));
+		int err = GROW(th, cap, n + 1);
 
-			if (!nt) {
-				free(th);
-				free(streams);
-				return -ENOMEM;
-			}
-			th = nt;
-			cap += w->n_gpus;
+		if (err) {
+			free(th);
+			free(streams);
+			return err;
 		}
 		th[n++] = (struct pid_tid){w->gpus[i].pid, UINT32_MAX};
 	}

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include "intern.h"
+#include "grow.h"
 #include "hash.h"
 
 #include <errno.h>
@@ -9,7 +10,7 @@
 struct intern {
 	char **keys;
 	size_t *lens;
-	size_t n, cap;
+	size_t n, cap_keys, cap_lens;
 	uint32_t *slots; /* key index + 1, 0 empty; open addressing, power-of-two size */
 	size_t n_slots;
 };
@@ -80,20 +81,11 @@ int64_t intern__add(struct intern *t, const void *key, size_t len, int *added)
 	}
 	if (t->n >= UINT32_MAX - 1)
 		return -E2BIG;
-	if (t->n == t->cap) {
-		size_t ncap = t->cap ? t->cap * 2 : 256;
-		char **nk = realloc(t->keys, ncap * sizeof(*nk));
-		size_t *nl;
-
-		if (!nk)
-			return -ENOMEM;
-		t->keys = nk;
-		nl = realloc(t->lens, ncap * sizeof(*nl));
-		if (!nl)
-			return -ENOMEM;
-		t->lens = nl;
-		t->cap = ncap;
-	}
+	err = GROW(t->keys, t->cap_keys, t->n + 1);
+	if (!err)
+		err = GROW(t->lens, t->cap_lens, t->n + 1);
+	if (err)
+		return err;
 	copy = malloc(len + 1);
 	if (!copy)
 		return -ENOMEM;

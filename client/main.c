@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /* profctl: the command-line client of profd. Global options, then one command. */
 #include "cli.h"
+#include "commands.h"
+#include "opts.h"
 
 #include <string.h>
 
@@ -90,15 +92,8 @@ int main(int argc, char **argv)
 			g.socket = optarg;
 			break;
 		case 't':
-			if (parse_duration_ns(optarg, 1000000ull, PROFCTL_MAX_TIMEOUT_NS,
-					      &g.timeout_ns)) {
-				cli_error_set(
-				    &e, PROFCTL_EXIT_USAGE,
-				    "--timeout '%s' is not a duration from 1ms to 24h (like "
-				    "30s, 5m); see 'profctl --help'",
-				    optarg);
+			if (opt_parse_timeout("profctl", optarg, &g.timeout_ns, &e))
 				return cli_error_print(&e);
-			}
 			break;
 		case 'h':
 			usage(stdout);
@@ -107,7 +102,7 @@ int main(int argc, char **argv)
 			printf("profctl %s (protocol %d)\n", PROFD_VERSION, PROFD_PROTOCOL_VERSION);
 			return PROFCTL_EXIT_OK;
 		default:
-			cli_bad_option(opt, argv, longopts, "profctl", &e);
+			opt_bad_option(opt, argv, longopts, "profctl", &e);
 			return cli_error_print(&e);
 		}
 	}

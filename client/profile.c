@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include "profile.h"
+#include "grow.h"
 #include "hash.h"
 #include "satmath.h"
 
@@ -215,7 +216,7 @@ struct proc_name {
 struct flame {
 	struct flame_node *nodes;
 	uint32_t *node_name; /* name id of each node: the key together with the parent */
-	size_t n_nodes, cap_nodes;
+	size_t n_nodes, cap_nodes, cap_node_name;
 	uint32_t *node_hash; /* node index + 1, 0 empty; open addressing */
 	size_t node_hash_cap;
 	char **names; /* interned display names */
@@ -290,15 +291,9 @@ static int64_t intern(struct flame *f, const char *name)
 			return f->name_hash[j] - 1;
 	if (f->n_names >= UINT32_MAX - 1)
 		return -E2BIG;
-	if (f->n_names == f->cap_names) {
-		size_t ncap = f->cap_names ? f->cap_names * 2 : 256;
-		char **nn = realloc(f->names, ncap * sizeof(*nn));
-
-		if (!nn)
-			return -ENOMEM;
-		f->names = nn;
-		f->cap_names = ncap;
-	}
+	err = GROW(f->names, f->cap_names, f->n_names + 1);
+	if (err)
+		return err;
 	copy = strdup(name);
 	if (!copy)
 		return -ENOMEM;
@@ -328,20 +323,11 @@ static int64_t child(struct flame *f, uint32_t parent, uint32_t name_id, enum fl
 	}
 	if (f->n_nodes >= UINT32_MAX - 1)
 		return -E2BIG;
-	if (f->n_nodes == f->cap_nodes) {
-		size_t ncap = f->cap_nodes ? f->cap_nodes * 2 : 1024;
-		struct flame_node *nn = realloc(f->nodes, ncap * sizeof(*nn));
-		uint32_t *nm;
-
-		if (!nn)
-			return -ENOMEM;
-		f->nodes = nn;
-		nm = realloc(f->node_name, ncap * sizeof(*nm));
-		if (!nm)
-			return -ENOMEM;
-		f->node_name = nm;
-		f->cap_nodes = ncap;
-	}
+	err = GROW(f->nodes, f->cap_nodes, f->n_nodes + 1);
+	if (!err)
+		err = GROW(f->node_name, f->cap_node_name, f->n_nodes + 1);
+	if (err)
+		return err;
 	n = &f->nodes[f->n_nodes];
 	*n = (struct flame_node){
 	    .name = f->names[name_id],
@@ -410,16 +396,11 @@ static int sort_children(struct flame *f)
 		size_t cnt = 0;
 
 		for (uint32_t c = n->first_child; c != FLAME_NONE; c = f->nodes[c].next_sibling) {
-			if (cnt == cap) {
-				size_t ncap = cap ? cap * 2 : 64;
-				struct child_ref *nr = realloc(refs, ncap * sizeof(*nr));
+			int err = GROW(refs, cap, cnt + 1);
 
-				if (!nr) {
-					free(refs);
-					return -ENOMEM;
-				}
-				refs = nr;
-				cap = ncap;
+			if (err) {
+				free(refs);
+				return err;
 			}
 			refs[cnt++] = (struct child_ref){f->nodes[c].name, c};
 		}

@@ -3,6 +3,7 @@
 #include "format.h"
 #include "profile.h"
 #include "value.h"
+#include "grow.h"
 #include "satmath.h"
 
 #include <errno.h>
@@ -58,15 +59,10 @@ struct rows {
 
 static int row_add(struct rows *r, const char *name, uint64_t value, uint64_t count)
 {
-	if (r->n == r->cap) {
-		size_t ncap = r->cap ? r->cap * 2 : 64;
-		struct report_row *nv = realloc(r->v, ncap * sizeof(*nv));
+	int err = GROW(r->v, r->cap, r->n + 1);
 
-		if (!nv)
-			return -ENOMEM;
-		r->v = nv;
-		r->cap = ncap;
-	}
+	if (err)
+		return err;
 	r->v[r->n].name = strdup(name);
 	if (!r->v[r->n].name)
 		return -ENOMEM;
@@ -268,7 +264,7 @@ static int from_trace(struct report *r, const Profd__Trace *t)
 	struct report_span *spans = calloc(t->n_kernels + 1, sizeof(*spans));
 	struct report_span *dev_spans = calloc(t->n_kernels + 1, sizeof(*dev_spans));
 	uint64_t lo = UINT64_MAX, hi = 0;
-	size_t n = 0;
+	size_t n = 0, cap_devices = r->n_devices;
 
 	if (!spans || !dev_spans) {
 		free(spans);
@@ -307,15 +303,13 @@ static int from_trace(struct report *r, const Profd__Trace *t)
 			if (!cmp_device(&r->devices[j], &key))
 				d = &r->devices[j];
 		if (!d) {
-			struct report_device *nd =
-			    realloc(r->devices, (r->n_devices + 1) * sizeof(*nd));
+			int err = GROW(r->devices, cap_devices, r->n_devices + 1);
 
-			if (!nd) {
+			if (err) {
 				free(spans);
 				free(dev_spans);
-				return -ENOMEM;
+				return err;
 			}
-			r->devices = nd;
 			d = &r->devices[r->n_devices++];
 			*d = key;
 		}

@@ -5,7 +5,10 @@
  */
 #define _GNU_SOURCE /* open_memstream */
 #include "check.h"
+#include "cmd_diff.h"
 #include "diff.h"
+#include "format.h"
+#include "stacks.h"
 
 #include <errno.h>
 #include <unistd.h>

@@ -5,6 +5,8 @@
  */
 #include "check.h"
 #include "cli.h"
+#include "cmd_dump.h"
+#include "commands.h"
 #include "conn.h"
 #include "profile_fixture.h"
 #include "value.h"
@@ -32,22 +34,22 @@ static void test_parse_dump(void)
 	CHECK_EQ_I(PARSE(&a, &e, "dump", "flamegraph", "--pid", "42", "--pid=7", "--pid", "42",
 			 "--tid", "43", "--since", "30s", "-o", "out.svg"),
 		   0);
-	CHECK_EQ_U(a.n_pids, 2); /* the repeated 42 counts once */
-	CHECK_EQ_U(a.pids[0], 42);
-	CHECK_EQ_U(a.pids[1], 7);
-	CHECK(a.has_tid);
-	CHECK_EQ_U(a.tid, 43);
-	CHECK(a.has_since);
-	CHECK_EQ_U(a.since_ns, 30000000000ull);
+	CHECK_EQ_U(a.q.n_pids, 2); /* the repeated 42 counts once */
+	CHECK_EQ_U(a.q.pids[0], 42);
+	CHECK_EQ_U(a.q.pids[1], 7);
+	CHECK(a.q.has_tid);
+	CHECK_EQ_U(a.q.tid, 43);
+	CHECK(a.q.has_since);
+	CHECK_EQ_U(a.q.since_ns, 30000000000ull);
 	CHECK_STREQ(a.output, "out.svg");
 	CHECK_EQ_I(a.format, DUMP_FORMAT_SVG); /* from the file name */
 	CHECK(!a.help);
 
 	CHECK_EQ_I(PARSE(&a, &e, "dump", "flamegraph", "--since", "1.5m", "-o", "x.txt"), 0);
-	CHECK_EQ_U(a.since_ns, 90000000000ull);
+	CHECK_EQ_U(a.q.since_ns, 90000000000ull);
 	CHECK_EQ_I(a.format, DUMP_FORMAT_FOLDED);
-	CHECK_EQ_U(a.n_pids, 0);
-	CHECK(!a.has_tid);
+	CHECK_EQ_U(a.q.n_pids, 0);
+	CHECK(!a.q.has_tid);
 
 	CHECK_EQ_I(PARSE(&a, &e, "dump", "flamegraph"), 0);
 	CHECK_EQ_I(a.format, DUMP_FORMAT_FOLDED);
@@ -58,7 +60,7 @@ static void test_parse_dump(void)
 	CHECK_EQ_I(PARSE(&a, &e, "dump", "flamegraph", "--format=folded", "-o", "a.svg"), 0);
 	CHECK_EQ_I(a.format, DUMP_FORMAT_FOLDED);
 	CHECK_EQ_I(PARSE(&a, &e, "dump", "flamegraph", "--since", "2h"), 0);
-	CHECK_EQ_U(a.since_ns, 7200000000000ull);
+	CHECK_EQ_U(a.q.since_ns, 7200000000000ull);
 	CHECK_EQ_I(PARSE(&a, &e, "dump", "--help"), 0);
 	CHECK(a.help);
 	CHECK_EQ_I(PARSE(&a, &e, "dump", "flamegraph", "-h"), 0);
@@ -157,8 +159,8 @@ static void test_parse_dump_gpu(void)
 	CHECK_EQ_I(PARSE(&a, &e, "dump", "trace", "--pid", "9", "--since", "10s", "-o", "t.json"),
 		   0);
 	CHECK_EQ_I(a.kind, DUMP_KIND_TRACE);
-	CHECK_EQ_U(a.n_pids, 1);
-	CHECK_EQ_U(a.since_ns, 10000000000ull);
+	CHECK_EQ_U(a.q.n_pids, 1);
+	CHECK_EQ_U(a.q.since_ns, 10000000000ull);
 	CHECK_STREQ(a.output, "t.json");
 	CHECK_EQ_I(PARSE(&a, &e, "dump", "trace", "--help"), 0);
 	CHECK(a.help);

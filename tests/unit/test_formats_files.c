@@ -6,6 +6,8 @@
  */
 #include "check.h"
 #include "cli.h"
+#include "cmd_dump.h"
+#include "output.h"
 #include "format.h"
 #include "profile.h"
 #include "profile_fixture.h"

@@ -14,6 +14,7 @@
  */
 #include "check.h"
 #include "cli.h"
+#include "fetch.h"
 #include "format.h"
 #include "profile.h"
 #include "profile_fixture.h"
@@ -82,7 +83,7 @@ static void check_folded(int value, bool nvtx, const char *want)
 	char *out;
 
 	fx_gpu(&fx);
-	CHECK_EQ_I(dump_select_value(&fx.p, value, &vi, &e), 0);
+	CHECK_EQ_I(fetch_select_value(&fx.p, value, &vi, &e), 0);
 	if (!nvtx)
 		profile_strip_nvtx(&fx.p);
 	out = render(format_folded, &fx.p, vi);
@@ -135,12 +136,12 @@ static void test_value_by_name(void)
 
 	fx_sample_values(&fx, sa, 1, 1, 2, (uint64_t[]){0, 9});
 	fx_sample_values(&fx, sk, 1, 1, 2, (uint64_t[]){250, 0});
-	CHECK_EQ_I(dump_select_value(&fx.p, VALUE_CPU, &vi, &e), 0);
+	CHECK_EQ_I(fetch_select_value(&fx.p, VALUE_CPU, &vi, &e), 0);
 	CHECK_EQ_U(vi, 1);
 	out = render(format_folded, &fx.p, vi);
 	CHECK_STREQ(out ? out : "", "a 9\n");
 	free(out);
-	CHECK_EQ_I(dump_select_value(&fx.p, VALUE_GPU, &vi, &e), 0);
+	CHECK_EQ_I(fetch_select_value(&fx.p, VALUE_GPU, &vi, &e), 0);
 	CHECK_EQ_U(vi, 0);
 	out = render(format_folded, &fx.p, vi);
 	CHECK_STREQ(out ? out : "", "a;k_[g] 250\n");
@@ -158,14 +159,14 @@ static void test_value_missing(void)
 	uint32_t a = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "a");
 	fx_sample(&fx, fx_stack(&fx, 1, (uint32_t[]){a}), 1, 4);
 
-	CHECK_EQ_I(dump_select_value(&fx.p, VALUE_CPU, &vi, &e), 0);
+	CHECK_EQ_I(fetch_select_value(&fx.p, VALUE_CPU, &vi, &e), 0);
 	CHECK_EQ_U(vi, 0);
-	CHECK_EQ_I(dump_select_value(&fx.p, VALUE_GPU, &vi, &e), -ENODATA);
+	CHECK_EQ_I(fetch_select_value(&fx.p, VALUE_GPU, &vi, &e), -ENODATA);
 	CHECK_EQ_I(e.code, PROFCTL_EXIT_NO_SAMPLES);
 	CHECK_STREQ(e.msg, "the profile has no gpu_time values: the daemon does not collect them "
 			   "(GPU support missing, or a daemon older than profctl)");
 	e = (struct cli_error){0};
-	CHECK_EQ_I(dump_select_value(&fx.p, VALUE_GPU_IDLE, &vi, &e), -ENODATA);
+	CHECK_EQ_I(fetch_select_value(&fx.p, VALUE_GPU_IDLE, &vi, &e), -ENODATA);
 	CHECK_EQ_I(e.code, PROFCTL_EXIT_NO_SAMPLES);
 	CHECK(strstr(e.msg, "no gpu_idle_samples values") != NULL);
 
@@ -175,7 +176,7 @@ static void test_value_missing(void)
 	fx_sample_values(&fx, fx_stack(&fx, 1, (uint32_t[]){a}), 1, 1, FX_GPU_COLUMNS,
 			 (uint64_t[]){4, 0, 0, 0, 0, 0, 0});
 	e = (struct cli_error){0};
-	CHECK_EQ_I(dump_select_value(&fx.p, VALUE_COPY, &vi, &e), -ENODATA);
+	CHECK_EQ_I(fetch_select_value(&fx.p, VALUE_COPY, &vi, &e), -ENODATA);
 	CHECK_EQ_I(e.code, PROFCTL_EXIT_NO_SAMPLES);
 	CHECK_STREQ(e.msg, "no copy_time in the window: widen --since or check the --pid (is the "
 			   "process's GPU library attached?)");

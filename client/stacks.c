@@ -4,7 +4,7 @@
  * turned into sorted stacks with counts.
  */
 #define _GNU_SOURCE /* memrchr, open_memstream */
-#include "diff.h"
+#include "stacks.h"
 #include "format.h"
 
 #include <errno.h>
@@ -14,6 +14,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "grow.h"
 #include "parse.h"
 #include "profile.pb-c.h"
 
@@ -61,19 +62,14 @@ uint64_t stacks__total(const struct stacks *s)
 	return s->total;
 }
 
-/* Append stack (ownership moves to s, also on failure). Returns 0 or -ENOMEM. */
+/* Append stack (ownership moves to s, also on failure). Returns 0, -EOVERFLOW or -ENOMEM. */
 static int stacks_add(struct stacks *s, char *stack, uint64_t count)
 {
-	if (s->n == s->cap) {
-		size_t ncap = s->cap ? s->cap * 2 : 256;
-		struct stack_count *nv = realloc(s->v, ncap * sizeof(*nv));
+	int err = GROW(s->v, s->cap, s->n + 1);
 
-		if (!nv) {
-			free(stack);
-			return -ENOMEM;
-		}
-		s->v = nv;
-		s->cap = ncap;
+	if (err) {
+		free(stack);
+		return err;
 	}
 	s->v[s->n++] = (struct stack_count){.stack = stack, .count = count};
 	return 0;
@@ -286,6 +282,25 @@ struct stacks *stacks__from_profile(const Profd__Profile *p, bool process_root)
 	return s;
 }
 
+/*
+ * Make room in a byte buffer of *cap bytes, which holds at most max: double it, from 64 KiB.
+ * Returns 0, -EFBIG when it already holds max, or -ENOMEM; *buf and *cap stay valid.
+ */
+static int grow_bytes(void **buf, size_t *cap, size_t max)
+{
+	size_t ncap;
+	void *nb;
+
+	if (grow_cap(*cap, *cap ? *cap + 1 : 1u << 16, 1, max, &ncap))
+		return -EFBIG;
+	nb = realloc(*buf, ncap);
+	if (!nb)
+		return -ENOMEM;
+	*buf = nb;
+	*cap = ncap;
+	return 0;
+}
+
 /* Inflate a gzip stream into a malloc'd buffer of at most DIFF_MAX_INPUT bytes. */
 static int gunzip(const char *name, const uint8_t *in, size_t len, uint8_t **out, size_t *out_len,
 		  char *err, size_t err_len)
@@ -308,25 +323,14 @@ static int gunzip(const char *name, const uint8_t *in, size_t len, uint8_t **out
 	z.avail_in = (uInt)len;
 	do {
 		if (z.total_out == cap) {
-			size_t ncap = cap ? cap * 2 : 1u << 16;
-			uint8_t *nb;
-
-			if (cap >= DIFF_MAX_PPROF) {
+			rc = grow_bytes((void **)&buf, &cap, DIFF_MAX_PPROF);
+			if (rc == -EFBIG)
 				set_err(err, err_len, "%s: larger than %u MiB once decompressed",
 					name, DIFF_MAX_PPROF >> 20);
-				rc = -EFBIG;
-				goto out;
-			}
-			if (ncap > DIFF_MAX_PPROF)
-				ncap = DIFF_MAX_PPROF;
-			nb = realloc(buf, ncap);
-			if (!nb) {
+			else if (rc)
 				set_err(err, err_len, "%s: out of memory", name);
-				rc = -ENOMEM;
+			if (rc)
 				goto out;
-			}
-			buf = nb;
-			cap = ncap;
 		}
 		z.next_out = buf + z.total_out;
 		z.avail_out = (uInt)(cap - z.total_out);
@@ -443,7 +447,7 @@ static int __attribute__((format(printf, 2, 3))) pp_frame(struct pprof *pp, cons
 {
 	size_t start = pp->len + (pp->len ? 1 : 0);
 	va_list ap;
-	int n;
+	int n, err;
 
 	if (++pp->depth > DIFF_MAX_DEPTH)
 		return -E2BIG;
@@ -459,15 +463,9 @@ static int __attribute__((format(printf, 2, 3))) pp_frame(struct pprof *pp, cons
 			break;
 		if (start + (size_t)n + 1 > DIFF_MAX_LINE)
 			return -E2BIG;
-		{
-			size_t ncap = (start + (size_t)n + 1) * 2;
-			char *nb = realloc(pp->buf, ncap);
-
-			if (!nb)
-				return -ENOMEM;
-			pp->buf = nb;
-			pp->cap = ncap;
-		}
+		err = GROW(pp->buf, pp->cap, start + (size_t)n + 1);
+		if (err)
+			return err;
 	}
 	if (pp->len)
 		pp->buf[pp->len] = ';';
@@ -684,27 +682,19 @@ static int read_all(FILE *f, const char *name, char **out, size_t *out_len, char
 		size_t n;
 
 		if (len == cap) {
-			size_t ncap = cap ? cap * 2 : 1u << 16;
-			char *nb;
-
-			if (cap > DIFF_MAX_INPUT) {
-				set_err(err, err_len, "%s: larger than %u MiB", name,
-					DIFF_MAX_INPUT >> 20);
-				free(buf);
-				return -EFBIG;
-			}
 			/* One byte past the limit tells a file of exactly the limit from a larger
 			 * one. */
-			if (ncap > DIFF_MAX_INPUT + 1)
-				ncap = DIFF_MAX_INPUT + 1;
-			nb = realloc(buf, ncap);
-			if (!nb) {
+			int rc = grow_bytes((void **)&buf, &cap, DIFF_MAX_INPUT + 1);
+
+			if (rc == -EFBIG)
+				set_err(err, err_len, "%s: larger than %u MiB", name,
+					DIFF_MAX_INPUT >> 20);
+			else if (rc)
 				set_err(err, err_len, "%s: out of memory", name);
+			if (rc) {
 				free(buf);
-				return -ENOMEM;
+				return rc;
 			}
-			buf = nb;
-			cap = ncap;
 		}
 		n = fread(buf + len, 1, cap - len, f);
 		len += n;

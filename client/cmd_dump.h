@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* profctl dump's command line, parsed apart from running it so tests can check each option. */
+#ifndef PROFCTL_CMD_DUMP_H
+#define PROFCTL_CMD_DUMP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cli.h"
+#include "fetch.h"
+#include "output.h"
+
+enum dump_kind {
+	DUMP_KIND_FLAMEGRAPH = 0,
+	DUMP_KIND_TRACE, /* Chrome trace event JSON of the raw events */
+};
+
+struct dump_args {
+	bool help;
+	enum dump_kind kind;
+	struct fetch_query q;	 /* --pid, --tid, --since */
+	enum dump_format format; /* never DEFAULT after a successful parse */
+	const char *output;	 /* NULL: stdout */
+	bool python_only;	 /* hide native frames between Python frames */
+	uint64_t timeout_ns;	 /* 0: global or default */
+	int value;		 /* enum value_kind (value.h): the column drawn */
+	bool gpu_idle;		 /* --gpu-idle: the gpu_idle_samples column */
+	bool nvtx;		 /* keep NVTX frames */
+};
+
+/*
+ * Parse `dump flamegraph ...` or `dump trace ...` (argv[0] is "dump"). Returns 0 (a->help set
+ * for --help), or -EINVAL with e filled (code PROFCTL_EXIT_USAGE). argv may be permuted;
+ * strings are borrowed.
+ */
+int dump_parse_args(int argc, char **argv, struct dump_args *a, struct cli_error *e);
+
+#endif
