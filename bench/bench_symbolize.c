@@ -60,10 +60,11 @@ int main(int argc, char **argv)
 {
 	/* Code in libc and in this program: two ELF images, like a real stack. */
 	void *fns[] = {
-		(void *)printf, (void *)malloc, (void *)free, (void *)strlen, (void *)memcpy,
-		(void *)qsort, (void *)fopen, (void *)fclose, (void *)getpid, (void *)read,
-		(void *)write, (void *)strtoull, (void *)snprintf, (void *)calloc, (void *)realloc,
-		(void *)main, (void *)run, (void *)cmp_u64, (void *)now_ns, (void *)clock_gettime,
+	    (void *)printf,   (void *)malloc,  (void *)free,	(void *)strlen,
+	    (void *)memcpy,   (void *)qsort,   (void *)fopen,	(void *)fclose,
+	    (void *)getpid,   (void *)read,    (void *)write,	(void *)strtoull,
+	    (void *)snprintf, (void *)calloc,  (void *)realloc, (void *)main,
+	    (void *)run,      (void *)cmp_u64, (void *)now_ns,	(void *)clock_gettime,
 	};
 	struct symbolizer_opts o = {.no_kernel = true};
 	uint64_t rounds = 20000;

@@ -98,7 +98,7 @@ _Static_assert(sizeof(struct profd_rec_hdr) == 8, "profd_rec_hdr layout");
 _Static_assert(__builtin_offsetof(struct profd_sample_rec, ips) == PROFD_SAMPLE_HDR_SIZE,
 	       "profd_sample_rec header layout");
 _Static_assert(sizeof(struct profd_sample_rec) ==
-		       PROFD_SAMPLE_HDR_SIZE + 8 * 2 * PROFD_MAX_STACK + 16 * PROFD_MAX_PY_FRAMES,
+		   PROFD_SAMPLE_HDR_SIZE + 8 * 2 * PROFD_MAX_STACK + 16 * PROFD_MAX_PY_FRAMES,
 	       "profd_sample_rec layout");
 
 #define PROFD_SAMPLE_PY_TRUNC (1u << 5) /* more Python frames than PROFD_MAX_PY_FRAMES */
@@ -121,8 +121,8 @@ enum profd_py_lasti_kind {
 };
 
 struct profd_py_proc {
-	__u64 runtime_addr; /* &_PyRuntime in the process */
-	__u16 version;	    /* 0x030b for 3.11 */
+	__u64 runtime_addr;	   /* &_PyRuntime in the process */
+	__u16 version;		   /* 0x030b for 3.11 */
 	__u16 rt_interp_head;	   /* _PyRuntimeState.interpreters.head */
 	__u16 interp_next;	   /* PyInterpreterState.next */
 	__u16 interp_threads_head; /* PyInterpreterState.tstate_head / threads.head */
@@ -155,11 +155,11 @@ _Static_assert(sizeof(struct profd_task_rec) == 40, "profd_task_rec layout");
 
 /* Indices of the per-CPU counters array map "counters". */
 enum profd_counter {
-	PROFD_CNT_SAMPLES = 0,	    /* perf events that matched the target filter */
-	PROFD_CNT_RINGBUF_FULL = 1, /* records dropped because the ring buffer was full */
-	PROFD_CNT_KSTACK_ERR = 2,   /* kernel stack reads that failed */
-	PROFD_CNT_USTACK_ERR = 3,   /* user stack reads that failed */
-	PROFD_CNT_TASK_DROPPED = 4, /* exec/exit records dropped (ring buffer full) */
+	PROFD_CNT_SAMPLES = 0,	      /* perf events that matched the target filter */
+	PROFD_CNT_RINGBUF_FULL = 1,   /* records dropped because the ring buffer was full */
+	PROFD_CNT_KSTACK_ERR = 2,     /* kernel stack reads that failed */
+	PROFD_CNT_USTACK_ERR = 3,     /* user stack reads that failed */
+	PROFD_CNT_TASK_DROPPED = 4,   /* exec/exit records dropped (ring buffer full) */
 	PROFD_CNT_LAUNCH_LIMITED = 5, /* launch records over their process's rate limit */
 	PROFD_CNT__MAX = 8,
 };

@@ -95,7 +95,7 @@ static long py_find_cb(__u32 i, void *arg)
 static __always_inline __u64 py_find_tstate(const struct profd_py_proc *py, struct py_scratch *s,
 					    __u32 tid, __u64 fsbase)
 {
-	struct py_loop_ctx c = { .py = py, .s = s };
+	struct py_loop_ctx c = {.py = py, .s = s};
 	__u64 *cached = bpf_map_lookup_elem(&py_tstates, &tid);
 	__u64 found;
 

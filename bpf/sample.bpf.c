@@ -23,7 +23,7 @@ const volatile __u64 wakeup_bytes = 1 << 20;
 static __always_inline __u64 rb_flags(void *rb)
 {
 	return bpf_ringbuf_query(rb, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
-									 : BPF_RB_NO_WAKEUP;
+									: BPF_RB_NO_WAKEUP;
 }
 
 struct {
@@ -111,8 +111,7 @@ static __always_inline __u64 fill_user(void *ctx, struct profd_sample_rec *rec, 
 
 	if (bpf_get_current_task_btf()->mm) {
 		/* kn is bounded above, so the verifier can check the destination. */
-		un = bpf_get_stack(ctx, &rec->ips[kn & 127], PROFD_MAX_STACK * 8,
-				   BPF_F_USER_STACK);
+		un = bpf_get_stack(ctx, &rec->ips[kn & 127], PROFD_MAX_STACK * 8, BPF_F_USER_STACK);
 		if (un < 0) {
 			count(PROFD_CNT_USTACK_ERR);
 			rec->flags |= PROFD_SAMPLE_USTACK_ERR;
@@ -168,7 +167,8 @@ int profd_sample(struct bpf_perf_event_data *ctx)
 	rec->nr_kernel = kn;
 
 	size = fill_user(ctx, rec, kn, SLOT_SAMPLE);
-	/* PF_KTHREAD: a kernel thread has no user stack to miss (an exiting process has none too). */
+	/* PF_KTHREAD: a kernel thread has no user stack to miss (an exiting process has none too).
+	 */
 	if (bpf_get_current_task_btf()->flags & 0x00200000)
 		rec->flags |= PROFD_SAMPLE_KERNEL_THREAD;
 	if (bpf_ringbuf_output(&events, rec, size, rb_flags(&events)))

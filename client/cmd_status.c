@@ -74,8 +74,8 @@ static void print_message(FILE *out, const ProtobufCMessageDescriptor *d, const 
 static void json_value(FILE *out, const ProtobufCFieldDescriptor *fd, const void *p)
 {
 	if (fd->type == PROTOBUF_C_TYPE_ENUM) {
-		const ProtobufCEnumValue *ev = protobuf_c_enum_descriptor_get_value(
-		    fd->descriptor, *(const int *)p);
+		const ProtobufCEnumValue *ev =
+		    protobuf_c_enum_descriptor_get_value(fd->descriptor, *(const int *)p);
 
 		if (ev)
 			json_string(out, ev->name);
@@ -194,8 +194,8 @@ static void print_gpu(FILE *out, const Profd__StatusReply *st)
 		"gpu:", st->gpu_processes, st->gpu_launches, st->gpu_records, st->gpu_joined,
 		st->gpu_unmatched, st->gpu_dropped, st->gpu_uprobe_launches);
 	if (st->gpu_launches_limited)
-		fprintf(out, "%-14s%" PRIu64 " launch records over the per-process probe limit\n", "",
-			st->gpu_launches_limited);
+		fprintf(out, "%-14s%" PRIu64 " launch records over the per-process probe limit\n",
+			"", st->gpu_launches_limited);
 	for (size_t i = 0; i < st->n_gpu; i++) {
 		const Profd__GpuProcessStatus *g = st->gpu[i];
 		char pid[32];

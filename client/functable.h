@@ -68,17 +68,17 @@ struct functable_print_opts {
 /*
  * The key-averages table (`profctl table`), modelled on the PyTorch profiler's: a dashed rule,
  * the column header (Name, Self CPU %, Self CPU, CPU total %, CPU total, # Samples, then
- * columns for each further value type with a nonzero total), a rule, the rows in the current order, a rule and a
- * footer with the column totals ("Self CPU time total: 1.234s"). Returns 0 or -EIO when
- * writing to out failed.
+ * columns for each further value type with a nonzero total), a rule, the rows in the current order,
+ * a rule and a footer with the column totals ("Self CPU time total: 1.234s"). Returns 0 or -EIO
+ * when writing to out failed.
  */
 int functable__print_table(const struct functable *t, const struct functable_print_opts *o,
 			   FILE *out);
 
 /*
  * The rows of `profctl top`: a column header and one line per row with Self %, Total %, Self
- * and Total samples, columns for each further value type with a nonzero total, and the function name last, cut to
- * fit o->width. Returns 0 or -EIO.
+ * and Total samples, columns for each further value type with a nonzero total, and the function
+ * name last, cut to fit o->width. Returns 0 or -EIO.
  */
 int functable__print_top(const struct functable *t, const struct functable_print_opts *o,
 			 FILE *out);

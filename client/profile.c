@@ -141,8 +141,7 @@ size_t profile_frame_name(const Profd__Profile *p, const Profd__Frame *f, char *
 	return frame_name(p, f, buf, len, false);
 }
 
-size_t profile_function_name(const Profd__Profile *p, const Profd__Frame *f, char *buf,
-			     size_t len)
+size_t profile_function_name(const Profd__Profile *p, const Profd__Frame *f, char *buf, size_t len)
 {
 	return frame_name(p, f, buf, len, true);
 }

@@ -34,8 +34,7 @@ size_t profile_frame_name(const Profd__Profile *p, const Profd__Frame *f, char *
  * the Python line ("NAME (FILE)") and, for frames without a symbol, without the address
  * ("[unknown] (MODULE)"), so every line or address of one function counts together.
  */
-size_t profile_function_name(const Profd__Profile *p, const Profd__Frame *f, char *buf,
-			     size_t len);
+size_t profile_function_name(const Profd__Profile *p, const Profd__Frame *f, char *buf, size_t len);
 /* The name of process pid from p->processes, or NULL when p does not list it. Owned by p. */
 const char *profile_process_name(const Profd__Profile *p, uint32_t pid);
 

@@ -480,9 +480,9 @@ static void fill_info(struct core_info *info)
 	info->library_path[0] = 0;
 	if (dladdr((void *)core__init, &di) && di.dli_fname) {
 		/*
-		 * dladdr gives the name as it was passed to dlopen, relative if CUDA_INJECTION64_PATH
-		 * was; the daemon attaches by absolute path, and the working directory is the one
-		 * the name was opened from only now, at initialization.
+		 * dladdr gives the name as it was passed to dlopen, relative if
+		 * CUDA_INJECTION64_PATH was; the daemon attaches by absolute path, and the working
+		 * directory is the one the name was opened from only now, at initialization.
 		 */
 		char *abs = realpath(di.dli_fname, NULL);
 

@@ -17,12 +17,12 @@
 
 /* The numbers of proto's GpuState and GpuClock. */
 struct core_info {
-	int state;	      /* PROFD__GPU_STATE__* */
-	char detail[160];     /* one line when state is not READY */
+	int state;	  /* PROFD__GPU_STATE__* */
+	char detail[160]; /* one line when state is not READY */
 	uint32_t cupti_version;
-	char cupti_path[256]; /* the libcupti in use, "" if none */
-	char library_path[256]; /* this .so's own file (dladdr), for the USDT attach */
-	int clock;	      /* PROFD__GPU_CLOCK__*; UNSPECIFIED until the first enable */
+	char cupti_path[256];	    /* the libcupti in use, "" if none */
+	char library_path[256];	    /* this .so's own file (dladdr), for the USDT attach */
+	int clock;		    /* PROFD__GPU_CLOCK__*; UNSPECIFIED until the first enable */
 	uint32_t launch_rate_limit; /* per thread per second; 0: every launch probed */
 };
 

@@ -27,15 +27,15 @@ struct ev {
 	uint32_t corr;	   /* correlation id (kernel, copy, api) */
 	uint64_t start_ns; /* CLOCK_MONOTONIC, already converted */
 	uint64_t end_ns;
-	uint64_t bytes;	   /* EV_COPY */
-	uint32_t tid;	   /* EV_API, EV_NVTX: system thread id */
+	uint64_t bytes; /* EV_COPY */
+	uint32_t tid;	/* EV_API, EV_NVTX: system thread id */
 	uint32_t device;
 	uint32_t stream;
-	uint32_t graph_id; /* EV_KERNEL: nonzero for graph launches */
-	uint32_t grid;	   /* EV_KERNEL: total blocks */
-	uint32_t block;	   /* EV_KERNEL: threads per block */
-	uint32_t weight;   /* EV_KERNEL, EV_COPY: see GpuKernel.weight */
-	uint32_t depth;	   /* EV_NVTX: nesting depth on its thread, 0 outermost */
+	uint32_t graph_id;  /* EV_KERNEL: nonzero for graph launches */
+	uint32_t grid;	    /* EV_KERNEL: total blocks */
+	uint32_t block;	    /* EV_KERNEL: threads per block */
+	uint32_t weight;    /* EV_KERNEL, EV_COPY: see GpuKernel.weight */
+	uint32_t depth;	    /* EV_NVTX: nesting depth on its thread, 0 outermost */
 	const char *name;   /* interned (names__intern): kernel, API or range name; may be NULL */
 	const char *domain; /* EV_NVTX: interned domain name or NULL */
 };

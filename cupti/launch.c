@@ -258,8 +258,8 @@ static bool proc_take(uint64_t now)
 		next = (old > now ? old : now) + cost;
 		if (next - now > cap)
 			return false;
-	} while (!atomic_compare_exchange_weak_explicit(&proc_full_at, &old, next,
-							memory_order_relaxed, memory_order_relaxed));
+	} while (!atomic_compare_exchange_weak_explicit(
+	    &proc_full_at, &old, next, memory_order_relaxed, memory_order_relaxed));
 	return true;
 }
 

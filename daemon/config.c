@@ -15,39 +15,40 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: profd [OPTIONS]\n"
-		"Sampling profiler daemon: samples CPU stacks with eBPF and serves profiles on a Unix\n"
-		"socket to profctl.\n"
-		"\n"
-		"  -p, --pid N             profile process N (all its threads); repeatable.\n"
-		"                          Without --pid every process on the machine is sampled.\n"
-		"  -F, --frequency HZ      samples per second per CPU (default 99, max %d)\n"
-		"  -s, --socket PATH       socket to serve on (default %s, or $%s)\n"
-		"      --socket-group GROUP  let members of GROUP connect (socket mode 0660)\n"
-		"      --memory-cap SIZE   memory for profile data, oldest evicted first\n"
-		"                          (default 256M; K, M, G suffixes)\n"
-		"      --ringbuf-size SIZE kernel-to-daemon ring buffer (default 8M; a power of two)\n"
-		"      --bucket DURATION   time resolution of stored data (default 1s)\n"
-		"      --gpu-ring-size SIZE  recent raw events kept for traces (CPU samples, CUDA\n"
-		"                          calls, kernels, copies, NVTX; default 32M)\n"
-		"      --libcuda PATH      count kernel launches of processes without the CUPTI\n"
-		"                          library through uprobes on this libcuda (repeatable: the\n"
-		"                          first that can be probed is used; default: libcuda.so.1\n"
-		"                          in the usual library directories; 'none': no uprobes)\n"
-		"      --log stderr|journal  where log lines go (default stderr)\n"
-		"  -v, --verbose           debug log output\n"
-		"  -q, --quiet             only errors\n"
-		"  -h, --help              this text\n"
-		"  -V, --version           print the version\n"
-		"\n"
-		"Needs root, or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE (and CAP_SYSLOG for kernel\n"
-		"symbols).\n"
-		"\n"
-		"Examples:\n"
-		"  sudo profd --pid 1234 --frequency 99\n"
-		"  sudo profd --socket /tmp/profd.sock --memory-cap 64M\n",
-		MAX_FREQUENCY, PROFD_DEFAULT_SOCKET, PROFD_SOCKET_ENV);
+	fprintf(
+	    f,
+	    "Usage: profd [OPTIONS]\n"
+	    "Sampling profiler daemon: samples CPU stacks with eBPF and serves profiles on a Unix\n"
+	    "socket to profctl.\n"
+	    "\n"
+	    "  -p, --pid N             profile process N (all its threads); repeatable.\n"
+	    "                          Without --pid every process on the machine is sampled.\n"
+	    "  -F, --frequency HZ      samples per second per CPU (default 99, max %d)\n"
+	    "  -s, --socket PATH       socket to serve on (default %s, or $%s)\n"
+	    "      --socket-group GROUP  let members of GROUP connect (socket mode 0660)\n"
+	    "      --memory-cap SIZE   memory for profile data, oldest evicted first\n"
+	    "                          (default 256M; K, M, G suffixes)\n"
+	    "      --ringbuf-size SIZE kernel-to-daemon ring buffer (default 8M; a power of two)\n"
+	    "      --bucket DURATION   time resolution of stored data (default 1s)\n"
+	    "      --gpu-ring-size SIZE  recent raw events kept for traces (CPU samples, CUDA\n"
+	    "                          calls, kernels, copies, NVTX; default 32M)\n"
+	    "      --libcuda PATH      count kernel launches of processes without the CUPTI\n"
+	    "                          library through uprobes on this libcuda (repeatable: the\n"
+	    "                          first that can be probed is used; default: libcuda.so.1\n"
+	    "                          in the usual library directories; 'none': no uprobes)\n"
+	    "      --log stderr|journal  where log lines go (default stderr)\n"
+	    "  -v, --verbose           debug log output\n"
+	    "  -q, --quiet             only errors\n"
+	    "  -h, --help              this text\n"
+	    "  -V, --version           print the version\n"
+	    "\n"
+	    "Needs root, or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE (and CAP_SYSLOG for kernel\n"
+	    "symbols).\n"
+	    "\n"
+	    "Examples:\n"
+	    "  sudo profd --pid 1234 --frequency 99\n"
+	    "  sudo profd --socket /tmp/profd.sock --memory-cap 64M\n",
+	    MAX_FREQUENCY, PROFD_DEFAULT_SOCKET, PROFD_SOCKET_ENV);
 }
 
 static int bad(const char *opt, const char *val, const char *why)
@@ -58,24 +59,31 @@ static int bad(const char *opt, const char *val, const char *why)
 
 int config_parse(int argc, char **argv, struct config *cfg)
 {
-	enum { OPT_MEMCAP = 256, OPT_RINGBUF, OPT_BUCKET, OPT_LOG, OPT_GROUP, OPT_GPU_RING,
-	       OPT_LIBCUDA };
+	enum {
+		OPT_MEMCAP = 256,
+		OPT_RINGBUF,
+		OPT_BUCKET,
+		OPT_LOG,
+		OPT_GROUP,
+		OPT_GPU_RING,
+		OPT_LIBCUDA
+	};
 	static const struct option longopts[] = {
-		{ "pid", required_argument, NULL, 'p' },
-		{ "frequency", required_argument, NULL, 'F' },
-		{ "socket", required_argument, NULL, 's' },
-		{ "memory-cap", required_argument, NULL, OPT_MEMCAP },
-		{ "ringbuf-size", required_argument, NULL, OPT_RINGBUF },
-		{ "bucket", required_argument, NULL, OPT_BUCKET },
-		{ "log", required_argument, NULL, OPT_LOG },
-		{ "socket-group", required_argument, NULL, OPT_GROUP },
-		{ "gpu-ring-size", required_argument, NULL, OPT_GPU_RING },
-		{ "libcuda", required_argument, NULL, OPT_LIBCUDA },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ 0 },
+	    {"pid", required_argument, NULL, 'p'},
+	    {"frequency", required_argument, NULL, 'F'},
+	    {"socket", required_argument, NULL, 's'},
+	    {"memory-cap", required_argument, NULL, OPT_MEMCAP},
+	    {"ringbuf-size", required_argument, NULL, OPT_RINGBUF},
+	    {"bucket", required_argument, NULL, OPT_BUCKET},
+	    {"log", required_argument, NULL, OPT_LOG},
+	    {"socket-group", required_argument, NULL, OPT_GROUP},
+	    {"gpu-ring-size", required_argument, NULL, OPT_GPU_RING},
+	    {"libcuda", required_argument, NULL, OPT_LIBCUDA},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {0},
 	};
 	int c, verbose = 0;
 	bool quiet = false;
@@ -104,16 +112,19 @@ int config_parse(int argc, char **argv, struct config *cfg)
 			break;
 		case 'F':
 			if (parse_u32(optarg, 1, MAX_FREQUENCY, &cfg->frequency_hz))
-				return bad("--frequency", optarg, "expected a whole number of Hz from 1 to 10000");
+				return bad("--frequency", optarg,
+					   "expected a whole number of Hz from 1 to 10000");
 			break;
 		case 's':
 			if (!*optarg || strlen(optarg) >= 108)
-				return bad("--socket", optarg, "a socket path must be 1 to 107 bytes");
+				return bad("--socket", optarg,
+					   "a socket path must be 1 to 107 bytes");
 			cfg->socket_path = optarg;
 			break;
 		case OPT_MEMCAP:
 			if (parse_size(optarg, 4ull << 20, 1ull << 40, &cfg->mem_cap))
-				return bad("--memory-cap", optarg, "expected a size from 4M to 1024G");
+				return bad("--memory-cap", optarg,
+					   "expected a size from 4M to 1024G");
 			break;
 		case OPT_RINGBUF:
 			if (parse_size(optarg, 64ull << 10, 1ull << 30, &v) || (v & (v - 1)))
@@ -124,11 +135,13 @@ int config_parse(int argc, char **argv, struct config *cfg)
 		case OPT_BUCKET:
 			if (parse_duration_ns(optarg, NSEC_PER_MSEC * 10, 3600 * NSEC_PER_SEC,
 					      &cfg->bucket_ns))
-				return bad("--bucket", optarg, "expected a duration from 10ms to 1h");
+				return bad("--bucket", optarg,
+					   "expected a duration from 10ms to 1h");
 			break;
 		case OPT_GPU_RING:
 			if (parse_size(optarg, 1ull << 20, 16ull << 30, &cfg->gpu_ring_size))
-				return bad("--gpu-ring-size", optarg, "expected a size from 1M to 16G");
+				return bad("--gpu-ring-size", optarg,
+					   "expected a size from 1M to 16G");
 			break;
 		case OPT_LIBCUDA:
 			if (!strcmp(optarg, "none")) {
@@ -136,9 +149,11 @@ int config_parse(int argc, char **argv, struct config *cfg)
 				break;
 			}
 			if (optarg[0] != '/' || strlen(optarg) >= 4096)
-				return bad("--libcuda", optarg, "expected an absolute path or 'none'");
+				return bad("--libcuda", optarg,
+					   "expected an absolute path or 'none'");
 			if (cfg->nlibcuda == CONFIG_MAX_LIBCUDA)
-				return bad("--libcuda", optarg, "too many --libcuda options (max 8)");
+				return bad("--libcuda", optarg,
+					   "too many --libcuda options (max 8)");
 			cfg->libcuda[cfg->nlibcuda++] = optarg;
 			break;
 		case OPT_GROUP:
@@ -177,7 +192,8 @@ int config_parse(int argc, char **argv, struct config *cfg)
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "profd: unexpected argument '%s' (see profd --help)\n", argv[optind]);
+		fprintf(stderr, "profd: unexpected argument '%s' (see profd --help)\n",
+			argv[optind]);
 		return -EINVAL;
 	}
 	if (cfg->libcuda_none && cfg->nlibcuda) {

@@ -23,11 +23,11 @@ struct config {
 	uint64_t bucket_ns;
 	enum log_level log_level;
 	bool log_journal;
-	uint64_t gpu_ring_size;	/* bytes of the raw GPU/CPU event ring for traces */
+	uint64_t gpu_ring_size; /* bytes of the raw GPU/CPU event ring for traces */
 	/* --libcuda paths to probe, tried in order; none given: look in the usual places */
 	const char *libcuda[CONFIG_MAX_LIBCUDA];
 	size_t nlibcuda;
-	bool libcuda_none;	/* --libcuda none: no libcuda uprobes */
+	bool libcuda_none; /* --libcuda none: no libcuda uprobes */
 };
 
 enum config_result {

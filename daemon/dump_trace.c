@@ -73,7 +73,8 @@ static bool ev_wanted(const struct tfilter *f, const struct tl_event *e)
 
 static int ev_cmp(const void *a, const void *b)
 {
-	const struct tl_event *x = *(const struct tl_event *const *)a, *y = *(const struct tl_event *const *)b;
+	const struct tl_event *x = *(const struct tl_event *const *)a,
+			      *y = *(const struct tl_event *const *)b;
 
 	if (x->type != y->type)
 		return x->type < y->type ? -1 : 1;
@@ -319,11 +320,11 @@ int dump__trace(struct store *s, const struct timeline *tl, const struct tl_even
 		size_t nextra, const struct store_query *q, const struct trace_meta *meta,
 		Profd__Trace **out)
 {
-	struct trace_build b = { .store = s };
+	struct trace_build b = {.store = s};
 	struct timeline_stats ts;
-	struct tfilter f = { 0 };
+	struct tfilter f = {0};
 	const struct tl_event **sel = NULL;
-	size_t nsel = 0, nring = timeline__count(tl), counts[6] = { 0 }, next[6] = { 0 };
+	size_t nsel = 0, nring = timeline__count(tl), counts[6] = {0}, next[6] = {0};
 	uint64_t oldest = UINT64_MAX, newest = 0;
 	Profd__Trace *tr = NULL;
 	int err = 0;

@@ -77,8 +77,7 @@ static struct gpu_conn *gpu_conn_of_pid(struct daemon *d, uint32_t pid)
  * connected with). st->gpu is malloc'd; the entries belong to the GPU module.
  */
 /* The GPU libraries the peer may see, as StatusReply.gpu (the arrays freed by the caller). */
-static int gpu_status_list(struct daemon *d, const struct server_peer *peer,
-			   Profd__StatusReply *st)
+static int gpu_status_list(struct daemon *d, const struct server_peer *peer, Profd__StatusReply *st)
 {
 	struct gpu_proc_status *all;
 	Profd__GpuProcessStatus *msgs, **ptrs;
@@ -135,7 +134,7 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 {
 	Profd__Response resp = PROFD__RESPONSE__INIT;
 	Profd__StatusReply st = PROFD__STATUS_REPLY__INIT;
-	uint64_t cnt[PROFD_CNT__MAX] = { 0 };
+	uint64_t cnt[PROFD_CNT__MAX] = {0};
 	struct ingest_stats is;
 	struct store_stats ss;
 	struct rusage ru;
@@ -267,8 +266,7 @@ static void describe_window(const struct window *w, char *buf, size_t len)
 			snprintf(buf, len, " in the last %llum", (unsigned long long)s / 60);
 		else
 			snprintf(buf, len, " in the last %llus", (unsigned long long)s);
-	}
-	else if (w->has_start || w->has_end)
+	} else if (w->has_start || w->has_end)
 		snprintf(buf, len, " in the requested time range");
 	else
 		buf[0] = '\0';
@@ -282,7 +280,7 @@ static int window_query(struct daemon *d, const struct server_peer *peer, const 
 			uint64_t now, struct store_query *q, Profd__ErrorCode *code, char *msg,
 			size_t msglen)
 {
-	*q = (struct store_query){ .end_ns = UINT64_MAX };
+	*q = (struct store_query){.end_ns = UINT64_MAX};
 	*code = PROFD__ERROR_CODE__ERROR_BAD_REQUEST;
 	if (w->n_pids > MAX_DUMP_PIDS) {
 		snprintf(msg, msglen, "too many pids in one request (the limit is 1024)");
@@ -359,14 +357,19 @@ static int handle_dump(struct daemon *d, const struct server_peer *peer,
 {
 	Profd__Response resp = PROFD__RESPONSE__INIT;
 	struct window w = {
-		.n_pids = req->n_pids, .pids = req->pids,
-		.has_since = req->has_since_ns, .since_ns = req->since_ns,
-		.has_start = req->has_start_ns, .start_ns = req->start_ns,
-		.has_end = req->has_end_ns, .end_ns = req->end_ns,
-		.has_tid = req->has_tid, .tid = req->tid,
+	    .n_pids = req->n_pids,
+	    .pids = req->pids,
+	    .has_since = req->has_since_ns,
+	    .since_ns = req->since_ns,
+	    .has_start = req->has_start_ns,
+	    .start_ns = req->start_ns,
+	    .has_end = req->has_end_ns,
+	    .end_ns = req->end_ns,
+	    .has_tid = req->has_tid,
+	    .tid = req->tid,
 	};
 	struct store_query q;
-	struct dump_meta meta = { 0 };
+	struct dump_meta meta = {0};
 	Profd__Profile *profile = NULL;
 	Profd__ErrorCode code;
 	struct store_stats ss;
@@ -415,12 +418,16 @@ static int handle_trace(struct daemon *d, const struct server_peer *peer,
 {
 	Profd__Response resp = PROFD__RESPONSE__INIT;
 	struct window w = {
-		.n_pids = req->n_pids, .pids = req->pids,
-		.has_since = req->has_since_ns, .since_ns = req->since_ns,
-		.has_start = req->has_start_ns, .start_ns = req->start_ns,
-		.has_end = req->has_end_ns, .end_ns = req->end_ns,
+	    .n_pids = req->n_pids,
+	    .pids = req->pids,
+	    .has_since = req->has_since_ns,
+	    .since_ns = req->since_ns,
+	    .has_start = req->has_start_ns,
+	    .start_ns = req->start_ns,
+	    .has_end = req->has_end_ns,
+	    .end_ns = req->end_ns,
 	};
-	struct trace_meta meta = { 0 };
+	struct trace_meta meta = {0};
 	struct tl_event *open = NULL;
 	size_t nopen = 0;
 	Profd__Trace *tr = NULL;
@@ -553,7 +560,7 @@ static int handle_gpu_attach(struct daemon *d, const struct server_peer *peer,
 			gpu__detach(d->gpu, pid);
 		}
 		c = &d->gpu_conns[d->n_gpu_conns++];
-		*c = (struct gpu_conn){ .conn_id = peer->conn_id, .pid = pid, .uid = peer->uid };
+		*c = (struct gpu_conn){.conn_id = peer->conn_id, .pid = pid, .uid = peer->uid};
 		added = true;
 	}
 	/*

@@ -34,7 +34,7 @@ struct addr_entry {
 #define PID_TABLE_MIN 1024
 
 enum py_state {
-	PY_UNKNOWN = 0,	/* not looked at yet */
+	PY_UNKNOWN = 0, /* not looked at yet */
 	PY_PENDING,	/* the executable needs a libpython the loader has not mapped yet */
 	PY_ABSENT,	/* no CPython in this image (checked again only after an exec) */
 	PY_ACTIVE,	/* the sampler reads its frames */
@@ -45,7 +45,7 @@ struct pid_entry {
 	uint32_t pid; /* 0: empty */
 	uint32_t epoch;
 	bool tombstone;
-	uint8_t py_state;   /* enum py_state */
+	uint8_t py_state;    /* enum py_state */
 	uint16_t py_version; /* major << 8 | minor when active */
 	uint64_t seen_ns;    /* first sample of this image */
 	uint64_t py_checked_ns;
@@ -84,12 +84,10 @@ struct py_act {
 };
 
 /* Frame ids the store never hands out for these synthetic frames are interned lazily. */
-static const struct frame_key key_no_stack = { .kind = FRAME_KIND_UNKNOWN, .name = "[no stack]" };
-static const struct frame_key key_truncated = { .kind = FRAME_KIND_UNKNOWN,
-						.name = "[truncated]" };
+static const struct frame_key key_no_stack = {.kind = FRAME_KIND_UNKNOWN, .name = "[no stack]"};
+static const struct frame_key key_truncated = {.kind = FRAME_KIND_UNKNOWN, .name = "[truncated]"};
 /* A process's sample with kernel frames only: exiting (no address space) or unreadable stack. */
-static const struct frame_key key_no_user = { .kind = FRAME_KIND_UNKNOWN,
-					      .name = "[no user stack]" };
+static const struct frame_key key_no_user = {.kind = FRAME_KIND_UNKNOWN, .name = "[no user stack]"};
 
 struct ingest *ingest__new(const struct ingest_opts *opts)
 {
@@ -274,8 +272,8 @@ static void python_check(struct ingest *in, struct pid_entry *e, uint64_t now)
 
 	if (!in->py || (e->py_state != PY_UNKNOWN && e->py_state != PY_PENDING))
 		return;
-	if (e->py_state == PY_PENDING &&
-	    (now - e->seen_ns > PY_RECHECK_WINDOW_NS || now - e->py_checked_ns < PY_RECHECK_EVERY_NS))
+	if (e->py_state == PY_PENDING && (now - e->seen_ns > PY_RECHECK_WINDOW_NS ||
+					  now - e->py_checked_ns < PY_RECHECK_EVERY_NS))
 		return;
 	e->py_checked_ns = now;
 	r = python__detect(in->py, e->pid, &cfg);
@@ -311,11 +309,11 @@ static uint32_t intern_sym(struct ingest *in, enum frame_kind kind, const struct
 	 */
 	bool unmapped = kind == FRAME_KIND_NATIVE && r->module && !strcmp(r->module, "[unknown]");
 	struct frame_key key = {
-		.kind = kind,
-		.name = r->name ? r->name : "[unknown]",
-		.module = unmapped ? NULL : r->module,
-		.address = (kind == FRAME_KIND_KERNEL && r->name) || unmapped ? 0 : r->address,
-		.build_id = r->build_id,
+	    .kind = kind,
+	    .name = r->name ? r->name : "[unknown]",
+	    .module = unmapped ? NULL : r->module,
+	    .address = (kind == FRAME_KIND_KERNEL && r->name) || unmapped ? 0 : r->address,
+	    .build_id = r->build_id,
 	};
 
 	return store__intern_frame(in->store, &key);
@@ -361,8 +359,8 @@ static uint32_t frame_for(struct ingest *in, uint64_t owner, uint32_t pid, uint6
 		return frame;
 	if (in->addr_fill >= ADDR_CACHE_MAX_FILL) {
 		addr_cache_wipe(in);
-		for (i = hash_mix64(addr ^ (owner * 0x9e3779b97f4a7c15ull)) & mask; in->addrs[i].owner;
-		     i = (i + 1) & mask)
+		for (i = hash_mix64(addr ^ (owner * 0x9e3779b97f4a7c15ull)) & mask;
+		     in->addrs[i].owner; i = (i + 1) & mask)
 			;
 	}
 	in->addrs[i].owner = owner;
@@ -405,7 +403,7 @@ static size_t python_frames(struct ingest *in, const struct pid_entry *pe,
 			    const struct profd_sample_rec *rec, struct py_act *acts)
 {
 	const struct profd_py_frame *pf =
-		(const struct profd_py_frame *)&rec->ips[rec->nr_kernel + rec->nr_user];
+	    (const struct profd_py_frame *)&rec->ips[rec->nr_kernel + rec->nr_user];
 	uint16_t ver = pe->py_version;
 	size_t nact = 0, m = 0, start = 0;
 
@@ -417,10 +415,10 @@ static size_t python_frames(struct ingest *in, const struct pid_entry *pe,
 		if (!boundary && python__symbolize(in->py, rec->pid, &pf[i], &sym) == 0) {
 			if (!sym.skip) {
 				struct frame_key key = {
-					.kind = FRAME_KIND_PYTHON,
-					.name = sym.qualname ? sym.qualname : "[unknown]",
-					.file = sym.filename,
-					.line = sym.line,
+				    .kind = FRAME_KIND_PYTHON,
+				    .name = sym.qualname ? sym.qualname : "[unknown]",
+				    .file = sym.filename,
+				    .line = sym.line,
 				};
 				uint32_t f = store__intern_frame(in->store, &key);
 
@@ -431,7 +429,8 @@ static size_t python_frames(struct ingest *in, const struct pid_entry *pe,
 		} else if (!boundary) {
 			in->stats.py_frames_bad++;
 		}
-		/* Up to 3.11 an activation is kept even if empty, to stay aligned with the C frames. */
+		/* Up to 3.11 an activation is kept even if empty, to stay aligned with the C
+		 * frames. */
 		if ((boundary && m > start) || close) {
 			acts[nact].start = start;
 			acts[nact].end = m;
@@ -462,7 +461,7 @@ static void put_act(struct ingest *in, const struct py_act *a, uint32_t *n)
  */
 static bool is_launch_plumbing(const struct ingest *in, uint32_t frame_id)
 {
-	static const char *const libs[] = { "libprofd_cupti.so", "libcupti.so", "libcuda.so" };
+	static const char *const libs[] = {"libprofd_cupti.so", "libcupti.so", "libcuda.so"};
 	const struct store_frame *f = store__frame(in->store, frame_id);
 	const char *base;
 
@@ -507,13 +506,13 @@ static void deliver(struct ingest *in, const struct profd_sample_rec *rec, uint3
 	bool launch = rec->hdr.type == PROFD_REC_LAUNCH;
 	bool uprobe = launch && (rec->flags & PROFD_SAMPLE_UPROBE);
 	struct tl_event e = {
-		.type = launch ? TL_LAUNCH : TL_SAMPLE,
-		.pid = rec->pid,
-		.tid = rec->tid,
-		.stack = stack,
-		.corr = uprobe ? 0 : rec->corr_id,
-		.start = rec->ts_ns,
-		.end = rec->ts_ns,
+	    .type = launch ? TL_LAUNCH : TL_SAMPLE,
+	    .pid = rec->pid,
+	    .tid = rec->tid,
+	    .stack = stack,
+	    .corr = uprobe ? 0 : rec->corr_id,
+	    .start = rec->ts_ns,
+	    .end = rec->ts_ns,
 	};
 	int err = 0;
 
@@ -568,8 +567,8 @@ bad:
  * Kernel frames into frame_buf (returns how many), user frames into user_buf (*nuser). Return
  * addresses point after the call: look up addr - 1 for every frame but the leaf.
  */
-static uint32_t native_frames(struct ingest *in, const struct profd_sample_rec *rec,
-			      uint64_t owner, uint32_t *nuser)
+static uint32_t native_frames(struct ingest *in, const struct profd_sample_rec *rec, uint64_t owner,
+			      uint32_t *nuser)
 {
 	uint32_t nk = rec->nr_kernel, nu = rec->nr_user, n = 0;
 

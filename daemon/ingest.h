@@ -23,10 +23,10 @@ struct gpu;
 typedef int (*ingest_py_config_fn)(void *ctx, uint32_t pid, const struct profd_py_proc *cfg);
 
 struct ingest_opts {
-	struct store *store;	   /* borrowed */
-	struct symbolizer *sym;	   /* borrowed */
-	const char *proc_root;	   /* NULL: "/proc" */
-	struct python *py;	   /* borrowed; NULL: no Python frames */
+	struct store *store;	/* borrowed */
+	struct symbolizer *sym; /* borrowed */
+	const char *proc_root;	/* NULL: "/proc" */
+	struct python *py;	/* borrowed; NULL: no Python frames */
 	ingest_py_config_fn py_config;
 	void *py_ctx;
 	/*

@@ -118,7 +118,8 @@ static bool check_pid_namespace(void)
 		snprintf(why, sizeof(why), "/proc/self/ns/pid: %s", strerror(errno));
 	}
 	pr_warn("gpu: GPU correlation is off: %s, where the pids of connecting processes are not "
-		"the kernel's; run profd in the host's pid namespace", why);
+		"the kernel's; run profd in the host's pid namespace",
+		why);
 	return false;
 }
 
@@ -276,10 +277,10 @@ static int set_socket_group(const char *path, const char *group)
 
 int main(int argc, char **argv)
 {
-	struct app app = { .exit_code = 1 };
-	struct store_opts sopts = { 0 };
+	struct app app = {.exit_code = 1};
+	struct store_opts sopts = {0};
 	struct config cfg;
-	struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
+	struct rlimit rl = {RLIM_INFINITY, RLIM_INFINITY};
 	char status[128];
 	int err;
 
@@ -317,7 +318,7 @@ int main(int argc, char **argv)
 		pr_err("store: %s", strerror(errno));
 		goto out;
 	}
-	app.d.sym = symbolizer__new(&(struct symbolizer_opts){ 0 });
+	app.d.sym = symbolizer__new(&(struct symbolizer_opts){0});
 	if (!app.d.sym) {
 		pr_err("symbolize: %s", strerror(errno));
 		goto out;
@@ -325,37 +326,37 @@ int main(int argc, char **argv)
 	if (!symbolizer__has_kernel(app.d.sym))
 		pr_warn("symbolize: /proc/kallsyms shows no addresses: kernel frames will be "
 			"[unknown]");
-	app.d.py = python__new(&(struct python_opts){ 0 });
+	app.d.py = python__new(&(struct python_opts){0});
 	if (!app.d.py) {
 		pr_err("python: %s", strerror(errno));
 		goto out;
 	}
-	app.d.timeline = timeline__new(&(struct timeline_opts){ .bytes = cfg.gpu_ring_size });
+	app.d.timeline = timeline__new(&(struct timeline_opts){.bytes = cfg.gpu_ring_size});
 	if (!app.d.timeline) {
 		pr_err("timeline: %s", strerror(errno));
 		goto out;
 	}
 	app.d.gpu = gpu__new(&(struct gpu_opts){
-		.store = app.d.store,
-		.timeline = app.d.timeline,
-		.attach_probe = gpu_attach_probe,
-		.detach_probe = gpu_detach_probe,
-		.probe_ctx = &app,
-		.covers = gpu_covers,
-		.covers_ctx = &app,
+	    .store = app.d.store,
+	    .timeline = app.d.timeline,
+	    .attach_probe = gpu_attach_probe,
+	    .detach_probe = gpu_detach_probe,
+	    .probe_ctx = &app,
+	    .covers = gpu_covers,
+	    .covers_ctx = &app,
 	});
 	if (!app.d.gpu) {
 		pr_err("gpu: %s", strerror(errno));
 		goto out;
 	}
 	app.d.ingest = ingest__new(&(struct ingest_opts){
-		.store = app.d.store,
-		.sym = app.d.sym,
-		.py = app.d.py,
-		.py_config = on_py_config,
-		.py_ctx = &app,
-		.gpu = app.d.gpu,
-		.timeline = app.d.timeline,
+	    .store = app.d.store,
+	    .sym = app.d.sym,
+	    .py = app.d.py,
+	    .py_config = on_py_config,
+	    .py_ctx = &app,
+	    .gpu = app.d.gpu,
+	    .timeline = app.d.timeline,
 	});
 	if (!app.d.ingest) {
 		pr_err("ingest: %s", strerror(errno));
@@ -363,10 +364,10 @@ int main(int argc, char **argv)
 	}
 
 	app.d.server = server__new(app.loop, &(struct server_opts){
-						     .path = cfg.socket_path,
-						     .handle = handlers__handle,
-						     .on_close = handlers__closed,
-						     .ctx = &app.d,
+						 .path = cfg.socket_path,
+						 .handle = handlers__handle,
+						 .on_close = handlers__closed,
+						 .ctx = &app.d,
 					     });
 	if (!app.d.server) {
 		/* server__new has said what went wrong. */
@@ -387,12 +388,12 @@ int main(int argc, char **argv)
 	uv_signal_start(&app.sigterm, on_signal, SIGTERM);
 
 	app.d.sampler = sampler__new(&(struct sampler_opts){
-		.pids = cfg.pids,
-		.npids = cfg.npids,
-		.frequency_hz = cfg.frequency_hz,
-		.ringbuf_size = cfg.ringbuf_size,
-		.on_record = on_record,
-		.ctx = &app,
+	    .pids = cfg.pids,
+	    .npids = cfg.npids,
+	    .frequency_hz = cfg.frequency_hz,
+	    .ringbuf_size = cfg.ringbuf_size,
+	    .on_record = on_record,
+	    .ctx = &app,
 	});
 	if (!app.d.sampler)
 		goto out;

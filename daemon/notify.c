@@ -23,7 +23,7 @@ bool notify_have_journal(void)
 
 void notify_journal_sink(enum log_level level, const char *msg, void *ctx)
 {
-	static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG };
+	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};
 
 	(void)ctx;
 	sd_journal_print(prio[level], "%s", msg);

@@ -24,15 +24,15 @@
 
 /* libcuda's launch entry points: the runtime and the graph API end up in one of these. */
 static const char *const cuda_launch_funcs[] = {
-	"cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx",
-	"cuLaunchKernelEx_ptsz", "cuGraphLaunch", "cuGraphLaunch_ptsz",
+    "cuLaunchKernel",	     "cuLaunchKernel_ptsz", "cuLaunchKernelEx",
+    "cuLaunchKernelEx_ptsz", "cuGraphLaunch",	    "cuGraphLaunch_ptsz",
 };
 #define N_CUDA_FUNCS (sizeof(cuda_launch_funcs) / sizeof(cuda_launch_funcs[0]))
 
 /* Where the NVIDIA driver installs libcuda.so.1 (Debian/Ubuntu multiarch, Fedora, containers). */
 static const char *const libcuda_dirs[] = {
-	"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
-	"/usr/local/nvidia/lib64", "/usr/lib/wsl/lib",
+    "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
+    "/usr/local/nvidia/lib64",	 "/usr/lib/wsl/lib",
 };
 
 /* Pids whose launch probe failed and was logged: later failures of the same pid are not. */
@@ -168,7 +168,7 @@ static int on_ringbuf(void *ctx, void *data, size_t size)
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
-	enum log_level lvl = level == LIBBPF_WARN ? LOG_LVL_WARN
+	enum log_level lvl = level == LIBBPF_WARN   ? LOG_LVL_WARN
 			     : level == LIBBPF_INFO ? LOG_LVL_DEBUG
 						    : LOG_LVL_DEBUG;
 	char buf[1024];
@@ -240,15 +240,15 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	}
 	s->skel->rodata->filter_pids = opts->npids > 0;
 	s->skel->rodata->launch_interval_ns =
-		1000000000ull / (opts->launch_rate ? opts->launch_rate : SAMPLER_LAUNCH_RATE);
+	    1000000000ull / (opts->launch_rate ? opts->launch_rate : SAMPLER_LAUNCH_RATE);
 	s->skel->rodata->launch_burst_ns =
-		(opts->launch_burst ? opts->launch_burst : SAMPLER_LAUNCH_BURST) *
-		s->skel->rodata->launch_interval_ns;
+	    (opts->launch_burst ? opts->launch_burst : SAMPLER_LAUNCH_BURST) *
+	    s->skel->rodata->launch_interval_ns;
 	s->skel->rodata->wakeup_bytes = opts->ringbuf_size / 4;
 	err = bpf_map__set_max_entries(s->skel->maps.events, (__u32)opts->ringbuf_size);
 	if (err) {
-		pr_err("sampler: ring buffer size %llu: %s",
-		       (unsigned long long)opts->ringbuf_size, strerror(-err));
+		pr_err("sampler: ring buffer size %llu: %s", (unsigned long long)opts->ringbuf_size,
+		       strerror(-err));
 		goto fail;
 	}
 	err = sample_bpf__load(s->skel);
@@ -318,11 +318,11 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	}
 	for (i = 0; i < n; i++) {
 		struct perf_event_attr attr = {
-			.type = PERF_TYPE_SOFTWARE,
-			.config = PERF_COUNT_SW_CPU_CLOCK,
-			.size = sizeof(attr),
-			.freq = 1,
-			.sample_freq = opts->frequency_hz,
+		    .type = PERF_TYPE_SOFTWARE,
+		    .config = PERF_COUNT_SW_CPU_CLOCK,
+		    .size = sizeof(attr),
+		    .freq = 1,
+		    .sample_freq = opts->frequency_hz,
 		};
 		int fd;
 
@@ -332,15 +332,17 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 		if (fd < 0) {
 			err = -errno;
 			if (err == -EACCES || err == -EPERM)
-				pr_err("sampler: perf_event_open on CPU %d: %s: profd needs root or "
-				       "CAP_PERFMON (see kernel.perf_event_paranoid)",
-				       i, strerror(-err));
+				pr_err(
+				    "sampler: perf_event_open on CPU %d: %s: profd needs root or "
+				    "CAP_PERFMON (see kernel.perf_event_paranoid)",
+				    i, strerror(-err));
 			else
 				pr_err("sampler: perf_event_open on CPU %d: %s", i, strerror(-err));
 			goto fail;
 		}
 		s->perf_fds[s->ncpus] = fd;
-		s->links[s->ncpus] = bpf_program__attach_perf_event(s->skel->progs.profd_sample, fd);
+		s->links[s->ncpus] =
+		    bpf_program__attach_perf_event(s->skel->progs.profd_sample, fd);
 		if (!s->links[s->ncpus]) {
 			err = -errno;
 			close(fd);
@@ -560,8 +562,10 @@ static int open_launch_library(uint32_t pid, const char *library_path, char *why
 		return -EFBIG;
 	case -EPERM:
 	case -EACCES:
-		snprintf(why, len, "/proc/%u/map_files: %s (profd needs CAP_SYS_ADMIN or "
-			 "CAP_CHECKPOINT_RESTORE)", pid, strerror(-fd));
+		snprintf(why, len,
+			 "/proc/%u/map_files: %s (profd needs CAP_SYS_ADMIN or "
+			 "CAP_CHECKPOINT_RESTORE)",
+			 pid, strerror(-fd));
 		return fd;
 	default:
 		if (fd < 0) {
@@ -693,8 +697,9 @@ int sampler__attach_libcuda(struct sampler *s, const char *path)
 	detach_libcuda(s);
 	if (!path) {
 		if (find_libcuda(found, sizeof(found))) {
-			pr_info("sampler: no libcuda.so.1 in the driver's usual directories: launches "
-				"of processes without the CUPTI library are not seen");
+			pr_info(
+			    "sampler: no libcuda.so.1 in the driver's usual directories: launches "
+			    "of processes without the CUPTI library are not seen");
 			return -ENOENT;
 		}
 		path = found;

@@ -35,9 +35,9 @@ struct server {
 	uv_pipe_t listener;
 	struct server_opts opts; /* defaults filled in; path points to our copy */
 	char *path;
-	struct conn *conns;	 /* every connection not yet freed, closing ones included */
-	unsigned int nclients;	 /* admitted connections that are not closing, uplinks not included */
-	unsigned int nuplinks;	 /* admitted connections marked by server__set_uplink */
+	struct conn *conns;    /* every connection not yet freed, closing ones included */
+	unsigned int nclients; /* admitted connections that are not closing, uplinks not included */
+	unsigned int nuplinks; /* admitted connections marked by server__set_uplink */
 	bool closing;
 	bool listener_closed;
 	uint64_t next_conn_id;
@@ -54,8 +54,8 @@ struct conn {
 	int handles_open;
 	struct frame_reader *reader;
 	struct server_peer peer;
-	size_t queued;		/* bytes of replies whose write has not completed */
-	unsigned int nwrites;	/* replies whose write has not completed */
+	size_t queued;	      /* bytes of replies whose write has not completed */
+	unsigned int nwrites; /* replies whose write has not completed */
 	/*
 	 * Requests that arrived in the same read after this client went over max_pending_write:
 	 * re-framed (header + body) and handled once its replies drain. Reading stops as soon as
@@ -63,13 +63,13 @@ struct conn {
 	 */
 	uint8_t *backlog;
 	size_t backlog_len, backlog_off, backlog_cap;
-	bool admitted;		/* counted in nclients (or nuplinks when uplink) */
-	bool uplink;		/* a long-lived data source (server__set_uplink) */
+	bool admitted; /* counted in nclients (or nuplinks when uplink) */
+	bool uplink;   /* a long-lived data source (server__set_uplink) */
 	bool hello_done;
 	bool reading;
-	bool draining;		/* a final reply is queued; the connection closes once it is out */
+	bool draining; /* a final reply is queued; the connection closes once it is out */
 	bool closing;
-	size_t fed;		/* header + body bytes of the frames completed in this feed */
+	size_t fed; /* header + body bytes of the frames completed in this feed */
 };
 
 struct wreq {
@@ -269,8 +269,8 @@ static void conn_send(struct conn *c, uint8_t *buf, size_t len)
 	b = uv_buf_init((char *)buf, (unsigned int)len);
 	err = uv_write(&w->req, (uv_stream_t *)&c->pipe, &b, 1, on_write);
 	if (err) {
-		pr_debug("server: client pid %d uid %u: write failed: %s", c->peer.pid,
-			 c->peer.uid, uv_strerror(err));
+		pr_debug("server: client pid %d uid %u: write failed: %s", c->peer.pid, c->peer.uid,
+			 uv_strerror(err));
 		free(buf);
 		free(w);
 		conn_close(c);
@@ -473,9 +473,8 @@ static void conn_too_large(struct conn *c, const uint8_t *buf, size_t len, size_
 
 			pr_warn("server: client pid %d uid %u: frame of %u bytes over the %u limit",
 				c->peer.pid, c->peer.uid, announced, FRAME_MAX_REQUEST);
-			snprintf(msg, sizeof(msg),
-				 "request of %u bytes is over the %u byte limit", announced,
-				 FRAME_MAX_REQUEST);
+			snprintf(msg, sizeof(msg), "request of %u bytes is over the %u byte limit",
+				 announced, FRAME_MAX_REQUEST);
 			goto send;
 		}
 	}
@@ -610,7 +609,8 @@ static void on_connection(uv_stream_t *listener, int status)
 	 * One user must not be able to hold every slot and lock others (root included) out: each
 	 * non-root uid gets a share of the slots. Root is only bound by the global limit.
 	 */
-	if (c->peer.uid != 0 && conns_of_uid(s, c->peer.uid, false) >= s->opts.max_clients_per_uid) {
+	if (c->peer.uid != 0 &&
+	    conns_of_uid(s, c->peer.uid, false) >= s->opts.max_clients_per_uid) {
 		pr_warn("server: client pid %d uid %u: refused, uid %u already has %u connections",
 			c->peer.pid, c->peer.uid, c->peer.uid, s->opts.max_clients_per_uid);
 		conn_send_error(c, PROFD__ERROR_CODE__ERROR_BUSY,
@@ -711,7 +711,8 @@ static int clear_stale_socket(const struct sockaddr_un *addr)
 	/* Non-blocking: a live daemon with a full backlog answers EAGAIN instead of blocking us. */
 	if (connect(fd, (const struct sockaddr *)addr, sizeof(*addr)) == 0 || errno == EAGAIN ||
 	    errno == EINPROGRESS) {
-		pr_err("server: %s: another daemon is already serving on this socket", addr->sun_path);
+		pr_err("server: %s: another daemon is already serving on this socket",
+		       addr->sun_path);
 		err = -EADDRINUSE;
 	} else if (errno == ECONNREFUSED) {
 		pr_info("server: %s: removing a stale socket", addr->sun_path);
@@ -727,7 +728,7 @@ static int clear_stale_socket(const struct sockaddr_un *addr)
 
 static int bind_socket(const char *path, mode_t mode, int *out_fd)
 {
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	int fd = -1, err;
 
 	if (strlen(path) >= sizeof(addr.sun_path)) {
@@ -885,8 +886,7 @@ int server__set_uplink(struct server *s, uint64_t conn_id)
 	if (s->nuplinks >= s->opts.max_uplinks)
 		return -EBUSY;
 	/* As for clients: one user must not take every uplink slot. Root has the global limit. */
-	if (c->peer.uid != 0 &&
-	    conns_of_uid(s, c->peer.uid, true) >= s->opts.max_uplinks_per_uid) {
+	if (c->peer.uid != 0 && conns_of_uid(s, c->peer.uid, true) >= s->opts.max_uplinks_per_uid) {
 		pr_warn("server: client pid %d uid %u: refused as an uplink, uid %u already has %u",
 			c->peer.pid, c->peer.uid, c->peer.uid, s->opts.max_uplinks_per_uid);
 		return -EBUSY;

@@ -43,20 +43,20 @@ typedef int (*server_handle_fn)(void *ctx, const struct server_peer *peer,
 typedef void (*server_close_fn)(void *ctx, const struct server_peer *peer);
 
 struct server_opts {
-	const char *path;	   /* socket path; its directory is created with mode 0755 */
-	mode_t socket_mode;	   /* 0 means 0660 */
+	const char *path;   /* socket path; its directory is created with mode 0755 */
+	mode_t socket_mode; /* 0 means 0660 */
 	server_handle_fn handle;
-	server_close_fn on_close;  /* NULL: not told */
+	server_close_fn on_close; /* NULL: not told */
 	void *ctx;
-	unsigned int max_clients;  /* 0 means 64 */
+	unsigned int max_clients;	  /* 0 means 64 */
 	unsigned int max_clients_per_uid; /* connections of one non-root uid; 0 means a quarter
 					   * of max_clients */
-	unsigned int max_uplinks;  /* connections marked by server__set_uplink; 0 means 1024 */
+	unsigned int max_uplinks; /* connections marked by server__set_uplink; 0 means 1024 */
 	unsigned int max_uplinks_per_uid; /* uplinks of one non-root uid; 0 means 64 */
-	uint64_t idle_timeout_ms;  /* a connection with no complete request for this long is
-				    * closed; 0 means 30000 (each request starts the time again, so
-				    * a client that sends regularly, like the CUPTI library's
-				    * batches, stays) */
+	uint64_t idle_timeout_ms;	  /* a connection with no complete request for this long is
+					   * closed; 0 means 30000 (each request starts the time again, so
+					   * a client that sends regularly, like the CUPTI library's
+					   * batches, stays) */
 	size_t max_pending_write;  /* bytes queued to one client before it is treated as stuck and
 				    * reading from it pauses; 0 means 4 MiB */
 	uint64_t write_timeout_ms; /* a reply not drained in this time closes the connection;

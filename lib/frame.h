@@ -29,8 +29,7 @@ void frame_reader__free(struct frame_reader *r);
  * Returns 0, -EMSGSIZE for a frame longer than the maximum (the reader is then unusable),
  * -ENOMEM, or the first negative value returned by cb.
  */
-int frame_reader__feed(struct frame_reader *r, const void *buf, size_t len, frame_cb cb,
-		       void *ctx);
+int frame_reader__feed(struct frame_reader *r, const void *buf, size_t len, frame_cb cb, void *ctx);
 /* Bytes of an incomplete frame held right now (0 between frames). */
 size_t frame_reader__pending(const struct frame_reader *r);
 

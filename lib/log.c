@@ -9,7 +9,7 @@ static log_sink_fn log_sink = log_sink_stderr;
 static void *log_sink_ctx;
 static const char *log_ident = "profd";
 
-static const char *const level_names[] = { "error", "warn", "info", "debug" };
+static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
 void log_set_level(enum log_level level)
 {

@@ -33,7 +33,7 @@ void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(p
 extern enum log_level log_current_level;
 
 #define log_enabled(lvl) ((lvl) <= log_current_level)
-#define pr_log(lvl, ...)                                                                          \
+#define pr_log(lvl, ...)                                                                           \
 	do {                                                                                       \
 		if (log_enabled(lvl))                                                              \
 			log_msg(lvl, __VA_ARGS__);                                                 \

@@ -151,15 +151,15 @@ static int parse_with_units(const char *s, const struct unit *units, size_t nuni
 int parse_duration_ns(const char *s, uint64_t min_ns, uint64_t max_ns, uint64_t *out)
 {
 	static const struct unit units[] = {
-		{ "ns", 1ull },
-		{ "us", 1000ull },
-		{ "ms", 1000000ull },
-		{ "s", 1000000000ull },
-		{ "", 1000000000ull },
-		{ "m", 60000000000ull },
-		{ "min", 60000000000ull },
-		{ "h", 3600000000000ull },
-		{ "d", 86400000000000ull },
+	    {"ns", 1ull},
+	    {"us", 1000ull},
+	    {"ms", 1000000ull},
+	    {"s", 1000000000ull},
+	    {"", 1000000000ull},
+	    {"m", 60000000000ull},
+	    {"min", 60000000000ull},
+	    {"h", 3600000000000ull},
+	    {"d", 86400000000000ull},
 	};
 
 	return parse_with_units(s, units, sizeof(units) / sizeof(units[0]), min_ns, max_ns, out);
@@ -168,9 +168,8 @@ int parse_duration_ns(const char *s, uint64_t min_ns, uint64_t max_ns, uint64_t 
 int parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
 	static const struct unit units[] = {
-		{ "", 1ull },	       { "B", 1ull },	      { "K", 1ull << 10 },
-		{ "KiB", 1ull << 10 }, { "M", 1ull << 20 },   { "MiB", 1ull << 20 },
-		{ "G", 1ull << 30 },   { "GiB", 1ull << 30 },
+	    {"", 1ull},	       {"B", 1ull},	    {"K", 1ull << 10}, {"KiB", 1ull << 10},
+	    {"M", 1ull << 20}, {"MiB", 1ull << 20}, {"G", 1ull << 30}, {"GiB", 1ull << 30},
 	};
 
 	return parse_with_units(s, units, sizeof(units) / sizeof(units[0]), min, max, out);

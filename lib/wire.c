@@ -28,8 +28,7 @@ int wire_pack_request(const Profd__Request *req, size_t max_len, uint8_t **out, 
 	return pack(&req->base, max_len, out, out_len);
 }
 
-int wire_pack_response(const Profd__Response *resp, size_t max_len, uint8_t **out,
-		       size_t *out_len)
+int wire_pack_response(const Profd__Response *resp, size_t max_len, uint8_t **out, size_t *out_len)
 {
 	return pack(&resp->base, max_len, out, out_len);
 }

@@ -18,8 +18,7 @@
  * (caller frees) and *out_len, -EMSGSIZE if the frame would exceed max_len, -ENOMEM.
  */
 int wire_pack_request(const Profd__Request *req, size_t max_len, uint8_t **out, size_t *out_len);
-int wire_pack_response(const Profd__Response *resp, size_t max_len, uint8_t **out,
-		       size_t *out_len);
+int wire_pack_response(const Profd__Response *resp, size_t max_len, uint8_t **out, size_t *out_len);
 /* The socket path: the argument if set, else $PROFD_SOCKET, else the default. */
 const char *wire_socket_path(const char *arg);
 /* Name of an error code, e.g. "permission denied". */

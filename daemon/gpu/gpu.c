@@ -489,14 +489,14 @@ size_t gpu__status(const struct gpu *g, struct gpu_proc_status *out, size_t max)
 			continue;
 		if (n < max) {
 			out[n] = (struct gpu_proc_status){
-				.pid = p->pid,
-				.state = p->state,
-				.detail = p->uid_refused ? "refused: the library's connection does "
-							   "not run as the process's owner"
-							 : p->detail,
-				.enabled = p->enabled,
-				.clock = p->clock,
-				.cupti_version = p->cupti_version,
+			    .pid = p->pid,
+			    .state = p->state,
+			    .detail = p->uid_refused ? "refused: the library's connection does "
+						       "not run as the process's owner"
+						     : p->detail,
+			    .enabled = p->enabled,
+			    .clock = p->clock,
+			    .cupti_version = p->cupti_version,
 			};
 		}
 		n++;
@@ -522,14 +522,14 @@ int gpu__open_ranges(struct gpu *g, struct tl_event **out, size_t *n)
 				return -ENOMEM;
 			}
 			v[k++] = (struct tl_event){
-				.type = TL_NVTX,
-				.pid = p->pid,
-				.uid = p->uid,
-				.tid = r->tid,
-				.start = r->start,
-				.end = r->end,
-				.depth = r->depth,
-				.name = r->name ? r->name->s : "[unnamed]",
+			    .type = TL_NVTX,
+			    .pid = p->pid,
+			    .uid = p->uid,
+			    .tid = r->tid,
+			    .start = r->start,
+			    .end = r->end,
+			    .depth = r->depth,
+			    .name = r->name ? r->name->s : "[unnamed]",
 			};
 		}
 	}

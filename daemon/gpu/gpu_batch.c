@@ -68,7 +68,7 @@ static int proc_add_string(struct gpu *g, struct gpu_proc *p, const char *s)
 		p->str_bytes += len + 1;
 	else
 		g->strings_refused++;
-	p->strs[p->nstored++] = (struct gstr){ .name = n };
+	p->strs[p->nstored++] = (struct gstr){.name = n};
 	return 0;
 refused:
 	g->strings_refused++;
@@ -143,8 +143,8 @@ static void ev_device(struct tl_event *e, bool has_device, uint32_t device, bool
 
 static int batch_kernel(struct gpu *g, struct gpu_proc *p, const Profd__GpuKernel *k)
 {
-	struct wait_rec r = { 0 };
-	struct tl_event e = { 0 };
+	struct wait_rec r = {0};
+	struct tl_event e = {0};
 	struct gname *leaf;
 	uint32_t idx = k->has_name ? k->name : 0;
 	bool bad;
@@ -185,8 +185,8 @@ static int batch_kernel(struct gpu *g, struct gpu_proc *p, const Profd__GpuKerne
 
 static int batch_copy(struct gpu *g, struct gpu_proc *p, const Profd__GpuCopy *c)
 {
-	struct wait_rec r = { 0 };
-	struct tl_event e = { 0 };
+	struct wait_rec r = {0};
+	struct tl_event e = {0};
 	int err;
 
 	if (!valid_times(g, c->start_ns, c->end_ns) ||
@@ -224,7 +224,7 @@ static int batch_copy(struct gpu *g, struct gpu_proc *p, const Profd__GpuCopy *c
 
 static int batch_api(struct gpu *g, struct gpu_proc *p, const Profd__GpuApiCall *a)
 {
-	struct tl_event e = { 0 };
+	struct tl_event e = {0};
 	struct gname *name;
 	bool bad;
 
@@ -246,7 +246,7 @@ static int batch_api(struct gpu *g, struct gpu_proc *p, const Profd__GpuApiCall 
 
 static int batch_nvtx(struct gpu *g, struct gpu_proc *p, const Profd__GpuNvtxRange *n)
 {
-	struct tl_event e = { 0 };
+	struct tl_event e = {0};
 	struct nvtx_range r;
 	struct gname *name;
 	bool bad;
@@ -258,11 +258,11 @@ static int batch_nvtx(struct gpu *g, struct gpu_proc *p, const Profd__GpuNvtxRan
 	}
 	/* Marks (start == end) label nothing but still close their open version. */
 	r = (struct nvtx_range){
-		.start = n->start_ns,
-		.end = n->end_ns,
-		.tid = n->tid,
-		.depth = n->has_depth ? n->depth : 0,
-		.open = n->has_open && n->open,
+	    .start = n->start_ns,
+	    .end = n->end_ns,
+	    .tid = n->tid,
+	    .depth = n->has_depth ? n->depth : 0,
+	    .open = n->has_open && n->open,
 	};
 	if (gpu_nvtx_add(g, p, &r, name))
 		g->st.refused++;
@@ -364,12 +364,12 @@ int gpu__attach(struct gpu *g, uint32_t pid, uint32_t uid, unsigned int flags,
 	if (m->state == PROFD__GPU_STATE__GPU_STATE_READY && !m->library_path)
 		return -EINVAL;
 	a = (struct gpu_attach_info){
-		.state = m->state,
-		.detail = m->detail,
-		.library_path = m->library_path,
-		.clock = m->has_clock ? m->clock : PROFD__GPU_CLOCK__GPU_CLOCK_UNSPECIFIED,
-		.cupti_version = m->has_cupti_version ? m->cupti_version : 0,
-		.launch_rate_limit = m->has_launch_rate_limit ? m->launch_rate_limit : 0,
+	    .state = m->state,
+	    .detail = m->detail,
+	    .library_path = m->library_path,
+	    .clock = m->has_clock ? m->clock : PROFD__GPU_CLOCK__GPU_CLOCK_UNSPECIFIED,
+	    .cupti_version = m->has_cupti_version ? m->cupti_version : 0,
+	    .launch_rate_limit = m->has_launch_rate_limit ? m->launch_rate_limit : 0,
 	};
 	return gpu_proc_attach(g, pid, uid, flags, &a, enable);
 }

@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #define STANDIN_NAME "[launch stack unknown]"
 /* Records of one correlation id waiting for their launch (graphs have many). */
 #define MAX_WAIT_PER_CORR 4096
@@ -95,7 +94,7 @@ static uint32_t build_stack(struct gpu *g, uint32_t leaf, uint32_t base, const u
 static void charge(struct gpu *g, uint32_t pid, uint32_t tid, uint32_t stack, uint64_t launch_ts,
 		   const struct wait_rec *r)
 {
-	struct frame_key k = { .kind = FRAME_KIND_GPU };
+	struct frame_key k = {.kind = FRAME_KIND_GPU};
 	uint32_t nv[MAX_NVTX_DEPTH], leaf, standin;
 	size_t nnv = 0;
 	uint64_t dur = r->end - r->start;
@@ -110,7 +109,7 @@ static void charge(struct gpu *g, uint32_t pid, uint32_t tid, uint32_t stack, ui
 		nnv = gpu_nvtx_frames(g, gpu_proc(g, pid), tid, launch_ts, nv);
 		g->scratch_stack = build_stack(g, leaf, stack, nv, nnv);
 	} else {
-		k = (struct frame_key){ .kind = FRAME_KIND_UNKNOWN, .name = STANDIN_NAME };
+		k = (struct frame_key){.kind = FRAME_KIND_UNKNOWN, .name = STANDIN_NAME};
 		standin = store__intern_frame(g->store, &k);
 		g->scratch_stack = standin ? build_stack(g, leaf, 0, &standin, 1) : 0;
 		tid = 0;
@@ -457,7 +456,7 @@ static int release_one(struct gpu *g, struct gpu_proc *p, const struct held *h)
 
 int gpu_hold(struct gpu *g, struct gpu_proc *p, uint64_t ts, uint32_t tid, uint32_t stack)
 {
-	struct held h = { .ts = ts, .tid = tid, .stack = stack };
+	struct held h = {.ts = ts, .tid = tid, .stack = stack};
 	int err;
 
 	if (g->nheld >= g->o.max_pending || p->nheld >= MAX_HELD_PER_PROC) {

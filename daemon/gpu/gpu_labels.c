@@ -201,8 +201,7 @@ int gpu_nvtx_add(struct gpu *g, struct gpu_proc *p, const struct nvtx_range *ran
 		return err;
 	r.name = gname_ref(name);
 	/* In order (the usual case) the sorted part grows; otherwise it waits in the tail. */
-	if (p->nvtx_sorted == p->nnvtx &&
-	    (!p->nnvtx || nv_cmp(&p->nvtx[p->nnvtx - 1], &r) <= 0))
+	if (p->nvtx_sorted == p->nnvtx && (!p->nnvtx || nv_cmp(&p->nvtx[p->nnvtx - 1], &r) <= 0))
 		p->nvtx_sorted++;
 	p->nvtx[p->nnvtx++] = r;
 	return 0;
@@ -250,8 +249,7 @@ static void nv_collect(const struct nvtx_range *a, size_t n, uint32_t tid, uint3
 	}
 }
 
-size_t gpu_nvtx_frames(struct gpu *g, struct gpu_proc *p, uint32_t tid, uint64_t ts,
-		       uint32_t *ids)
+size_t gpu_nvtx_frames(struct gpu *g, struct gpu_proc *p, uint32_t tid, uint64_t ts, uint32_t *ids)
 {
 	const struct nvtx_range *act[MAX_NVTX_DEPTH];
 	size_t n = 0, out = 0;
@@ -271,8 +269,8 @@ size_t gpu_nvtx_frames(struct gpu *g, struct gpu_proc *p, uint32_t tid, uint64_t
 	if (n > 1)
 		qsort(act, n, sizeof(act[0]), range_cmp);
 	for (size_t i = 0; i < n; i++) {
-		struct frame_key k = { .kind = FRAME_KIND_NVTX,
-				       .name = act[i]->name ? act[i]->name->s : "[unnamed]" };
+		struct frame_key k = {.kind = FRAME_KIND_NVTX,
+				      .name = act[i]->name ? act[i]->name->s : "[unnamed]"};
 		uint32_t id = store__intern_frame(g->store, &k);
 
 		if (id)
@@ -353,7 +351,7 @@ int gpu_busy_add(struct gpu *g, struct gpu_proc *p, uint64_t start, uint64_t end
 		return err;
 	if (p->busy_sorted == p->nbusy && (!p->nbusy || start > p->busy[p->nbusy - 1].end))
 		p->busy_sorted++;
-	p->busy[p->nbusy++] = (struct busy){ start, end };
+	p->busy[p->nbusy++] = (struct busy){start, end};
 	return 0;
 }
 

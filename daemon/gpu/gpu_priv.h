@@ -142,13 +142,13 @@ struct pjoins {
 struct gpu {
 	struct gpu_opts o;
 	struct store *store;
-	struct ptrmap procs; /* pid -> struct gpu_proc */
-	struct ptrmap joins; /* pid << 32 | corr -> struct join */
+	struct ptrmap procs;  /* pid -> struct gpu_proc */
+	struct ptrmap joins;  /* pid << 32 | corr -> struct join */
 	struct ptrmap pjoins; /* pid -> struct pjoins */
 	struct jlist jl;      /* JL_EXPIRY */
-	size_t npending; /* launches + waiting records */
+	size_t npending;      /* launches + waiting records */
 	size_t nheld;
-	size_t bytes;	 /* GPU state counted against max_bytes */
+	size_t bytes; /* GPU state counted against max_bytes */
 	uint64_t now;
 	struct gpu_stats st;
 	uint64_t strings_refused;
@@ -226,8 +226,7 @@ int gpu_nvtx_add(struct gpu *g, struct gpu_proc *p, const struct nvtx_range *ran
  * The NVTX frames of (p, tid) at ts, innermost first (appended to a leaf-first stack they put
  * the outermost range at the root end). Returns how many ids were written (<= MAX_NVTX_DEPTH).
  */
-size_t gpu_nvtx_frames(struct gpu *g, struct gpu_proc *p, uint32_t tid, uint64_t ts,
-		       uint32_t *ids);
+size_t gpu_nvtx_frames(struct gpu *g, struct gpu_proc *p, uint32_t tid, uint64_t ts, uint32_t *ids);
 /* Returns 0, or -ENOSPC when refused. */
 int gpu_busy_add(struct gpu *g, struct gpu_proc *p, uint64_t start, uint64_t end);
 /* Whether a kernel of p ran at ts. */

@@ -19,7 +19,8 @@ static int line_or_none(int64_t line)
 static int lnotab_line(const uint8_t *tab, size_t len, int first_line, uint64_t addr)
 {
 	uint64_t off = 0;
-	int64_t line = first_line; /* deltas come from the target: no int overflow on a long table */
+	int64_t line =
+	    first_line; /* deltas come from the target: no int overflow on a long table */
 	size_t i;
 
 	for (i = 0; i + 1 < len; i += 2) {

@@ -313,7 +313,8 @@ bool py_layout_plausible(const struct py_layout *l)
 	 * reads at most these many bytes of a frame (the sampler's buffer) and of a code object
 	 * and string header (user space buffers).
 	 */
-	return frame_span(l) <= PY_LAYOUT_FRAME_MAX && py_layout_code_span(l) <= PY_LAYOUT_CODE_MAX &&
+	return frame_span(l) <= PY_LAYOUT_FRAME_MAX &&
+	       py_layout_code_span(l) <= PY_LAYOUT_CODE_MAX &&
 	       (size_t)l->str_state + 4 <= l->str_compact_data &&
 	       (size_t)l->str_length + 8 <= l->str_compact_data &&
 	       l->str_compact_data <= PY_LAYOUT_STR_HDR_MAX;

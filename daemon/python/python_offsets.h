@@ -58,7 +58,7 @@ int py_layout_from_debug(const void *buf, size_t len, uint32_t *hexversion, bool
 
 /* Fill the sampler's view from a layout (fr_size computed to cover every frame field read). */
 /* Bytes of a frame, a code object head and a string header the daemon reads at most. */
-#define PY_LAYOUT_FRAME_MAX 128	 /* PY_FRAME_BUF in bpf/python.bpf.h */
+#define PY_LAYOUT_FRAME_MAX 128 /* PY_FRAME_BUF in bpf/python.bpf.h */
 #define PY_LAYOUT_CODE_MAX 256
 #define PY_LAYOUT_STR_HDR_MAX 96
 /*

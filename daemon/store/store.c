@@ -358,7 +358,7 @@ static int agg_add_more(struct agg *a, struct agg_row *r, enum store_value col, 
 		r->more = ++a->nmore;
 	}
 	a->more[(size_t)(r->more - 1) * AGG_MORE + col - 1] =
-		sat_add(a->more[(size_t)(r->more - 1) * AGG_MORE + col - 1], v);
+	    sat_add(a->more[(size_t)(r->more - 1) * AGG_MORE + col - 1], v);
 	return 0;
 }
 

@@ -201,7 +201,7 @@ static inline void store_mem_free(struct store *s, void *p, size_t n)
 static inline uint32_t store_entry_hash(uint32_t pid, uint32_t tid, uint32_t stack)
 {
 	return (uint32_t)hash_mix64(((uint64_t)pid << 32 | tid) ^
-				     ((uint64_t)stack * 0x9e3779b97f4a7c15ull));
+				    ((uint64_t)stack * 0x9e3779b97f4a7c15ull));
 }
 
 /*

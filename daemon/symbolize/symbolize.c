@@ -94,7 +94,7 @@ struct elf_slot {
 	/* Size and mtime tell a file rewritten in place (same inode) from the one we parsed. */
 	uint64_t size;
 	struct timespec mtime;
-	uint32_t gen; /* bumped on eviction: umaps holding an older one re-resolve */
+	uint32_t gen;	/* bumped on eviction: umaps holding an older one re-resolve */
 	uint64_t bytes; /* memory of its symbol table, counted in symbolizer.bytes */
 	bool used;
 	bool failed; /* not a usable ELF file: a negative entry */
@@ -106,8 +106,8 @@ struct symbolizer {
 	char *proc_root;
 	char *debug_root;
 	unsigned int max_elf;
-	uint64_t max_bytes;   /* symbol tables kept, in bytes, across the ELF cache */
-	uint64_t bytes;	      /* symbol table bytes of the slots in use */
+	uint64_t max_bytes; /* symbol tables kept, in bytes, across the ELF cache */
+	uint64_t bytes;	    /* symbol table bytes of the slots in use */
 	struct elf_slot *slots;
 	unsigned int n_used;
 	int lru_head, lru_tail; /* most recently used at head */

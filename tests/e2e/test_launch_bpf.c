@@ -166,13 +166,13 @@ static void user_names(struct symbolizer *sym, const struct profd_sample_rec *r,
 static struct sampler *open_sampler_limited(uint32_t target, uint32_t rate, uint32_t burst)
 {
 	struct sampler_opts o = {
-		.pids = &target,
-		.npids = 1,
-		.frequency_hz = 1,
-		.ringbuf_size = 1 << 20,
-		.on_record = on_record,
-		.launch_rate = rate,
-		.launch_burst = burst,
+	    .pids = &target,
+	    .npids = 1,
+	    .frequency_hz = 1,
+	    .ringbuf_size = 1 << 20,
+	    .on_record = on_record,
+	    .launch_rate = rate,
+	    .launch_burst = burst,
 	};
 
 	return sampler__new(&o);
@@ -241,7 +241,8 @@ static int mapped_path(uint32_t pid, const char *part, char *out, size_t len)
  */
 static void test_hostile_paths(struct sampler *s, struct fixture *f, const char *fixture_path)
 {
-	char dir[] = "/tmp/test_launch_bpf_XXXXXX", path[2 * PATH_MAX], other[2 * PATH_MAX + 8], buf[64];
+	char dir[] = "/tmp/test_launch_bpf_XXXXXX", path[2 * PATH_MAX], other[2 * PATH_MAX + 8],
+	     buf[64];
 	const char *many = getenv("PROFD_MANY_NOTES");
 
 	CHECK(many != NULL);
@@ -315,8 +316,8 @@ static void test_usdt_limit(struct fixture *f, const char *fixture_path, long ti
 
 static int test_usdt(const char *fixture_path)
 {
-	struct symbolizer *sym = symbolizer__new(&(struct symbolizer_opts){ .no_kernel = true });
-	struct fixture f = { 0 };
+	struct symbolizer *sym = symbolizer__new(&(struct symbolizer_opts){.no_kernel = true});
+	struct fixture f = {0};
 	struct sampler *s = NULL;
 	char names[512];
 	long tid;
@@ -389,10 +390,10 @@ out:
 /* The CUDA toolkit's stub libcuda: every entry point, no driver behind it. */
 static const char *find_stub(char *buf, size_t len)
 {
-	static const char *const rel[] = { "lib64/stubs/libcuda.so",
-					   "targets/x86_64-linux/lib/stubs/libcuda.so",
-					   "targets/sbsa-linux/lib/stubs/libcuda.so" };
-	const char *roots[] = { getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda" };
+	static const char *const rel[] = {"lib64/stubs/libcuda.so",
+					  "targets/x86_64-linux/lib/stubs/libcuda.so",
+					  "targets/sbsa-linux/lib/stubs/libcuda.so"};
+	const char *roots[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
 
 	for (size_t r = 0; r < sizeof(roots) / sizeof(roots[0]); r++) {
 		if (!roots[r] || !roots[r][0])
@@ -410,8 +411,8 @@ typedef int (*cu_graph_launch_fn)(void *exec, void *stream);
 
 static int test_uprobe(const char *fixture_path, const char *lib)
 {
-	struct symbolizer *sym = symbolizer__new(&(struct symbolizer_opts){ .no_kernel = true });
-	struct fixture f = { 0 };
+	struct symbolizer *sym = symbolizer__new(&(struct symbolizer_opts){.no_kernel = true});
+	struct fixture f = {0};
 	struct sampler *s = NULL;
 	cu_graph_launch_fn own_launch;
 	char names[512], buf[64];
@@ -475,9 +476,8 @@ static int test_uprobe(const char *fixture_path, const char *lib)
 
 	/* No target list: one uprobe for every process, this one included. */
 	sampler__free(s);
-	s = sampler__new(&(struct sampler_opts){ .frequency_hz = 1,
-						  .ringbuf_size = 1 << 20,
-						  .on_record = on_record });
+	s = sampler__new(&(struct sampler_opts){
+	    .frequency_hz = 1, .ringbuf_size = 1 << 20, .on_record = on_record});
 	if (!CHECK(s != NULL))
 		goto out;
 	CHECK_EQ_I(sampler__attach_libcuda(s, lib), 0);
@@ -502,11 +502,11 @@ static int test_uprobe(const char *fixture_path, const char *lib)
 	 * fixture send two records; this process has a bucket of its own.
 	 */
 	sampler__free(s);
-	s = sampler__new(&(struct sampler_opts){ .frequency_hz = 1,
-						  .ringbuf_size = 1 << 20,
-						  .on_record = on_record,
-						  .launch_rate = 1,
-						  .launch_burst = 2 });
+	s = sampler__new(&(struct sampler_opts){.frequency_hz = 1,
+						.ringbuf_size = 1 << 20,
+						.on_record = on_record,
+						.launch_rate = 1,
+						.launch_burst = 2});
 	if (!CHECK(s != NULL))
 		goto out;
 	CHECK_EQ_I(sampler__attach_libcuda(s, lib), 0);

@@ -37,7 +37,7 @@ static int check_count;
 		unsigned long long va_ = (unsigned long long)(a), vb_ = (unsigned long long)(b);   \
 		check_count++;                                                                     \
 		if (va_ != vb_) {                                                                  \
-			fprintf(stderr, "%s:%d: %s == %s failed: %llu != %llu\n", __FILE__,         \
+			fprintf(stderr, "%s:%d: %s == %s failed: %llu != %llu\n", __FILE__,        \
 				__LINE__, #a, #b, va_, vb_);                                       \
 			check_failures++;                                                          \
 		}                                                                                  \
@@ -49,7 +49,7 @@ static int check_count;
 		long long va_ = (long long)(a), vb_ = (long long)(b);                              \
 		check_count++;                                                                     \
 		if (va_ != vb_) {                                                                  \
-			fprintf(stderr, "%s:%d: %s == %s failed: %lld != %lld\n", __FILE__,         \
+			fprintf(stderr, "%s:%d: %s == %s failed: %lld != %lld\n", __FILE__,        \
 				__LINE__, #a, #b, va_, vb_);                                       \
 			check_failures++;                                                          \
 		}                                                                                  \
@@ -62,7 +62,7 @@ static int check_count;
 		bool ok_ = sa_ && sb_ && strcmp(sa_, sb_) == 0;                                    \
 		check_count++;                                                                     \
 		if (!ok_) {                                                                        \
-			fprintf(stderr, "%s:%d: %s == %s failed: \"%s\" != \"%s\"\n", __FILE__,     \
+			fprintf(stderr, "%s:%d: %s == %s failed: \"%s\" != \"%s\"\n", __FILE__,    \
 				__LINE__, #a, #b, sa_ ? sa_ : "(null)", sb_ ? sb_ : "(null)");     \
 			check_failures++;                                                          \
 		}                                                                                  \
@@ -71,7 +71,7 @@ static int check_count;
 
 /* Call at the end of main(): prints a summary, returns the exit code. */
 #define CHECK_DONE()                                                                               \
-	(fprintf(stderr, "%d checks, %d failed\n", check_count, check_failures),                  \
+	(fprintf(stderr, "%d checks, %d failed\n", check_count, check_failures),                   \
 	 (check_failures || check_count == 0) ? 1 : 0)
 
 /*

@@ -362,8 +362,7 @@ static void test_python_only(void)
 	f_ext = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "sha256_block");
 	f_k = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_KERNEL, "clear_page");
 	fx_sample(&fx,
-		  fx_stack(&fx, 7,
-			   (uint32_t[]){f_main, f_mod, f_eval, f_eval2, f_fn, f_ext, f_k}),
+		  fx_stack(&fx, 7, (uint32_t[]){f_main, f_mod, f_eval, f_eval2, f_fn, f_ext, f_k}),
 		  7, 4);
 	fx_sample(&fx, fx_stack(&fx, 2, (uint32_t[]){f_main, f_eval}), 7, 1);
 	profile_python_only(&fx.p);

@@ -380,8 +380,8 @@ static void gpu_fixture(struct fixture *fx)
 	uint32_t cl = fx_frame(fx, PROFD__FRAME_KIND__FRAME_NATIVE, "cudaLaunchKernel");
 	uint32_t gemm = fx_frame(fx, PROFD__FRAME_KIND__FRAME_GPU, "gemm");
 
-	fx_sample_values(fx, fx_stack(fx, 3, (uint32_t[]){fwd, mn, step}), 100, 100,
-			 FX_GPU_COLUMNS, (uint64_t[]){4, 0, 0, 0, 0, 0, 0});
+	fx_sample_values(fx, fx_stack(fx, 3, (uint32_t[]){fwd, mn, step}), 100, 100, FX_GPU_COLUMNS,
+			 (uint64_t[]){4, 0, 0, 0, 0, 0, 0});
 	fx_sample_values(fx, fx_stack(fx, 3, (uint32_t[]){fwd, mn, loader}), 100, 100,
 			 FX_GPU_COLUMNS, (uint64_t[]){2, 2, 0, 0, 0, 0, 0});
 	fx_sample_values(fx, fx_stack(fx, 5, (uint32_t[]){fwd, mn, step, cl, gemm}), 100, 100,
@@ -586,23 +586,25 @@ static void test_status(void)
 	g.socket = fk.path;
 	CHECK_EQ_I(run_cmd(cmd_status, 1, ARGV("status"), &g, out, sizeof(out)), 0);
 	fake_stop(&fk);
-	CHECK(strstr(out, "\ngpu:          2 processes, 500 launches, 520 records, 498 joined, 2 "
-			  "unmatched, 0 dropped, 0 uprobe launches\n"
-			  "  pid 100:    ready, collecting, clock monotonic callback, CUPTI 130000\n"
-			  "  pid 200:    CUPTI subscriber taken by another tool: cuptiSubscribe: "
-			  "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED?\n"
-			  "clients:") != NULL);
+	CHECK(strstr(out,
+		     "\ngpu:          2 processes, 500 launches, 520 records, 498 joined, 2 "
+		     "unmatched, 0 dropped, 0 uprobe launches\n"
+		     "  pid 100:    ready, collecting, clock monotonic callback, CUPTI 130000\n"
+		     "  pid 200:    CUPTI subscriber taken by another tool: cuptiSubscribe: "
+		     "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED?\n"
+		     "clients:") != NULL);
 
 	CHECK_EQ_I(fake_start(&fk, SC_GPU), 0);
 	g.socket = fk.path;
 	CHECK_EQ_I(run_cmd(cmd_status, 2, ARGV("status", "--json"), &g, out, sizeof(out)), 0);
 	fake_stop(&fk);
-	CHECK(strstr(out, "\"gpu_processes\": 2, \"gpu_launches\": 500, \"gpu_records\": 520, "
-			  "\"gpu_joined\": 498, \"gpu_unmatched\": 2, \"gpu\": [{\"pid\": 100, "
-			  "\"state\": \"GPU_STATE_READY\", \"enabled\": true, \"clock\": "
-			  "\"GPU_CLOCK_CALLBACK\", \"cupti_version\": 130000}, {\"pid\": 200, "
-			  "\"state\": \"GPU_STATE_SUBSCRIBER_TAKEN\", \"detail\": \"cuptiSubscribe: "
-			  "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED\\n\"}]}\n") != NULL);
+	CHECK(strstr(out,
+		     "\"gpu_processes\": 2, \"gpu_launches\": 500, \"gpu_records\": 520, "
+		     "\"gpu_joined\": 498, \"gpu_unmatched\": 2, \"gpu\": [{\"pid\": 100, "
+		     "\"state\": \"GPU_STATE_READY\", \"enabled\": true, \"clock\": "
+		     "\"GPU_CLOCK_CALLBACK\", \"cupti_version\": 130000}, {\"pid\": 200, "
+		     "\"state\": \"GPU_STATE_SUBSCRIBER_TAKEN\", \"detail\": \"cuptiSubscribe: "
+		     "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED\\n\"}]}\n") != NULL);
 }
 
 /* The GPU views end to end against the fake daemon, and what an older daemon gets. */
@@ -616,17 +618,18 @@ static void test_gpu_commands(void)
 
 	CHECK_EQ_I(fake_start(&fk, SC_GPU), 0);
 	g.socket = fk.path;
-	CHECK_EQ_I(run_cmd(cmd_dump, 6, ARGV("dump", "flamegraph", "--pid", "100", "--value", "gpu"),
-			   &g, out, sizeof(out)),
+	CHECK_EQ_I(run_cmd(cmd_dump, 6,
+			   ARGV("dump", "flamegraph", "--pid", "100", "--value", "gpu"), &g, out,
+			   sizeof(out)),
 		   0);
 	fake_stop(&fk);
 	CHECK_STREQ(out, "main;step;cudaLaunchKernel;gemm_[g] 3000000\n");
 
 	CHECK_EQ_I(fake_start(&fk, SC_GPU), 0);
 	g.socket = fk.path;
-	CHECK_EQ_I(run_cmd(cmd_dump, 6, ARGV("dump", "flamegraph", "--pid", "100", "--gpu-idle",
-					     "--nvtx"),
-			   &g, out, sizeof(out)),
+	CHECK_EQ_I(run_cmd(cmd_dump, 6,
+			   ARGV("dump", "flamegraph", "--pid", "100", "--gpu-idle", "--nvtx"), &g,
+			   out, sizeof(out)),
 		   0);
 	fake_stop(&fk);
 	CHECK_STREQ(out, "[nvtx] fwd;main;loader 2\n");
@@ -634,9 +637,9 @@ static void test_gpu_commands(void)
 	/* The default stays the CPU flame graph, NVTX stripped. */
 	CHECK_EQ_I(fake_start(&fk, SC_GPU), 0);
 	g.socket = fk.path;
-	CHECK_EQ_I(run_cmd(cmd_dump, 4, ARGV("dump", "flamegraph", "--pid", "100"), &g, out,
-			   sizeof(out)),
-		   0);
+	CHECK_EQ_I(
+	    run_cmd(cmd_dump, 4, ARGV("dump", "flamegraph", "--pid", "100"), &g, out, sizeof(out)),
+	    0);
 	fake_stop(&fk);
 	CHECK_STREQ(out, "main;loader 2\nmain;step 4\n");
 
@@ -645,9 +648,9 @@ static void test_gpu_commands(void)
 	snprintf(file, sizeof(file), "%s/trace.json", dir);
 	CHECK_EQ_I(fake_start(&fk, SC_GPU), 0);
 	g.socket = fk.path;
-	CHECK_EQ_I(run_cmd(cmd_dump, 8, ARGV("dump", "trace", "--pid", "100", "--since", "10s", "-o",
-					     file),
-			   &g, out, sizeof(out)),
+	CHECK_EQ_I(run_cmd(cmd_dump, 8,
+			   ARGV("dump", "trace", "--pid", "100", "--since", "10s", "-o", file), &g,
+			   out, sizeof(out)),
 		   0);
 	fake_stop(&fk);
 	CHECK_STREQ(out, "");
@@ -673,8 +676,7 @@ static void test_gpu_commands(void)
 	/* report: busy 3 ms of 10 ms from the trace, the rest from the profile. */
 	CHECK_EQ_I(fake_start(&fk, SC_GPU), 0);
 	g.socket = fk.path;
-	CHECK_EQ_I(run_cmd(cmd_report, 3, ARGV("report", "--pid", "100"), &g, out, sizeof(out)),
-		   0);
+	CHECK_EQ_I(run_cmd(cmd_report, 3, ARGV("report", "--pid", "100"), &g, out, sizeof(out)), 0);
 	fake_stop(&fk);
 	CHECK(strstr(out, "Window: 10.00 ms of the daemon's trace ring\n"
 			  "GPU busy: 30.0% (3.00 ms with a kernel running, 2 kernels)\n") == out);

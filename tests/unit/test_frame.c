@@ -79,7 +79,7 @@ static void test_header(void)
 static void test_byte_by_byte(void)
 {
 	uint8_t buf[256];
-	struct seen s = { .fail_at = -1 };
+	struct seen s = {.fail_at = -1};
 	struct frame_reader *r = frame_reader__new(100);
 	size_t end = 0;
 	int err = 0;
@@ -112,7 +112,7 @@ static void test_byte_by_byte(void)
 static void test_many_and_splits(void)
 {
 	uint8_t buf[4096];
-	struct seen s = { .fail_at = -1 };
+	struct seen s = {.fail_at = -1};
 	size_t end = 0;
 	int err;
 
@@ -160,7 +160,7 @@ static void test_max_boundary(void)
 	enum { MAX = 70000 }; /* more than the reader's first allocation */
 	uint8_t *buf = malloc(2 * (MAX + 1 + FRAME_HDR_SIZE));
 	struct frame_reader *r;
-	struct seen s = { .fail_at = -1 };
+	struct seen s = {.fail_at = -1};
 	size_t end;
 
 	seen_reset(&s);
@@ -217,7 +217,7 @@ static void test_cb_error(void)
 {
 	uint8_t buf[256];
 	struct frame_reader *r = frame_reader__new(64);
-	struct seen s = { .fail_at = -1 };
+	struct seen s = {.fail_at = -1};
 	size_t end = 0;
 
 	seen_reset(&s);

@@ -394,8 +394,8 @@ static void test_empty_columns_hidden(void)
 			"total     # Samples    Self GPU %      Self GPU   GPU total %     GPU "
 			"total\n") != NULL);
 	CHECK(s && strstr(s, "gpu_idle") == NULL && strstr(s, "copy") == NULL);
-	CHECK(s && strstr(s, "\nSelf CPU time total: 40.000ms\nSelf GPU time total: 2.500ms\n") !=
-		       NULL);
+	CHECK(s &&
+	      strstr(s, "\nSelf CPU time total: 40.000ms\nSelf GPU time total: 2.500ms\n") != NULL);
 	free(s);
 	s = render(functable__print_top, t, 0, 1);
 	CHECK_STREQ(s, " Self %  Total %     Self    Total  Self GPU  GPU total  Function\n"

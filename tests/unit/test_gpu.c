@@ -28,8 +28,8 @@
 #define TID2 102
 #define UID 1000
 #define OTHER_PID 200
-#define TTL 1000000ull	/* 1 ms */
-#define HOLD 500000ull	/* 0.5 ms */
+#define TTL 1000000ull /* 1 ms */
+#define HOLD 500000ull /* 0.5 ms */
 #define LIB "/opt/profd/lib/libprofd_cupti.so"
 
 /* --- fixture ------------------------------------------------------------------------------ */
@@ -76,8 +76,14 @@ static uint32_t owner_of(uint32_t pid)
 static int t_push(enum tl_type type, uint64_t ts, uint32_t pid, uint32_t tid, uint32_t stack,
 		  uint32_t corr)
 {
-	struct tl_event e = { .type = type, .pid = pid, .tid = tid, .stack = stack, .corr = corr,
-			      .start = ts, .end = ts, .uid = owner_of(pid) };
+	struct tl_event e = {.type = type,
+			     .pid = pid,
+			     .tid = tid,
+			     .stack = stack,
+			     .corr = corr,
+			     .start = ts,
+			     .end = ts,
+			     .uid = owner_of(pid)};
 
 	return timeline__push(cur->tl, &e);
 }
@@ -104,8 +110,7 @@ static int t_launch(struct gpu *g, uint64_t ts, uint32_t pid, uint32_t tid, uint
 }
 
 /* A libcuda uprobe launch: counted in the store by the ingest alone. */
-static int t_uprobe_launch(struct gpu *g, uint64_t ts, uint32_t pid, uint32_t tid,
-			   uint32_t stack)
+static int t_uprobe_launch(struct gpu *g, uint64_t ts, uint32_t pid, uint32_t tid, uint32_t stack)
 {
 	int err = t_push(TL_LAUNCH, ts, pid, tid, stack, 0);
 
@@ -129,17 +134,17 @@ static int t_trace(struct gpu *g, const struct store_query *q, const struct trac
 static void fx_init_ttl(struct fx *f, size_t ring_bytes, uint64_t ttl)
 {
 	struct gpu_opts o = {
-		.join_ttl_ns = ttl,
-		.hold_ns = HOLD,
-		.attach_probe = fake_attach,
-		.detach_probe = fake_detach,
-		.covers = fake_covers,
+	    .join_ttl_ns = ttl,
+	    .hold_ns = HOLD,
+	    .attach_probe = fake_attach,
+	    .detach_probe = fake_detach,
+	    .covers = fake_covers,
 	};
 
 	probe_attached = probe_detached = probe_result = 0;
 	cover_all = true;
-	f->s = store__new(&(struct store_opts){ 0 });
-	f->tl = timeline__new(&(struct timeline_opts){ .bytes = ring_bytes });
+	f->s = store__new(&(struct store_opts){0});
+	f->tl = timeline__new(&(struct timeline_opts){.bytes = ring_bytes});
 	o.store = f->s;
 	o.timeline = f->tl;
 	f->g = gpu__new(&o);
@@ -164,7 +169,7 @@ static void fx_fini(struct fx *f)
 
 static uint32_t frame(struct fx *f, enum frame_kind kind, const char *name)
 {
-	struct frame_key k = { .kind = kind, .name = name };
+	struct frame_key k = {.kind = kind, .name = name};
 
 	return store__intern_frame(f->s, &k);
 }
@@ -222,8 +227,8 @@ static void add_string(struct batch *b, const char *s)
 	b->strs[b->b.n_strings++] = (char *)s;
 }
 
-static void add_kernel(struct batch *b, uint64_t start, uint64_t end, uint32_t corr,
-		       uint32_t name, uint32_t weight)
+static void add_kernel(struct batch *b, uint64_t start, uint64_t end, uint32_t corr, uint32_t name,
+		       uint32_t weight)
 {
 	Profd__GpuKernel *k = &b->k[b->b.n_kernels];
 
@@ -315,12 +320,13 @@ static void stack_str(struct store *s, uint32_t stack, char *buf, size_t len)
 		return;
 	for (size_t i = n; i-- > 0;) {
 		const struct store_frame *sf = store__frame(s, fr[i]);
-		const char *tag = sf->kind == FRAME_KIND_GPU ? "[g]" :
-				  sf->kind == FRAME_KIND_NVTX ? "[n]" :
-				  sf->kind == FRAME_KIND_UNKNOWN ? "[?]" : "";
+		const char *tag = sf->kind == FRAME_KIND_GPU	   ? "[g]"
+				  : sf->kind == FRAME_KIND_NVTX	   ? "[n]"
+				  : sf->kind == FRAME_KIND_UNKNOWN ? "[?]"
+								   : "";
 
-		off += (size_t)snprintf(buf + off, len - off, "%s%s%s", off ? ";" : "", sf->name,
-					tag);
+		off +=
+		    (size_t)snprintf(buf + off, len - off, "%s%s%s", off ? ";" : "", sf->name, tag);
 		if (off >= len)
 			return;
 	}
@@ -357,7 +363,7 @@ static int collect(uint32_t pid, uint32_t tid, uint32_t stack,
 static struct rows *query(struct fx *f)
 {
 	static struct rows rs;
-	struct store_query q = { .end_ns = UINT64_MAX };
+	struct store_query q = {.end_ns = UINT64_MAX};
 
 	memset(&rs, 0, sizeof(rs));
 	rs.s = f->s;
@@ -384,7 +390,8 @@ static void dump_rows(struct fx *f)
 	if (!getenv("TEST_VERBOSE"))
 		return;
 	for (size_t i = 0; i < rs->n; i++)
-		fprintf(stderr, "  %u/%u %s: cpu %llu idle %llu gpu %llu k %llu cns %llu cb %llu up %llu\n",
+		fprintf(stderr,
+			"  %u/%u %s: cpu %llu idle %llu gpu %llu k %llu cns %llu cb %llu up %llu\n",
 			rs->r[i].pid, rs->r[i].tid, rs->r[i].stack,
 			(unsigned long long)rs->r[i].v[0], (unsigned long long)rs->r[i].v[1],
 			(unsigned long long)rs->r[i].v[2], (unsigned long long)rs->r[i].v[3],
@@ -500,9 +507,9 @@ static void test_join_orders(void)
 	/* Launch first. */
 	CHECK_EQ_I(t_launch(f.g, 1000, PID, TID, st1, 7), 0);
 	batch_init(&b);
-	add_string(&b, "_Z4gemmPfi");	   /* 1 */
+	add_string(&b, "_Z4gemmPfi");	      /* 1 */
 	add_string(&b, "not_mangled_kernel"); /* 2 */
-	add_string(&b, "_Zbroken");	   /* 3: fails to demangle, stays as is */
+	add_string(&b, "_Zbroken");	      /* 3: fails to demangle, stays as is */
 	add_kernel(&b, 2000, 3000, 7, 1, 1);
 	/* Record first: its launch comes after the batch. */
 	add_kernel(&b, 4000, 4500, 8, 2, 1);
@@ -515,8 +522,8 @@ static void test_join_orders(void)
 
 	CHECK_EQ_U(val(&f, "main;train;launch_a;gemm(float*, int)[g]", TID, STORE_VALUE_GPU_NS),
 		   1000);
-	CHECK_EQ_U(val(&f, "main;train;launch_a;gemm(float*, int)[g]", TID,
-		       STORE_VALUE_GPU_KERNELS), 1);
+	CHECK_EQ_U(
+	    val(&f, "main;train;launch_a;gemm(float*, int)[g]", TID, STORE_VALUE_GPU_KERNELS), 1);
 	CHECK_EQ_U(val(&f, "main;train;launch_b;not_mangled_kernel[g]", TID2, STORE_VALUE_GPU_NS),
 		   500);
 	CHECK_EQ_U(val(&f, "main;train;launch_b;_Zbroken[g]", TID2, STORE_VALUE_GPU_NS), 100);
@@ -650,11 +657,11 @@ static void test_held_idle(void)
 	CHECK_EQ_U(val(&f, "other_main", 201, STORE_VALUE_CPU_SAMPLES), 1);
 
 	/* Held until the library says everything before them has arrived. */
-	t_cpu_sample(f.g, 5000, PID, TID, st);   /* before the kernels: idle */
-	t_cpu_sample(f.g, 15000, PID, TID, st);  /* inside [10000, 20000) */
-	t_cpu_sample(f.g, 20000, PID, TID, st);  /* at the end of the union: idle */
-	t_cpu_sample(f.g, 21500, PID, TID, st);  /* inside [21000, 22000) */
-	t_cpu_sample(f.g, 40000, PID, TID, st);  /* after complete_until: held on */
+	t_cpu_sample(f.g, 5000, PID, TID, st);	/* before the kernels: idle */
+	t_cpu_sample(f.g, 15000, PID, TID, st); /* inside [10000, 20000) */
+	t_cpu_sample(f.g, 20000, PID, TID, st); /* at the end of the union: idle */
+	t_cpu_sample(f.g, 21500, PID, TID, st); /* inside [21000, 22000) */
+	t_cpu_sample(f.g, 40000, PID, TID, st); /* after complete_until: held on */
 	CHECK_EQ_U(stats(&f).held, 5);
 	CHECK_EQ_U(val(&f, "main;work", 0, STORE_VALUE_CPU_SAMPLES), 0);
 
@@ -704,11 +711,11 @@ static void test_nvtx(void)
 	st = stack_of(&f, "main", "work", NULL);
 	lst = stack_of(&f, "main", "launch", NULL);
 
-	t_cpu_sample(f.g, 3000, PID, TID, st);   /* epoch, step */
-	t_cpu_sample(f.g, 3000, PID, TID2, st);  /* another thread: none */
-	t_cpu_sample(f.g, 60000, PID, TID, st);  /* epoch only */
-	t_cpu_sample(f.g, 65000, PID, TID, st);  /* epoch, load (open) */
-	t_cpu_sample(f.g, 75000, PID, TID, st);  /* epoch, load (closed later) */
+	t_cpu_sample(f.g, 3000, PID, TID, st);	/* epoch, step */
+	t_cpu_sample(f.g, 3000, PID, TID2, st); /* another thread: none */
+	t_cpu_sample(f.g, 60000, PID, TID, st); /* epoch only */
+	t_cpu_sample(f.g, 65000, PID, TID, st); /* epoch, load (open) */
+	t_cpu_sample(f.g, 75000, PID, TID, st); /* epoch, load (closed later) */
 	t_launch(f.g, 4000, PID, TID, lst, 9);
 
 	batch_init(&b);
@@ -737,8 +744,7 @@ static void test_nvtx(void)
 	CHECK_EQ_U(val(&f, "main;work", TID2, STORE_VALUE_CPU_SAMPLES), 1);
 	CHECK_EQ_U(val(&f, "epoch[n];main;work", TID, STORE_VALUE_CPU_SAMPLES), 1);
 	CHECK_EQ_U(val(&f, "epoch[n];load[n];main;work", TID, STORE_VALUE_CPU_SAMPLES), 2);
-	CHECK_EQ_U(val(&f, "epoch[n];step[n];main;launch;kern[g]", TID, STORE_VALUE_GPU_NS),
-		   1000);
+	CHECK_EQ_U(val(&f, "epoch[n];step[n];main;launch;kern[g]", TID, STORE_VALUE_GPU_NS), 1000);
 	CHECK_EQ_U(val(&f, NULL, 0, STORE_VALUE_CPU_SAMPLES), 5);
 	/* The kernel ran during none of the samples. */
 	CHECK_EQ_U(val(&f, NULL, 0, STORE_VALUE_GPU_IDLE_SAMPLES), 5);
@@ -755,8 +761,8 @@ static const Profd__TraceKernel *kernel_by_corr(const Profd__Trace *t, uint32_t 
 
 static void test_trace(void)
 {
-	struct store_query q = { .end_ns = UINT64_MAX };
-	struct trace_meta meta = { .frequency_hz = 99, .realtime_offset_ns = 5 };
+	struct store_query q = {.end_ns = UINT64_MAX};
+	struct trace_meta meta = {.frequency_hz = 99, .realtime_offset_ns = 5};
 	Profd__Trace *t = NULL;
 	struct fx f;
 	struct batch b;
@@ -861,12 +867,11 @@ static void test_trace(void)
 		dump__trace_free(t);
 	}
 	/* Another uid sees nothing; another pid neither. */
-	q = (struct store_query){ .end_ns = UINT64_MAX, .filter_uid = true, .uid = UID + 1 };
+	q = (struct store_query){.end_ns = UINT64_MAX, .filter_uid = true, .uid = UID + 1};
 	CHECK_EQ_I(t_trace(f.g, &q, &meta, &t), -ENODATA);
-	q = (struct store_query){ .end_ns = UINT64_MAX, .pids = (uint32_t[]){ OTHER_PID },
-				  .npids = 1 };
+	q = (struct store_query){.end_ns = UINT64_MAX, .pids = (uint32_t[]){OTHER_PID}, .npids = 1};
 	CHECK_EQ_I(t_trace(f.g, &q, &meta, &t), -ENODATA);
-	q = (struct store_query){ .end_ns = UINT64_MAX, .filter_uid = true, .uid = UID };
+	q = (struct store_query){.end_ns = UINT64_MAX, .filter_uid = true, .uid = UID};
 	CHECK_EQ_I(t_trace(f.g, &q, &meta, &t), 0);
 	if (t) {
 		CHECK_EQ_U(t->only_uid, UID);
@@ -913,7 +918,7 @@ static void test_gc(void)
 
 static void test_ring_bad(void)
 {
-	struct store_query q = { .end_ns = UINT64_MAX };
+	struct store_query q = {.end_ns = UINT64_MAX};
 	Profd__Trace *t = NULL;
 	struct timeline_stats ts;
 	struct gpu_stats gs;
@@ -948,9 +953,9 @@ static void test_ring_bad(void)
 	t_launch(f.g, 100, PID, TID, st, 1);
 	batch_init(&b);
 	add_string(&b, "k");
-	add_kernel(&b, 2000, 1000, 1, 1, 1);		    /* ends before it starts */
-	add_kernel(&b, 1000, 2000, 1, 9, 1);		    /* no string 9 */
-	add_kernel(&b, 0, 2000, 1, 1, 1);		    /* no start */
+	add_kernel(&b, 2000, 1000, 1, 1, 1);			/* ends before it starts */
+	add_kernel(&b, 1000, 2000, 1, 9, 1);			/* no string 9 */
+	add_kernel(&b, 0, 2000, 1, 1, 1);			/* no start */
 	add_kernel(&b, 1000, 1000 + 7200000000000ull, 1, 1, 1); /* two hours */
 	add_nvtx(&b, 10, 5, TID, 1, 0, false);
 	add_api(&b, 10, 20, TID, 1, 77);
@@ -1142,7 +1147,7 @@ static int leaf_cb(uint32_t pid, uint32_t tid, uint32_t stack, const uint64_t v[
 
 static size_t leaf_len(struct fx *f, uint64_t gpu_ns, struct leaf_find *lf)
 {
-	struct store_query q = { .end_ns = UINT64_MAX };
+	struct store_query q = {.end_ns = UINT64_MAX};
 
 	memset(lf, 0, sizeof(*lf));
 	lf->s = f->s;
@@ -1153,7 +1158,7 @@ static size_t leaf_len(struct fx *f, uint64_t gpu_ns, struct leaf_find *lf)
 
 static void test_kernel_leaf(void)
 {
-	struct store_query q = { .end_ns = UINT64_MAX };
+	struct store_query q = {.end_ns = UINT64_MAX};
 	static struct leaf_find lf;
 	Profd__Trace *t = NULL;
 	char bomb12[256], bomb14[256];
@@ -1604,7 +1609,7 @@ static void count_info(enum log_level level, const char *msg, void *ctx)
 
 static void test_attach_rules(void)
 {
-	struct store_query q = { .end_ns = UINT64_MAX, .filter_uid = true, .uid = UID };
+	struct store_query q = {.end_ns = UINT64_MAX, .filter_uid = true, .uid = UID};
 	Profd__Trace *t = NULL;
 	struct batch b;
 	struct fx f;
@@ -1674,7 +1679,7 @@ static void test_attach_rules(void)
 
 static void test_lower(void)
 {
-	struct store_query q = { .end_ns = UINT64_MAX, .filter_uid = true, .uid = UID };
+	struct store_query q = {.end_ns = UINT64_MAX, .filter_uid = true, .uid = UID};
 	Profd__Trace *t = NULL;
 	struct batch b;
 	struct fx f;

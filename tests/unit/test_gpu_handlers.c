@@ -64,8 +64,9 @@ static void fake_proc(uint32_t pid, uint32_t uid)
 	CHECK(f != NULL);
 	if (!f)
 		return;
-	fprintf(f, "Name:\ttrain\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t%u\n"
-		   "Pid:\t%u\nPPid:\t1\nUid:\t%u\t%u\t%u\t%u\nGid:\t0\t0\t0\t0\n",
+	fprintf(f,
+		"Name:\ttrain\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t%u\n"
+		"Pid:\t%u\nPPid:\t1\nUid:\t%u\t%u\t%u\t%u\nGid:\t0\t0\t0\t0\n",
 		pid, pid, uid, uid, uid, uid);
 	fclose(f);
 }
@@ -126,7 +127,7 @@ static Profd__Response *batch(struct daemon *d, const struct server_peer *peer, 
 	Profd__Request req = PROFD__REQUEST__INIT;
 	Profd__GpuBatch b = PROFD__GPU_BATCH__INIT;
 	Profd__GpuKernel k = PROFD__GPU_KERNEL__INIT, *kp = &k;
-	char *strs[] = { "_Z1kv" };
+	char *strs[] = {"_Z1kv"};
 
 	k.start_ns = t0 + 1000;
 	k.end_ns = t0 + 2000;
@@ -192,11 +193,11 @@ static void check_error(Profd__Response *r, Profd__ErrorCode code, const char *t
  */
 static void test_refusals(struct daemon *d)
 {
-	struct server_peer a1 = { .uid = 1000, .pid = 500, .conn_id = 20 };
-	struct server_peer a2 = { .uid = 1000, .pid = 500, .conn_id = 21 };
-	struct server_peer thief = { .uid = 1000, .pid = 800, .conn_id = 22 };
-	struct server_peer gone = { .uid = 1000, .pid = 900, .conn_id = 23 };
-	struct server_peer root = { .uid = 0, .pid = 1, .conn_id = 24 };
+	struct server_peer a1 = {.uid = 1000, .pid = 500, .conn_id = 20};
+	struct server_peer a2 = {.uid = 1000, .pid = 500, .conn_id = 21};
+	struct server_peer thief = {.uid = 1000, .pid = 800, .conn_id = 22};
+	struct server_peer gone = {.uid = 1000, .pid = 900, .conn_id = 23};
+	struct server_peer root = {.uid = 0, .pid = 1, .conn_id = 24};
 	Profd__Request req = PROFD__REQUEST__INIT;
 	Profd__GpuAttach a = PROFD__GPU_ATTACH__INIT;
 	int before = probes_attached, ret;
@@ -255,14 +256,14 @@ static void test_refusals(struct daemon *d)
 
 int main(void)
 {
-	struct config cfg = { .frequency_hz = 99 };
-	struct daemon d = { .cfg = &cfg };
-	struct server_peer lib_a = { .uid = 1000, .pid = 500, .conn_id = 1 };
-	struct server_peer lib_b = { .uid = 2000, .pid = 600, .conn_id = 2 };
-	struct server_peer lib_a2 = { .uid = 1000, .pid = 500, .conn_id = 3 };
-	struct server_peer root = { .uid = 0, .pid = 1, .conn_id = 10 };
-	struct server_peer user = { .uid = 1000, .pid = 2, .conn_id = 11 };
-	struct server_peer other = { .uid = 3000, .pid = 3, .conn_id = 12 };
+	struct config cfg = {.frequency_hz = 99};
+	struct daemon d = {.cfg = &cfg};
+	struct server_peer lib_a = {.uid = 1000, .pid = 500, .conn_id = 1};
+	struct server_peer lib_b = {.uid = 2000, .pid = 600, .conn_id = 2};
+	struct server_peer lib_a2 = {.uid = 1000, .pid = 500, .conn_id = 3};
+	struct server_peer root = {.uid = 0, .pid = 1, .conn_id = 10};
+	struct server_peer user = {.uid = 1000, .pid = 2, .conn_id = 11};
+	struct server_peer other = {.uid = 3000, .pid = 3, .conn_id = 12};
 	Profd__Response *r;
 	bool enable;
 	int ret;
@@ -279,14 +280,15 @@ int main(void)
 	d.proc_root = proc_root;
 	d.start_ns = mono_ns();
 	t0 = d.start_ns - 20 * NSEC_PER_SEC;
-	d.store = store__new(&(struct store_opts){ 0 });
-	d.sym = symbolizer__new(&(struct symbolizer_opts){ 0 });
-	d.timeline = timeline__new(&(struct timeline_opts){ 0 });
-	d.ingest = ingest__new(&(struct ingest_opts){ .store = d.store, .sym = d.sym,
-						      .timeline = d.timeline });
-	d.gpu = gpu__new(&(struct gpu_opts){ .store = d.store, .timeline = d.timeline,
-					     .attach_probe = stub_attach,
-					     .detach_probe = stub_detach });
+	d.store = store__new(&(struct store_opts){0});
+	d.sym = symbolizer__new(&(struct symbolizer_opts){0});
+	d.timeline = timeline__new(&(struct timeline_opts){0});
+	d.ingest = ingest__new(
+	    &(struct ingest_opts){.store = d.store, .sym = d.sym, .timeline = d.timeline});
+	d.gpu = gpu__new(&(struct gpu_opts){.store = d.store,
+					    .timeline = d.timeline,
+					    .attach_probe = stub_attach,
+					    .detach_probe = stub_detach});
 	CHECK(d.store && d.sym && d.ingest && d.gpu && d.timeline);
 	store__set_process(d.store, 500, 1000, "train_a");
 	store__set_process(d.store, 600, 2000, "train_b");
@@ -311,7 +313,7 @@ int main(void)
 	{
 		Profd__Request req = PROFD__REQUEST__INIT;
 		Profd__GpuAttach a = PROFD__GPU_ATTACH__INIT;
-		struct server_peer bad = { .uid = 1000, .pid = 700, .conn_id = 4 };
+		struct server_peer bad = {.uid = 1000, .pid = 700, .conn_id = 4};
 
 		a.state = PROFD__GPU_STATE__GPU_STATE_READY;
 		a.library_path = "no/slash";

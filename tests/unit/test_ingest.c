@@ -50,7 +50,7 @@ static void record_call(enum gpu_call_kind kind, struct gpu *g, uint64_t ts, uin
 			uint32_t tid, uint32_t stack, uint32_t corr)
 {
 	if (ncalls < (int)(sizeof(calls) / sizeof(calls[0])))
-		calls[ncalls] = (struct gpu_call){ kind, g, ts, pid, tid, stack, corr };
+		calls[ncalls] = (struct gpu_call){kind, g, ts, pid, tid, stack, corr};
 	ncalls++;
 }
 
@@ -74,7 +74,6 @@ int gpu__launch(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint3
 	record_call(CALL_LAUNCH, g, ts_ns, pid, tid, stack, corr_id);
 	return 0;
 }
-
 
 void gpu__process_exited(struct gpu *g, uint32_t pid)
 {
@@ -121,8 +120,8 @@ static void fill(uint32_t pid, uint16_t nk, uint16_t nu)
 static void stack_names(struct store *s, uint32_t pid, uint32_t tid, char *out, size_t len,
 			uint64_t *count)
 {
-	struct store_query q = { .end_ns = UINT64_MAX, .pids = &pid, .npids = 1, .tid = tid };
-	struct collect c = { 0 };
+	struct store_query q = {.end_ns = UINT64_MAX, .pids = &pid, .npids = 1, .tid = tid};
+	struct collect c = {0};
 	const uint32_t *frames;
 	size_t n;
 
@@ -160,8 +159,8 @@ static void names_of(struct store *s, uint32_t stack, char *out, size_t len)
 /* Whether the store holds anything for (pid, tid). */
 static int keys_of(struct store *s, uint32_t pid, uint32_t tid)
 {
-	struct store_query q = { .end_ns = UINT64_MAX, .pids = &pid, .npids = 1, .tid = tid };
-	struct collect c = { 0 };
+	struct store_query q = {.end_ns = UINT64_MAX, .pids = &pid, .npids = 1, .tid = tid};
+	struct collect c = {0};
 
 	store__query(s, &q, collect_cb, &c);
 	return c.keys;
@@ -187,8 +186,8 @@ static int value_cb(uint32_t pid, uint32_t tid, uint32_t stack,
 static uint64_t value_of(struct store *s, uint32_t pid, uint32_t tid, uint32_t stack,
 			 enum store_value col)
 {
-	struct store_query q = { .end_ns = UINT64_MAX, .pids = &pid, .npids = 1, .tid = tid };
-	struct value_q v = { .stack = stack, .col = col };
+	struct store_query q = {.end_ns = UINT64_MAX, .pids = &pid, .npids = 1, .tid = tid};
+	struct value_q v = {.stack = stack, .col = col};
 
 	store__query(s, &q, value_cb, &v);
 	return v.v;
@@ -209,10 +208,10 @@ static void fill_launch(uint32_t pid, uint32_t tid, uint32_t corr, uint32_t flag
 /* Launch records: validation, the no-GPU drop, and the calls into the GPU module. */
 static void test_launch(void)
 {
-	struct store *store = store__new(&(struct store_opts){ 0 });
-	struct symbolizer *sym = symbolizer__new(&(struct symbolizer_opts){ .no_kernel = true });
+	struct store *store = store__new(&(struct store_opts){0});
+	struct symbolizer *sym = symbolizer__new(&(struct symbolizer_opts){.no_kernel = true});
 	struct gpu *fake = (struct gpu *)&ncalls; /* never dereferenced: only compared */
-	struct timeline *tl = timeline__new(&(struct timeline_opts){ .bytes = 1 << 20 });
+	struct timeline *tl = timeline__new(&(struct timeline_opts){.bytes = 1 << 20});
 	uint32_t me = (uint32_t)getpid();
 	const struct tl_event *ev;
 	struct ingest *plain, *in;
@@ -223,9 +222,9 @@ static void test_launch(void)
 	uint64_t ts;
 
 	CHECK(store && sym && tl);
-	plain = ingest__new(&(struct ingest_opts){ .store = store, .sym = sym });
-	in = ingest__new(&(struct ingest_opts){
-	    .store = store, .sym = sym, .gpu = fake, .timeline = tl });
+	plain = ingest__new(&(struct ingest_opts){.store = store, .sym = sym});
+	in = ingest__new(
+	    &(struct ingest_opts){.store = store, .sym = sym, .gpu = fake, .timeline = tl});
 	CHECK(plain && in);
 	if (!plain || !in)
 		goto out;
@@ -363,8 +362,8 @@ out:
 
 int main(void)
 {
-	struct store *store = store__new(&(struct store_opts){ 0 });
-	struct symbolizer *sym = symbolizer__new(&(struct symbolizer_opts){ .no_kernel = true });
+	struct store *store = store__new(&(struct store_opts){0});
+	struct symbolizer *sym = symbolizer__new(&(struct symbolizer_opts){.no_kernel = true});
 	struct ingest *in;
 	struct ingest_stats st;
 	struct store_process_info pi;
@@ -374,7 +373,7 @@ int main(void)
 	struct profd_task_rec task;
 
 	CHECK(store && sym);
-	in = ingest__new(&(struct ingest_opts){ .store = store, .sym = sym });
+	in = ingest__new(&(struct ingest_opts){.store = store, .sym = sym});
 	CHECK(in != NULL);
 	if (!in)
 		return CHECK_DONE();

@@ -93,7 +93,7 @@ static uint64_t now_ms(void)
 
 static void sleep_ms(unsigned int ms)
 {
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
 
 	nanosleep(&ts, NULL);
 }
@@ -190,9 +190,9 @@ static void *loop_thread(void *arg)
 static struct server_opts base_opts(void)
 {
 	struct server_opts o = {
-		.path = sock_path,
-		.handle = fake_handle,
-		.idle_timeout_ms = 5000,
+	    .path = sock_path,
+	    .handle = fake_handle,
+	    .idle_timeout_ms = 5000,
 	};
 	return o;
 }
@@ -237,8 +237,8 @@ static void h_stop(struct harness *h)
 
 static int cl_connect(void)
 {
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
-	struct timeval tv = { .tv_sec = 5 };
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	struct timeval tv = {.tv_sec = 5};
 	int fd;
 
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -595,7 +595,7 @@ static void test_before_hello(void)
 
 static void test_garbage(void)
 {
-	static const uint8_t junk[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+	static const uint8_t junk[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 	struct server_opts o = base_opts();
 	struct harness h;
 	int fd;
@@ -741,7 +741,7 @@ static void test_idle_timeout(void)
 {
 	struct server_opts o = base_opts();
 	struct harness h;
-	uint8_t part[14] = { 0 };
+	uint8_t part[14] = {0};
 	uint64_t t0, dt;
 	int fd, quiet, chatty;
 
@@ -779,7 +779,7 @@ static void test_idle_timeout(void)
 static void test_unknown_request(void)
 {
 	/* Field 15, length-delimited, empty: what a newer client's request looks like here. */
-	static const uint8_t unknown[] = { 0x7a, 0x00 };
+	static const uint8_t unknown[] = {0x7a, 0x00};
 	struct server_opts o = base_opts();
 	struct harness h;
 	int fd;
@@ -1133,7 +1133,6 @@ static void test_uplinks(void)
 	h_stop(&h);
 }
 
-
 /*
  * A client in a child process, forked before the server's thread exists: once told to go
  * (a byte on go), it connects as uid (when we are root), says Hello and GpuAttach, reports
@@ -1269,7 +1268,7 @@ static void test_uplink_rules(void)
 static void test_socket_file(void)
 {
 	struct server_opts o = base_opts();
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	struct harness h;
 	uv_loop_t loop2;
 	struct stat st;

@@ -53,7 +53,7 @@ static void test_requests(void)
 	Profd__Hello hello = PROFD__HELLO__INIT;
 	Profd__StatusRequest status = PROFD__STATUS_REQUEST__INIT;
 	Profd__DumpRequest dump = PROFD__DUMP_REQUEST__INIT;
-	uint32_t pids[] = { 1, 4242, 4294967295u };
+	uint32_t pids[] = {1, 4242, 4294967295u};
 
 	hello.protocol_version = PROFD_PROTOCOL_VERSION;
 	hello.client = "profctl 0.1.0";
@@ -121,7 +121,7 @@ static void test_responses(void)
 	Profd__HelloReply hr = PROFD__HELLO_REPLY__INIT;
 	Profd__StatusReply st = PROFD__STATUS_REPLY__INIT;
 	Profd__Error e = PROFD__ERROR__INIT;
-	uint32_t targets[] = { 10, 20 };
+	uint32_t targets[] = {10, 20};
 
 	hr.protocol_version = PROFD_PROTOCOL_VERSION;
 	hr.daemon_version = PROFD_VERSION;
@@ -182,21 +182,21 @@ static void test_profile(void)
 {
 	Profd__Response resp = PROFD__RESPONSE__INIT, *out;
 	Profd__Profile prof = PROFD__PROFILE__INIT;
-	char *strings[] = { "", "main", "/usr/bin/app", "samples", "count" };
+	char *strings[] = {"", "main", "/usr/bin/app", "samples", "count"};
 	Profd__Frame f0 = PROFD__FRAME__INIT, f1 = PROFD__FRAME__INIT;
-	Profd__Frame *frames[] = { &f0, &f1 };
+	Profd__Frame *frames[] = {&f0, &f1};
 	Profd__Stack s0 = PROFD__STACK__INIT;
-	Profd__Stack *stacks[] = { &s0 };
-	uint32_t s0_frames[] = { 1, 0 };
+	Profd__Stack *stacks[] = {&s0};
+	uint32_t s0_frames[] = {1, 0};
 	Profd__ValueType vt = PROFD__VALUE_TYPE__INIT;
-	Profd__ValueType *vts[] = { &vt };
+	Profd__ValueType *vts[] = {&vt};
 	Profd__Sample sm = PROFD__SAMPLE__INIT;
-	Profd__Sample *samples[] = { &sm };
-	uint64_t values[] = { 17 };
+	Profd__Sample *samples[] = {&sm};
+	uint64_t values[] = {17};
 	Profd__Process pr = PROFD__PROCESS__INIT;
-	Profd__Process *procs[] = { &pr };
+	Profd__Process *procs[] = {&pr};
 	Profd__Thread th = PROFD__THREAD__INIT;
-	Profd__Thread *threads[] = { &th };
+	Profd__Thread *threads[] = {&th};
 
 	f0.kind = PROFD__FRAME_KIND__FRAME_NATIVE;
 	f0.name = 1;

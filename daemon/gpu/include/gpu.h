@@ -34,11 +34,11 @@
 #include "timeline.h"
 
 struct gpu_opts {
-	struct store *store;   /* borrowed */
-	uint64_t join_ttl_ns;  /* a launch or a record waits this long for its partner; 0: 30 s */
-	uint64_t hold_ns;      /* the longest a CPU sample is held for labels; 0: 3 s */
+	struct store *store;  /* borrowed */
+	uint64_t join_ttl_ns; /* a launch or a record waits this long for its partner; 0: 30 s */
+	uint64_t hold_ns;     /* the longest a CPU sample is held for labels; 0: 3 s */
 	struct timeline *timeline; /* borrowed; NULL: records are not kept for traces */
-	size_t max_pending;    /* launches + records waiting to join, all processes; 0: 1 << 20 */
+	size_t max_pending; /* launches + records waiting to join, all processes; 0: 1 << 20 */
 	/*
 	 * Bytes of GPU state (string tables, waiting records, NVTX ranges, busy intervals, held
 	 * samples, joins; the ring has its own bound) beyond which new state is refused and
@@ -59,13 +59,13 @@ struct gpu_opts {
 };
 
 struct gpu_stats {
-	uint64_t processes;	/* libraries connected now */
-	uint64_t launches;	/* launch probes received */
-	uint64_t records;	/* kernel + copy records received */
-	uint64_t joined;	/* records charged to their launch stack */
-	uint64_t unmatched;	/* records whose launch never came (charged to a stand-in stack) */
-	uint64_t unprobed;	/* records with weight 0 (covered by a weighted launch) */
-	uint64_t dropped;	/* records the libraries reported lost */
+	uint64_t processes; /* libraries connected now */
+	uint64_t launches;  /* launch probes received */
+	uint64_t records;   /* kernel + copy records received */
+	uint64_t joined;    /* records charged to their launch stack */
+	uint64_t unmatched; /* records whose launch never came (charged to a stand-in stack) */
+	uint64_t unprobed;  /* records with weight 0 (covered by a weighted launch) */
+	uint64_t dropped;   /* records the libraries reported lost */
 	uint64_t launches_expired; /* launches whose records never came */
 	uint64_t held;		   /* CPU samples held right now */
 	uint64_t bad_records;	   /* records that failed validation (end < start, bad string,
@@ -151,7 +151,7 @@ struct gpu_proc_status {
 	Profd__GpuState state; /* as the library last reported it */
 	const char *detail;    /* NULL: none */
 	bool enabled;
-	Profd__GpuClock clock; /* 0: not reported */
+	Profd__GpuClock clock;	/* 0: not reported */
 	uint32_t cupti_version; /* 0: not reported */
 };
 /*

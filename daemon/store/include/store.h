@@ -50,10 +50,10 @@ void store_value_type(enum store_value col, const char **type, const char **unit
  */
 struct frame_key {
 	enum frame_kind kind;
-	const char *name;     /* never NULL: "[unknown]" when no symbol */
-	const char *module;   /* mapping path or kernel module; NULL if none */
-	uint64_t address;     /* module-relative (native) or absolute (kernel) address */
-	const char *file;     /* source file; NULL if unknown */
+	const char *name;   /* never NULL: "[unknown]" when no symbol */
+	const char *module; /* mapping path or kernel module; NULL if none */
+	uint64_t address;   /* module-relative (native) or absolute (kernel) address */
+	const char *file;   /* source file; NULL if unknown */
 	uint32_t line;
 	const char *build_id; /* hex; NULL if unknown */
 };
@@ -70,7 +70,7 @@ struct store_frame {
 };
 
 struct store_opts {
-	size_t mem_cap;	   /* bytes; 0 for the default (256 MiB) */
+	size_t mem_cap;	    /* bytes; 0 for the default (256 MiB) */
 	uint64_t bucket_ns; /* time bucket width; 0 for the default (1 s) */
 };
 
@@ -78,14 +78,14 @@ struct store_stats {
 	uint64_t samples;	  /* value-0 total added since start */
 	uint64_t evicted_samples; /* value-0 total dropped by eviction */
 	uint64_t evicted_buckets;
-	uint64_t bytes;		  /* memory accounted right now */
+	uint64_t bytes; /* memory accounted right now */
 	uint64_t cap;
 	uint64_t frames;
 	uint64_t stacks;
 	uint64_t processes;
 	uint64_t buckets;
-	uint64_t oldest_ns; /* start of the oldest bucket holding data, 0 if empty */
-	uint64_t newest_ns; /* newest sample timestamp, 0 if empty */
+	uint64_t oldest_ns;  /* start of the oldest bucket holding data, 0 if empty */
+	uint64_t newest_ns;  /* newest sample timestamp, 0 if empty */
 	uint64_t generation; /* bumps when frame or stack ids are renumbered (compaction) */
 	/* Appended after the first version; zero-initialised by store__stats like the rest. */
 	uint64_t threads;
@@ -149,12 +149,12 @@ const char *store__thread_name(const struct store *s, uint32_t pid, uint32_t tid
 
 /* A query over a time range. */
 struct store_query {
-	uint64_t start_ns; /* inclusive */
-	uint64_t end_ns;   /* exclusive; UINT64_MAX for open */
+	uint64_t start_ns;    /* inclusive */
+	uint64_t end_ns;      /* exclusive; UINT64_MAX for open */
 	const uint32_t *pids; /* NULL / 0: any */
 	size_t npids;
-	uint32_t tid;	   /* 0: any */
-	bool filter_uid;   /* only data of processes owned by `uid` when it was sampled */
+	uint32_t tid;	 /* 0: any */
+	bool filter_uid; /* only data of processes owned by `uid` when it was sampled */
 	uint32_t uid;
 };
 
@@ -164,8 +164,8 @@ typedef int (*store_query_cb)(uint32_t pid, uint32_t tid, uint32_t stack,
 
 /*
  * Aggregate the buckets overlapping [start, end) (whole buckets: a bucket that straddles a
- * bound is included, so a window may hold up to one bucket more than asked) and call cb per key. Returns 0, a negative errno, or cb's first
- * negative value.
+ * bound is included, so a window may hold up to one bucket more than asked) and call cb per key.
+ * Returns 0, a negative errno, or cb's first negative value.
  */
 int store__query(struct store *s, const struct store_query *q, store_query_cb cb, void *ctx);
 

@@ -18,11 +18,11 @@
  * it; callers copy what they keep.
  */
 struct sym_result {
-	const char *name;     /* function name (demangled), NULL when no symbol covers the address */
-	const char *module;   /* mapping path ("/usr/lib/x86_64-linux-gnu/libc.so.6"), kernel
-			       * module name ("ext4"), "[kernel.kallsyms]", "[vdso]", or "[unknown]"
-			       * when no mapping covers the address */
-	uint64_t address;     /* user: ELF virtual address within module; kernel: the address */
+	const char *name;   /* function name (demangled), NULL when no symbol covers the address */
+	const char *module; /* mapping path ("/usr/lib/x86_64-linux-gnu/libc.so.6"), kernel
+			     * module name ("ext4"), "[kernel.kallsyms]", "[vdso]", or "[unknown]"
+			     * when no mapping covers the address */
+	uint64_t address;   /* user: ELF virtual address within module; kernel: the address */
 	const char *build_id; /* hex, NULL if none */
 };
 
