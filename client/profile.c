@@ -126,7 +126,7 @@ static size_t frame_name(const Profd__Profile *p, const Profd__Frame *f, char *b
 		else if (*module)
 			append(buf, len, &pos, " (%s+0x%" PRIx64 ")", base_name(module),
 			       f->address);
-		else if (f->has_address)
+		else if (f->has_address && f->address)
 			append(buf, len, &pos, " (0x%" PRIx64 ")", f->address);
 	}
 	if (f->kind == PROFD__FRAME_KIND__FRAME_KERNEL)

@@ -507,9 +507,11 @@ static int pp_location(struct pprof *pp, const Perftools__Profiles__Location *lo
 			err =
 			    pp_frame(pp, "[unknown] (%s+0x%" PRIx64 ")%s", mod,
 				     addr - m->memory_start + m->file_offset, kernel ? "_[k]" : "");
-		else
+		else if (addr)
 			err =
 			    pp_frame(pp, "[unknown] (0x%" PRIx64 ")%s", addr, kernel ? "_[k]" : "");
+		else /* pprof cannot tell address 0 from none: both read as a bare "[unknown]". */
+			err = pp_frame(pp, "[unknown]%s", kernel ? "_[k]" : "");
 		return err;
 	}
 	for (size_t k = loc->n_line; k-- > 0;) {

@@ -162,8 +162,9 @@ static uint8_t *gzip(const uint8_t *in, size_t len, size_t *out_len)
  *   functions: 1 main, 2 run, 3 helper (inlined into run), 4 step (train.py), 5 schedule,
  *              6 "a;b" (a name with the separator)
  *   locations: 1 main, 2 run+helper inlined, 3 step line 42, 4 schedule (kernel),
- *              5 unsymbolized in libfoo at 0x7f0000001a2b, 6 "a;b"
- *   samples (leaf first): [2,1] 3/30, [4,2,1] 2/20, [3,1] 4/40, [5,1] 1/10, [6] 5/50, [1] 0/0
+ *              5 unsymbolized in libfoo at 0x7f0000001a2b, 6 "a;b", 7 no mapping, no address
+ *   samples (leaf first): [2,1] 3/30, [4,2,1] 2/20, [3,1] 4/40, [5,1] 1/10, [6] 5/50, [1] 0/0,
+ *                         [7,1] 2/20
  */
 static uint8_t *make_pprof(size_t *len, bool break_location)
 {
@@ -186,13 +187,13 @@ static uint8_t *make_pprof(size_t *len, bool break_location)
 	Perftools__Profiles__ValueType vt[2], *vtp[2];
 	Perftools__Profiles__Mapping m[3], *mp[3];
 	Perftools__Profiles__Function fn[6], *fnp[6];
-	Perftools__Profiles__Location loc[6], *locp[6];
+	Perftools__Profiles__Location loc[7], *locp[7];
 	Perftools__Profiles__Line ln[7], *lnp[7];
-	Perftools__Profiles__Sample smp[6], *smpp[6];
+	Perftools__Profiles__Sample smp[7], *smpp[7];
 	static const int64_t fn_names[6] = {5, 6, 7, 8, 10, 14};
-	static uint64_t stacks[6][3] = {{2, 1}, {4, 2, 1}, {3, 1}, {5, 1}, {6}, {1}};
-	static const size_t depth[6] = {2, 3, 2, 2, 1, 1};
-	static int64_t vals[6][2] = {{3, 30}, {2, 20}, {4, 40}, {1, 10}, {5, 50}, {0, 0}};
+	static uint64_t stacks[7][3] = {{2, 1}, {4, 2, 1}, {3, 1}, {5, 1}, {6}, {1}, {7, 1}};
+	static const size_t depth[7] = {2, 3, 2, 2, 1, 1, 2};
+	static int64_t vals[7][2] = {{3, 30}, {2, 20}, {4, 40}, {1, 10}, {5, 50}, {0, 0}, {2, 20}};
 	uint8_t *raw, *gz;
 	size_t raw_len;
 
@@ -232,7 +233,7 @@ static uint8_t *make_pprof(size_t *len, bool break_location)
 		perftools__profiles__line__init(&ln[i]);
 		lnp[i] = &ln[i];
 	}
-	for (int i = 0; i < 6; i++) {
+	for (int i = 0; i < 7; i++) {
 		perftools__profiles__location__init(&loc[i]);
 		loc[i].id = (uint64_t)i + 1;
 		loc[i].mapping_id = 1;
@@ -265,9 +266,11 @@ static uint8_t *make_pprof(size_t *len, bool break_location)
 	ln[5].function_id = break_location ? 99 : 6;
 	loc[5].line = &lnp[5];
 	loc[5].n_line = 1;
+	/* no mapping and address 0: profd's folded output names it a bare "[unknown]" */
+	loc[6].mapping_id = 0;
 	p.location = locp;
-	p.n_location = 6;
-	for (int i = 0; i < 6; i++) {
+	p.n_location = 7;
+	for (int i = 0; i < 7; i++) {
 		perftools__profiles__sample__init(&smp[i]);
 		smp[i].location_id = stacks[i];
 		smp[i].n_location_id = depth[i];
@@ -276,7 +279,7 @@ static uint8_t *make_pprof(size_t *len, bool break_location)
 		smpp[i] = &smp[i];
 	}
 	p.sample = smpp;
-	p.n_sample = 6;
+	p.n_sample = 7;
 
 	raw_len = perftools__profiles__profile__get_packed_size(&p);
 	raw = malloc(raw_len);
@@ -302,9 +305,10 @@ static void test_pprof(void)
 		return;
 	}
 	/* The "samples" column, not the default cpu one: counts compare with folded files. */
-	CHECK_EQ_U(stacks__total(s), 15);
+	CHECK_EQ_U(stacks__total(s), 17);
 	out = dump_stacks(s);
 	CHECK_STREQ(out, "a_b 5\n"
+			 "main;[unknown] 2\n"
 			 "main;[unknown] (libfoo.so+0x1a2b) 1\n"
 			 "main;run;helper 3\n"
 			 "main;run;helper;schedule_[k] 2\n"
@@ -323,7 +327,7 @@ static void test_pprof(void)
 		s = stacks__read_file(path, err, sizeof(err));
 		CHECK(s != NULL);
 		if (s)
-			CHECK_EQ_U(stacks__total(s), 15);
+			CHECK_EQ_U(stacks__total(s), 17);
 		stacks__free(s);
 		unlink(path);
 	}

@@ -103,6 +103,13 @@ static void test_frame_names(void)
 	profile_frame_name(&fx.p, &fx.frames[i], buf, sizeof(buf));
 	CHECK_STREQ(buf, "[unknown] (0xffffffff81000000)_[k]");
 
+	/* No symbol, module or address (a frame the unwinder could not place): nothing to add. */
+	i = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "[unknown]");
+	fx.frames[i].has_address = 1;
+	fx.frames[i].address = 0;
+	profile_frame_name(&fx.p, &fx.frames[i], buf, sizeof(buf));
+	CHECK_STREQ(buf, "[unknown]");
+
 	i = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_PYTHON, "step");
 	fx.frames[i].has_file = 1;
 	fx.frames[i].file = fx_str(&fx, "/app/models/train.py");
