@@ -151,8 +151,38 @@ static void on_ringbuf_readable(uv_poll_t *h, int status, int events)
 }
 
 /*
+ * The store's compaction, here rather than inside store__add so that no stack id moves while a
+ * caller holds it between two adds. The GPU module holds ids outside the store's buckets: it
+ * keeps them in the plan and follows the renumbering. A failure leaves the store as it was (the
+ * next tick tries again); it is logged once per run of failures.
+ */
+static void compact_store(struct app *app)
+{
+	static bool failing;
+	struct store_gc *gc;
+	int err;
+
+	if (!store__compact_due(app->d.store))
+		return;
+	gc = store__gc_plan(app->d.store);
+	if (!gc) {
+		err = -errno;
+	} else {
+		gpu__gc_mark(app->d.gpu, gc);
+		err = store__gc_commit(app->d.store, gc);
+		if (!err)
+			gpu__gc_remap(app->d.gpu, gc);
+		store_gc__free(gc);
+	}
+	if (err && !failing)
+		pr_warn("store compaction: %s", strerror(-err));
+	failing = err != 0;
+}
+
+/*
  * The regular drain: the kernel side only wakes us when the ring buffer fills up. The GPU
- * module's periodic work follows it, so the samples just drained are held or released at once.
+ * module's periodic work follows it, so the samples just drained are held or released at once,
+ * then the store's compaction when it is due.
  */
 static void on_drain_timer(uv_timer_t *h)
 {
@@ -162,6 +192,7 @@ static void on_drain_timer(uv_timer_t *h)
 	if (n < 0 && n != -EINTR)
 		pr_warn("ring buffer: %s", strerror(-n));
 	gpu__tick(app->d.gpu, mono_ns());
+	compact_store(app);
 }
 
 static int gpu_attach_probe(void *ctx, uint32_t pid, const char *library_path)

@@ -184,7 +184,7 @@ int ring_push(struct ring *r, const struct ev *e, const char *name)
 	return 0;
 }
 
-void ring_gc(struct gpu *g, enum store_gc_phase phase)
+void ring_gc(struct gpu *g, struct store_gc *mark, const struct store_gc *remap)
 {
 	struct ring *r = &g->ring;
 
@@ -193,10 +193,10 @@ void ring_gc(struct gpu *g, enum store_gc_phase phase)
 
 		if (!e->stack)
 			continue;
-		if (phase == STORE_GC_MARK)
-			store__gc_keep_stack(g->store, e->stack);
+		if (mark)
+			store_gc__keep(mark, e->stack);
 		else
-			e->stack = store__gc_remap_stack(g->store, e->stack);
+			e->stack = store_gc__map(remap, e->stack);
 	}
 }
 

@@ -2,7 +2,7 @@
 /*
  * The GPU correlation module with a real store: the launch/record join in both orders, graph
  * launches, TTL expiry, weights, the stand-in stack, copies, held CPU samples with their NVTX
- * and GPU-idle labels, traces, the GC holder across compaction, the ring's bound and record
+ * and GPU-idle labels, traces, held stack ids across compaction, the ring's bound and record
  * validation. Every expected value is exact.
  */
 #include "check.h"
@@ -807,12 +807,29 @@ static void test_trace(void)
 	fx_fini(&f);
 }
 
+/* The store's compaction as the daemon's tick runs it, due or not: the module keeps its ids. */
+static void compact(struct fx *f)
+{
+	struct store_gc *gc = store__gc_plan(f->s);
+
+	CHECK(gc != NULL);
+	if (!gc)
+		return;
+	gpu__gc_mark(f->g, gc);
+	CHECK_EQ_I(store__gc_commit(f->s, gc), 0);
+	gpu__gc_remap(f->g, gc);
+	store_gc__free(gc);
+}
+
 static void test_gc(void)
 {
+	struct store_query q = { .end_ns = UINT64_MAX, .pids = (uint32_t[]){ OTHER_PID },
+				 .npids = 1 };
+	Profd__Trace *t = NULL;
 	struct fx f;
 	struct batch b;
 	bool enable;
-	uint32_t dead, st, held_st, before_gen;
+	uint32_t dead, st, held_st, ring_st, before_gen;
 	struct store_stats ss;
 
 	fx_init(&f, 0);
@@ -821,15 +838,30 @@ static void test_gc(void)
 	dead = stack_of(&f, "dead_root", "dead", NULL);
 	st = stack_of(&f, "main", "pending_launch", NULL);
 	held_st = stack_of(&f, "main", "held_sample", NULL);
-	CHECK(dead < st && st < held_st);
+	ring_st = stack_of(&f, "main", "ring_sample", NULL);
+	CHECK(dead < st && st < held_st && held_st < ring_st);
 	gpu__launch(f.g, 1000, PID, TID, st, 3);
 	gpu__cpu_sample(f.g, 2000, PID, TID, held_st);
+	/* Another process's sample goes to the store and the ring at once. */
+	CHECK_EQ_I(gpu__cpu_sample(f.g, 2500, OTHER_PID, 201, ring_st), 0);
 	store__stats(f.s, &ss);
 	before_gen = (uint32_t)ss.generation;
-	CHECK_EQ_I(store__compact(f.s), 0);
+	compact(&f);
 	store__stats(f.s, &ss);
 	CHECK(ss.generation != before_gen);
-	CHECK_EQ_U(ss.stacks, 2);
+	CHECK_EQ_U(ss.stacks, 3);
+	/* The ring's copy of the sample names the moved stack. */
+	CHECK_EQ_I(gpu__trace(f.g, &q, NULL, &t), 0);
+	CHECK(t && t->n_samples == 1);
+	if (t && t->n_samples == 1) {
+		const Profd__Stack *s = t->stacks[t->samples[0]->stack];
+
+		CHECK_EQ_U(s->n_frames, 2);
+		if (s->n_frames == 2)
+			CHECK_STREQ(t->strings[t->frames[s->frames[0]]->name], "ring_sample");
+	}
+	if (t)
+		gpu__trace_free(t);
 
 	batch_init(&b);
 	add_string(&b, "k");
