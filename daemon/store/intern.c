@@ -96,9 +96,13 @@ size_t store_clip_len(const char *p, size_t max)
 
 static int strtab_grow(struct intern *in)
 {
-	uint32_t nslots = in->strmask + 1, mask = 2 * nslots - 1;
-	struct str **nt = store_mem_zalloc(in->bytes, 2 * nslots * sizeof(*nt));
+	uint32_t nslots = in->strmask + 1, mask;
+	struct str **nt;
 
+	if (nslots >= STORE_IDTAB_MAX_SLOTS)
+		return -ENOMEM;
+	mask = 2 * nslots - 1;
+	nt = store_mem_zalloc(in->bytes, (size_t)2 * nslots * sizeof(*nt));
 	if (!nt)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < nslots; i++) {
@@ -131,7 +135,7 @@ static struct str *str_intern(struct intern *in, const char *p, int *err)
 	for (i = h & in->strmask; (st = in->strtab[i]); i = (i + 1) & in->strmask)
 		if (st->hash == h && st->len == len && !memcmp(st->s, p, len))
 			return st;
-	if ((in->nstr + 1) * 4 > (in->strmask + 1) * 3) {
+	if (((uint64_t)in->nstr + 1) * 4 > ((uint64_t)in->strmask + 1) * 3) {
 		if (strtab_grow(in)) {
 			*err = -ENOMEM;
 			return NULL;
@@ -194,7 +198,7 @@ static uint32_t frame_probe(const struct intern *in, uint32_t h, enum frame_kind
 	return 0;
 }
 
-static int frametab_rebuild(struct intern *in, uint32_t want)
+static int frametab_rebuild(struct intern *in, uint64_t want)
 {
 	uint32_t *tab, mask;
 
@@ -233,20 +237,11 @@ uint32_t intern_frame(struct intern *in, const struct frame_key *key)
 			 file ? file->s : NULL, key->line, build_id ? build_id->s : NULL, &slot);
 	if (id)
 		return id;
-	if (in->nframes == UINT32_MAX - 1)
+	if (store_mem_grow(in->bytes, (void **)&in->frames, &in->frames_cap,
+			   (size_t)in->nframes + 1, 64, sizeof(*fr), UINT32_MAX - 1))
 		goto nomem;
-	if (in->nframes == in->frames_cap) {
-		uint32_t ncap = in->frames_cap ? in->frames_cap * 2 : 64;
-		void *nf = store_mem_realloc(in->bytes, in->frames, in->frames_cap * sizeof(*fr),
-					     ncap * sizeof(*fr));
-
-		if (!nf)
-			goto nomem;
-		in->frames = nf;
-		in->frames_cap = ncap;
-	}
-	if ((in->nframes + 1) * 4 > (in->framemask + 1) * 3) {
-		if (frametab_rebuild(in, 2 * (in->framemask + 1)))
+	if (((uint64_t)in->nframes + 1) * 4 > ((uint64_t)in->framemask + 1) * 3) {
+		if (frametab_rebuild(in, 2 * ((uint64_t)in->framemask + 1)))
 			goto nomem;
 		frame_probe(in, h, key->kind, name->s, module ? module->s : NULL, key->address,
 			    file ? file->s : NULL, key->line, build_id ? build_id->s : NULL, &slot);
@@ -310,7 +305,7 @@ static uint64_t stack_cost(uint32_t n)
 	return sizeof(struct stack_rec) + 2 * sizeof(uint32_t) + (uint64_t)n * sizeof(uint32_t);
 }
 
-static int stacktab_rebuild(struct intern *in, uint32_t want)
+static int stacktab_rebuild(struct intern *in, uint64_t want)
 {
 	uint32_t *tab, mask;
 
@@ -359,35 +354,14 @@ uint32_t intern_stack(struct intern *in, const uint32_t *frames, size_t n)
 	id = stack_probe(in, h, frames, n, &slot);
 	if (id)
 		return id;
-	if (in->nstacks == UINT32_MAX - 1 || (uint64_t)in->pool_n + n > UINT32_MAX)
+	/* Ids and pool offsets are uint32: the growths refuse what would not fit. */
+	if (store_mem_grow(in->bytes, (void **)&in->stacks, &in->stacks_cap,
+			   (size_t)in->nstacks + 1, 64, sizeof(*sr), UINT32_MAX - 1) ||
+	    store_mem_grow(in->bytes, (void **)&in->pool, &in->pool_cap, (size_t)in->pool_n + n,
+			   256, sizeof(uint32_t), UINT32_MAX))
 		goto nomem;
-	if (in->nstacks == in->stacks_cap) {
-		uint32_t ncap = in->stacks_cap ? in->stacks_cap * 2 : 64;
-		void *ns = store_mem_realloc(in->bytes, in->stacks, in->stacks_cap * sizeof(*sr),
-					     ncap * sizeof(*sr));
-
-		if (!ns)
-			goto nomem;
-		in->stacks = ns;
-		in->stacks_cap = ncap;
-	}
-	if (in->pool_n + n > in->pool_cap) {
-		uint64_t ncap = in->pool_cap ? in->pool_cap : 256;
-		void *np;
-
-		while (ncap < in->pool_n + n)
-			ncap *= 2;
-		if (ncap > UINT32_MAX)
-			ncap = UINT32_MAX;
-		np = store_mem_realloc(in->bytes, in->pool, in->pool_cap * sizeof(uint32_t),
-				       ncap * sizeof(uint32_t));
-		if (!np)
-			goto nomem;
-		in->pool = np;
-		in->pool_cap = (uint32_t)ncap;
-	}
-	if ((in->nstacks + 1) * 4 > (in->stackmask + 1) * 3) {
-		if (stacktab_rebuild(in, 2 * (in->stackmask + 1)))
+	if (((uint64_t)in->nstacks + 1) * 4 > ((uint64_t)in->stackmask + 1) * 3) {
+		if (stacktab_rebuild(in, 2 * ((uint64_t)in->stackmask + 1)))
 			goto nomem;
 		stack_probe(in, h, frames, n, &slot);
 	}

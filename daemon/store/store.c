@@ -18,7 +18,7 @@
 
 /* --- buckets -------------------------------------------------------------------------------- */
 
-static int bucket_build_tab(struct store *s, struct bucket *b, uint32_t want)
+static int bucket_build_tab(struct store *s, struct bucket *b, uint64_t want)
 {
 	uint32_t *tab, mask;
 
@@ -97,15 +97,9 @@ static struct bucket *bucket_for(struct store *s, uint64_t idx)
 	pos = (s->nb && idx > s->b[s->nb - 1].idx) ? s->nb : bucket_lower(s, idx);
 	if (pos < s->nb && s->b[pos].idx == idx)
 		return &s->b[pos];
-	if (s->nb == s->bcap) {
-		uint32_t ncap = s->bcap ? s->bcap * 2 : 64;
-		void *nbk = store_mem_realloc(&s->bytes, s->b, s->bcap * sizeof(*b), ncap * sizeof(*b));
-
-		if (!nbk)
-			return NULL;
-		s->b = nbk;
-		s->bcap = ncap;
-	}
+	if (store_mem_grow(&s->bytes, (void **)&s->b, &s->bcap, (size_t)s->nb + 1, 64, sizeof(*b),
+			   UINT32_MAX))
+		return NULL;
 	memmove(&s->b[pos + 1], &s->b[pos], (s->nb - pos) * sizeof(*b));
 	b = &s->b[pos];
 	memset(b, 0, sizeof(*b));
@@ -115,13 +109,13 @@ static struct bucket *bucket_for(struct store *s, uint64_t idx)
 		s->max_idx_plus1 = idx + 1;
 	if (pos == s->nb - 1) {
 		/* Size like the previous bucket: spares the doublings and rehashes of each one. */
-		uint32_t hint = pos ? s->b[pos - 1].n : 0;
+		uint32_t prev = pos ? s->b[pos - 1].n : 0;
+		uint64_t hint = prev + (uint64_t)prev / 4;
 
-		if (hint > 8) {
-			hint += hint / 4;
+		if (prev > 8 && hint < UINT32_MAX) {
 			b->e = store_mem_alloc(&s->bytes, hint * sizeof(struct entry));
 			if (b->e)
-				b->cap = hint;
+				b->cap = (uint32_t)hint;
 			if (b->e && store_idtab_alloc(&s->bytes, &b->tab, &b->mask, hint))
 				b->tab = NULL;
 		}
@@ -143,7 +137,7 @@ static struct entry *bucket_entry(struct store *s, struct bucket *b, uint32_t pi
 	struct entry *e;
 
 	if (!b->tab) {
-		if (bucket_build_tab(s, b, b->n + 1))
+		if (bucket_build_tab(s, b, (uint64_t)b->n + 1))
 			return NULL;
 		if (b->n)
 			s->reopened = true;
@@ -153,17 +147,11 @@ static struct entry *bucket_entry(struct store *s, struct bucket *b, uint32_t pi
 		if (e->stack == stack && e->tid == tid && e->pidcol == pidcol && e->uid == uid)
 			return e;
 	}
-	if (b->n == b->cap) {
-		uint32_t ncap = b->cap ? b->cap * 2 : 8;
-		void *ne = store_mem_realloc(&s->bytes, b->e, b->cap * sizeof(*e), ncap * sizeof(*e));
-
-		if (!ne)
-			return NULL;
-		b->e = ne;
-		b->cap = ncap;
-	}
-	if ((b->n + 1) * 4 > (b->mask + 1) * 3) {
-		if (bucket_build_tab(s, b, 2 * (b->mask + 1)))
+	if (store_mem_grow(&s->bytes, (void **)&b->e, &b->cap, (size_t)b->n + 1, 8, sizeof(*e),
+			   UINT32_MAX - 1))
+		return NULL;
+	if (((uint64_t)b->n + 1) * 4 > ((uint64_t)b->mask + 1) * 3) {
+		if (bucket_build_tab(s, b, 2 * ((uint64_t)b->mask + 1)))
 			return NULL;
 		for (i = h & b->mask; b->tab[i]; i = (i + 1) & b->mask)
 			;
@@ -365,9 +353,12 @@ struct agg {
 
 static int agg_grow_tab(struct agg *a)
 {
-	uint32_t nslots = (a->mask + 1) * 2;
-	uint32_t *tab = calloc(nslots, sizeof(*tab));
+	uint32_t nslots, *tab;
 
+	if (a->mask >= STORE_IDTAB_MAX_SLOTS - 1)
+		return -ENOMEM;
+	nslots = (a->mask + 1) * 2;
+	tab = calloc(nslots, sizeof(*tab));
 	if (!tab)
 		return -ENOMEM;
 	for (uint32_t k = 0; k < a->n; k++)
@@ -386,15 +377,12 @@ static int agg_grow_tab(struct agg *a)
 static int agg_add_more(struct agg *a, struct agg_row *r, enum store_value col, uint64_t v)
 {
 	if (!r->more) {
-		if (a->nmore == a->more_cap) {
-			uint32_t ncap = a->more_cap ? a->more_cap * 2 : 256;
-			void *nm = realloc(a->more, (size_t)ncap * AGG_MORE * sizeof(uint64_t));
+		/* Indexes are stored + 1 in a uint32: at most UINT32_MAX - 1 of them. */
+		size_t need = a->nmore < 256 ? 256 : (size_t)a->nmore + 1;
 
-			if (!nm)
-				return -ENOMEM;
-			a->more = nm;
-			a->more_cap = ncap;
-		}
+		if (a->nmore == UINT32_MAX - 1 ||
+		    grow_array32((void **)&a->more, &a->more_cap, need, AGG_MORE * sizeof(uint64_t)))
+			return -ENOMEM;
 		memset(&a->more[(size_t)a->nmore * AGG_MORE], 0, AGG_MORE * sizeof(uint64_t));
 		r->more = ++a->nmore;
 	}
@@ -420,16 +408,9 @@ static int agg_add(struct agg *a, const struct entry *e)
 			return agg_add_more(a, r, col, e->v);
 		}
 	}
-	if (a->n == a->cap) {
-		uint32_t ncap = a->cap * 2;
-		void *nr = realloc(a->rows, (size_t)ncap * sizeof(*r));
-
-		if (!nr)
-			return -ENOMEM;
-		a->rows = nr;
-		a->cap = ncap;
-	}
-	if ((a->n + 1) * 2 > a->mask + 1) {
+	if (a->n == UINT32_MAX - 1 || GROW32(a->rows, a->cap, (size_t)a->n + 1))
+		return -ENOMEM;
+	if (((uint64_t)a->n + 1) * 2 > (uint64_t)a->mask + 1) {
 		if (agg_grow_tab(a))
 			return -ENOMEM;
 		for (i = h & a->mask; a->tab[i]; i = (i + 1) & a->mask)

@@ -11,6 +11,8 @@
 #ifndef PROFD_STORE_MEM_H
 #define PROFD_STORE_MEM_H
 
+#include "grow.h"
+
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -70,19 +72,50 @@ static inline void store_mem_free(uint64_t *bytes, void *p, size_t n)
 }
 
 /*
- * An id table: open addressing over uint32 ids (0 empty), kept at most 3/4 full by its users.
- * Allocates one with room for n ids into *tab and *mask, charged to *bytes; returns 0 or -ENOMEM.
+ * Make *arr (*cap elements of elem bytes, charged to *bytes) hold need elements, at most max:
+ * capacity doubles, and starts at `first` so that small arrays skip the first doublings. Returns
+ * 0, -EOVERFLOW or -ENOMEM; *arr and *cap are unchanged on failure.
  */
-static inline int store_idtab_alloc(uint64_t *bytes, uint32_t **tab, uint32_t *mask, uint32_t n)
+static inline int store_mem_grow(uint64_t *bytes, void **arr, uint32_t *cap, size_t need,
+				 size_t first, size_t elem, size_t max)
 {
-	uint32_t nslots = 16;
+	size_t ncap;
+	void *p;
+	int err;
+
+	if (max > UINT32_MAX)
+		max = UINT32_MAX;
+	err = grow_cap(*cap, need > first ? need : first, elem, max, &ncap);
+	if (err || ncap == *cap)
+		return err;
+	p = store_mem_realloc(bytes, *arr, (size_t)*cap * elem, ncap * elem);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = (uint32_t)ncap;
+	return 0;
+}
+
+/* The largest id table: 2^31 slots (more ids than that never fit under any cap). */
+#define STORE_IDTAB_MAX_SLOTS (1u << 31)
+
+/*
+ * An id table: open addressing over uint32 ids (0 empty), kept at most 3/4 full by its users.
+ * Allocates one with room for n ids into *tab and *mask, charged to *bytes; returns 0 or -ENOMEM
+ * (also when n ids would need more than STORE_IDTAB_MAX_SLOTS).
+ */
+static inline int store_idtab_alloc(uint64_t *bytes, uint32_t **tab, uint32_t *mask, uint64_t n)
+{
+	uint64_t nslots = 16;
 
 	while (nslots * 3 < n * 4 + 4)
 		nslots *= 2;
+	if (nslots > STORE_IDTAB_MAX_SLOTS)
+		return -ENOMEM;
 	*tab = store_mem_zalloc(bytes, nslots * sizeof(uint32_t));
 	if (!*tab)
 		return -ENOMEM;
-	*mask = nslots - 1;
+	*mask = (uint32_t)(nslots - 1);
 	return 0;
 }
 
