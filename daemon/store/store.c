@@ -378,10 +378,11 @@ static int agg_add_more(struct agg *a, struct agg_row *r, enum store_value col, 
 {
 	if (!r->more) {
 		/* Indexes are stored + 1 in a uint32: at most UINT32_MAX - 1 of them. */
-		size_t need = a->nmore < 256 ? 256 : (size_t)a->nmore + 1;
-
-		if (a->nmore == UINT32_MAX - 1 ||
-		    grow_array32((void **)&a->more, &a->more_cap, need, AGG_MORE * sizeof(uint64_t)))
+		if (a->nmore == a->more_cap &&
+		    (a->nmore == UINT32_MAX - 1 ||
+		     grow_array32((void **)&a->more, &a->more_cap,
+				  a->nmore < 256 ? 256 : (size_t)a->nmore + 1,
+				  AGG_MORE * sizeof(uint64_t))))
 			return -ENOMEM;
 		memset(&a->more[(size_t)a->nmore * AGG_MORE], 0, AGG_MORE * sizeof(uint64_t));
 		r->more = ++a->nmore;
@@ -408,7 +409,8 @@ static int agg_add(struct agg *a, const struct entry *e)
 			return agg_add_more(a, r, col, e->v);
 		}
 	}
-	if (a->n == UINT32_MAX - 1 || GROW32(a->rows, a->cap, (size_t)a->n + 1))
+	if (a->n == a->cap &&
+	    (a->n == UINT32_MAX - 1 || GROW32(a->rows, a->cap, (size_t)a->n + 1)))
 		return -ENOMEM;
 	if (((uint64_t)a->n + 1) * 2 > (uint64_t)a->mask + 1) {
 		if (agg_grow_tab(a))

@@ -83,6 +83,8 @@ static inline int store_mem_grow(uint64_t *bytes, void **arr, uint32_t *cap, siz
 	void *p;
 	int err;
 
+	if (need <= *cap)
+		return 0; /* the common case, inline: adds check on every new entry */
 	if (max > UINT32_MAX)
 		max = UINT32_MAX;
 	err = grow_cap(*cap, need > first ? need : first, elem, max, &ncap);
