@@ -447,7 +447,8 @@ static int release_one(struct gpu *g, struct gpu_proc *p, const struct held *h)
 		id = h->stack;
 	err = store__add(g->store, h->ts, p->pid, h->tid, id, STORE_VALUE_CPU_SAMPLES, 1);
 	if (!err && idle)
-		err = store__add(g->store, h->ts, p->pid, h->tid, id, STORE_VALUE_GPU_IDLE_SAMPLES, 1);
+		err = store__add(g->store, h->ts, p->pid, h->tid, id, STORE_VALUE_GPU_IDLE_SAMPLES,
+				 1);
 	return err;
 }
 

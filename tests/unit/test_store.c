@@ -1318,8 +1318,8 @@ static void test_gc_holder_auto(void)
 			over++;
 		tick_held(s, &h);
 		/*
-		 * A commit evicts what the compaction did not free, which kills stacks only the next
-		 * compaction reclaims: over the cap after a tick, but by no more than that.
+		 * A commit evicts what the compaction did not free, which kills stacks only the
+		 * next compaction reclaims: over the cap after a tick, but by no more than that.
 		 */
 		if (!within_cap(s))
 			over++;
