@@ -50,8 +50,8 @@ void dump__trace_free(Profd__Trace *t);
 /*
  * Dense tables of the frames, stacks and strings a message refers to, numbered in first-seen
  * order. The tables point into the store's frames and strings: between dump_tables__new and
- * dump_tables__finish_trace the store must not drop any (no store__compact, and no store__add,
- * which may compact); interning more is fine.
+ * dump_tables__finish_trace the store must not drop any: no compaction (store__compact,
+ * store__gc_commit). Adding, which only evicts buckets, and interning more are fine.
  */
 struct dump_tables;
 /*

@@ -13,6 +13,7 @@
 #include "gpu.h"
 #include "hash.h"
 #include "log.h"
+#include "route.h"
 #include "timeutil.h"
 
 /*
@@ -47,6 +48,7 @@ struct pid_entry {
 	bool tombstone;
 	uint8_t py_state;    /* enum py_state */
 	uint16_t py_version; /* major << 8 | minor when active */
+	uint32_t uid;	     /* the owner the events are filed under, from the first record */
 	uint64_t seen_ns;    /* first sample of this image */
 	uint64_t py_checked_ns;
 };
@@ -62,7 +64,7 @@ struct ingest {
 	ingest_py_config_fn py_config;
 	void *py_ctx;
 	struct gpu *gpu;
-	struct timeline *timeline;
+	struct route route; /* the store, the GPU module and the timeline */
 	char proc_root[256];
 	struct addr_entry *addrs;
 	size_t addr_fill;
@@ -101,7 +103,8 @@ struct ingest *ingest__new(const struct ingest_opts *opts)
 	in->py_config = opts->py_config;
 	in->py_ctx = opts->py_ctx;
 	in->gpu = opts->gpu;
-	in->timeline = opts->timeline;
+	in->route =
+	    (struct route){.store = opts->store, .gpu = opts->gpu, .timeline = opts->timeline};
 	snprintf(in->proc_root, sizeof(in->proc_root), "%s",
 		 opts->proc_root ? opts->proc_root : "/proc");
 	in->addrs = calloc(ADDR_CACHE_SIZE, sizeof(*in->addrs));
@@ -245,6 +248,7 @@ static struct pid_entry *see_process(struct ingest *in, uint32_t pid, uint32_t u
 	if (!e)
 		return NULL;
 	e->seen_ns = now;
+	e->uid = uid;
 	read_comm(in, pid, comm, sizeof(comm), thread_comm);
 	store__set_process(in->store, pid, uid, comm);
 	return e;
@@ -488,55 +492,24 @@ static bool launch_valid(const struct profd_sample_rec *rec)
 	return rec->corr_id != 0;
 }
 
-/* The owner a timeline event is filed under: the process's uid as the store keeps it. */
-static uint32_t owner_uid(const struct ingest *in, uint32_t pid)
-{
-	struct store_process_info pi;
-
-	return store__process(in->store, pid, &pi) ? pi.uid : STORE_UID_UNKNOWN;
-}
-
-/*
- * Route a symbolized record: every sample and launch to the timeline; a CPU sample to the store,
- * or to the GPU module when it holds the process's samples for labelling; a USDT launch to the
- * join, a libcuda uprobe launch to the store.
- */
-static void deliver(struct ingest *in, const struct profd_sample_rec *rec, uint32_t stack)
+/* Route a symbolized record (route.h): the timeline, then the store or the GPU module. */
+static void deliver(struct ingest *in, const struct pid_entry *pe,
+		    const struct profd_sample_rec *rec, uint32_t stack)
 {
 	bool launch = rec->hdr.type == PROFD_REC_LAUNCH;
 	bool uprobe = launch && (rec->flags & PROFD_SAMPLE_UPROBE);
-	struct tl_event e = {
-	    .type = launch ? TL_LAUNCH : TL_SAMPLE,
-	    .pid = rec->pid,
-	    .tid = rec->tid,
-	    .stack = stack,
-	    .corr = uprobe ? 0 : rec->corr_id,
-	    .start = rec->ts_ns,
-	    .end = rec->ts_ns,
-	};
-	int err = 0;
+	int err;
 
 	if (launch) {
 		in->stats.launches++;
 		if (uprobe)
 			in->stats.uprobe_launches++;
+		err = route__launch(&in->route, rec->ts_ns, rec->pid, rec->tid, pe->uid, stack,
+				    uprobe ? 0 : rec->corr_id);
 	} else {
 		in->stats.samples++;
+		err = route__sample(&in->route, rec->ts_ns, rec->pid, rec->tid, pe->uid, stack);
 	}
-	if (in->timeline) {
-		e.uid = owner_uid(in, rec->pid);
-		err = timeline__push(in->timeline, &e);
-	}
-	if (!err && uprobe)
-		err = store__add(in->store, rec->ts_ns, rec->pid, rec->tid, stack,
-				 STORE_VALUE_UPROBE_LAUNCHES, 1);
-	else if (!err && launch)
-		err = gpu__launch(in->gpu, rec->ts_ns, rec->pid, rec->tid, stack, rec->corr_id);
-	else if (!err && gpu__holds(in->gpu, rec->pid))
-		err = gpu__hold(in->gpu, rec->ts_ns, rec->pid, rec->tid, stack);
-	else if (!err)
-		err = store__add(in->store, rec->ts_ns, rec->pid, rec->tid, stack,
-				 STORE_VALUE_CPU_SAMPLES, 1);
 	if (err)
 		in->stats.store_errors++;
 }
@@ -702,7 +675,7 @@ static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, 
 		return 0;
 	}
 	store__set_thread(in->store, rec->pid, rec->tid, comm);
-	deliver(in, rec, stack);
+	deliver(in, pe, rec, stack);
 	return 0;
 }
 
@@ -724,6 +697,7 @@ static int handle_task(struct ingest *in, const struct profd_task_rec *rec, size
 		if (!e)
 			return -ENOMEM;
 		e->seen_ns = rec->ts_ns;
+		e->uid = rec->uid;
 		store__set_process(in->store, rec->pid, rec->uid, comm);
 	} else {
 		in->stats.exits++;

@@ -19,6 +19,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "notify.h"
+#include "route.h"
 #include "timeutil.h"
 #include "wire.h"
 
@@ -152,8 +153,25 @@ static void on_ringbuf_readable(uv_poll_t *h, int status, int events)
 }
 
 /*
+ * The store's compaction when it is due (route.h: the GPU module and the timeline keep their ids
+ * through it). A failure leaves the store as it was and the next tick tries again; it is logged
+ * once per run of failures.
+ */
+static void compact_store(struct app *app)
+{
+	static bool failing;
+	struct route r = {.store = app->d.store, .gpu = app->d.gpu, .timeline = app->d.timeline};
+	int err = route__compact(&r);
+
+	if (err < 0 && !failing)
+		pr_warn("store compaction: %s", strerror(-err));
+	failing = err < 0;
+}
+
+/*
  * The regular drain: the kernel side only wakes us when the ring buffer fills up. The GPU
- * module's periodic work follows it, so the samples just drained are held or released at once.
+ * module's periodic work follows it, so the samples just drained are held or released at once,
+ * then the store's compaction when it is due.
  */
 static void on_drain_timer(uv_timer_t *h)
 {
@@ -163,6 +181,7 @@ static void on_drain_timer(uv_timer_t *h)
 	if (n < 0 && n != -EINTR)
 		pr_warn("ring buffer: %s", strerror(-n));
 	gpu__tick(app->d.gpu, mono_ns());
+	compact_store(app);
 }
 
 static int gpu_attach_probe(void *ctx, uint32_t pid, const char *library_path)

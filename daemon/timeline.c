@@ -242,16 +242,29 @@ void timeline__stats(const struct timeline *t, struct timeline_stats *out)
 	out->bytes = t->n * sizeof(struct tl_event) + t->name_bytes;
 }
 
-void timeline__gc(struct timeline *t, struct store *s, enum store_gc_phase phase)
+/* Every stack id the events hold: kept in mark, or (mark NULL) renumbered through remap. */
+static void timeline_gc(struct timeline *t, struct store_gc *mark, const struct store_gc *remap)
 {
 	for (size_t i = 0; t && i < t->n; i++) {
 		struct tl_event *e = &t->ev[(t->head + i) % t->cap];
 
 		if (!e->stack)
 			continue;
-		if (phase == STORE_GC_MARK)
-			store__gc_keep_stack(s, e->stack);
+		if (mark)
+			store_gc__keep(mark, e->stack);
 		else
-			e->stack = store__gc_remap_stack(s, e->stack);
+			e->stack = store_gc__map(remap, e->stack);
 	}
+}
+
+void timeline__gc_mark(struct timeline *t, struct store_gc *gc)
+{
+	if (gc)
+		timeline_gc(t, gc, NULL);
+}
+
+void timeline__gc_remap(struct timeline *t, const struct store_gc *gc)
+{
+	if (gc)
+		timeline_gc(t, NULL, gc);
 }

@@ -192,33 +192,36 @@ static void update_processes(struct gpu *g)
 	g->st.processes = n;
 }
 
-/* --- GC ----------------------------------------------------------------------------------- */
+/* --- the store's compaction ---------------------------------------------------------------- */
 
-static void on_gc(struct store *s, enum store_gc_phase phase, void *ctx)
+/* Every stack id the module holds: kept in mark, or (mark NULL) renumbered through remap. */
+static void gpu_gc(struct gpu *g, struct store_gc *mark, const struct store_gc *remap)
 {
-	struct gpu *g = ctx;
-
 	for (size_t i = 0; g->procs.mask && i <= g->procs.mask; i++) {
 		struct gpu_proc *p = g->procs.vals[i];
 
 		if (!p)
 			continue;
 		for (size_t j = 0; j < p->nheld; j++) {
-			if (phase == STORE_GC_MARK)
-				store__gc_keep_stack(s, p->held[j].stack);
+			if (mark)
+				store_gc__keep(mark, p->held[j].stack);
 			else
-				p->held[j].stack = store__gc_remap_stack(s, p->held[j].stack);
+				p->held[j].stack = store_gc__map(remap, p->held[j].stack);
 		}
 	}
-	if (g->scratch_stack) {
-		if (phase == STORE_GC_MARK)
-			store__gc_keep_stack(s, g->scratch_stack);
-		else
-			g->scratch_stack = store__gc_remap_stack(s, g->scratch_stack);
-	}
-	gpu_join_gc(g, phase);
-	/* The store has one holder: the timeline's ids are renumbered with the module's. */
-	timeline__gc(g->o.timeline, s, phase);
+	gpu_join_gc(g, mark, remap);
+}
+
+void gpu__gc_mark(struct gpu *g, struct store_gc *gc)
+{
+	if (g && gc)
+		gpu_gc(g, gc, NULL);
+}
+
+void gpu__gc_remap(struct gpu *g, const struct store_gc *gc)
+{
+	if (g && gc)
+		gpu_gc(g, NULL, gc);
 }
 
 /* --- lifecycle ---------------------------------------------------------------------------- */
@@ -246,7 +249,6 @@ struct gpu *gpu__new(const struct gpu_opts *opts)
 		g->o.max_pending = DEFAULT_MAX_PENDING;
 	if (!g->o.max_bytes)
 		g->o.max_bytes = DEFAULT_MAX_BYTES;
-	store__set_gc_holder(g->store, on_gc, g);
 	return g;
 }
 
@@ -254,7 +256,6 @@ void gpu__free(struct gpu *g)
 {
 	if (!g)
 		return;
-	store__set_gc_holder(g->store, NULL, NULL);
 	gpu_join_free_all(g);
 	for (size_t i = 0; g->procs.mask && i <= g->procs.mask; i++)
 		proc_free(g, g->procs.vals[i]);

@@ -95,7 +95,7 @@ static void charge(struct gpu *g, uint32_t pid, uint32_t tid, uint32_t stack, ui
 		   const struct wait_rec *r)
 {
 	struct frame_key k = {.kind = FRAME_KIND_GPU};
-	uint32_t nv[MAX_NVTX_DEPTH], leaf, standin;
+	uint32_t nv[MAX_NVTX_DEPTH], leaf, standin, id;
 	size_t nnv = 0;
 	uint64_t dur = r->end - r->start;
 	enum store_value c1, c2;
@@ -107,14 +107,14 @@ static void charge(struct gpu *g, uint32_t pid, uint32_t tid, uint32_t stack, ui
 		return;
 	if (stack) {
 		nnv = gpu_nvtx_frames(g, gpu_proc(g, pid), tid, launch_ts, nv);
-		g->scratch_stack = build_stack(g, leaf, stack, nv, nnv);
+		id = build_stack(g, leaf, stack, nv, nnv);
 	} else {
 		k = (struct frame_key){.kind = FRAME_KIND_UNKNOWN, .name = STANDIN_NAME};
 		standin = store__intern_frame(g->store, &k);
-		g->scratch_stack = standin ? build_stack(g, leaf, 0, &standin, 1) : 0;
+		id = standin ? build_stack(g, leaf, 0, &standin, 1) : 0;
 		tid = 0;
 	}
-	if (!g->scratch_stack)
+	if (!id)
 		return;
 	if (r->is_copy) {
 		c1 = STORE_VALUE_COPY_NS;
@@ -126,12 +126,11 @@ static void charge(struct gpu *g, uint32_t pid, uint32_t tid, uint32_t stack, ui
 		v2 = r->weight;
 	}
 	v1 = sat_mul(dur, r->weight);
-	/* Each add may renumber stacks: scratch_stack follows. */
+	/* Adding never renumbers (compaction runs on the daemon's tick): id stays valid. */
 	if (v1)
-		store__add(g->store, r->start, pid, tid, g->scratch_stack, c1, v1);
-	if (v2 && g->scratch_stack)
-		store__add(g->store, r->start, pid, tid, g->scratch_stack, c2, v2);
-	g->scratch_stack = 0;
+		store__add(g->store, r->start, pid, tid, id, c1, v1);
+	if (v2)
+		store__add(g->store, r->start, pid, tid, id, c2, v2);
 }
 
 /* --- the join lists ----------------------------------------------------------------------- */
@@ -420,15 +419,15 @@ void gpu_join_free_all(struct gpu *g)
 	g->npending = 0;
 }
 
-void gpu_join_gc(struct gpu *g, enum store_gc_phase phase)
+void gpu_join_gc(struct gpu *g, struct store_gc *mark, const struct store_gc *remap)
 {
 	for (struct join *j = g->jl.head; j; j = j->next[JL_EXPIRY]) {
 		if (!j->stack)
 			continue;
-		if (phase == STORE_GC_MARK)
-			store__gc_keep_stack(g->store, j->stack);
+		if (mark)
+			store_gc__keep(mark, j->stack);
 		else
-			j->stack = store__gc_remap_stack(g->store, j->stack);
+			j->stack = store_gc__map(remap, j->stack);
 	}
 }
 
@@ -440,17 +439,15 @@ static int release_one(struct gpu *g, struct gpu_proc *p, const struct held *h)
 	uint32_t nv[MAX_NVTX_DEPTH];
 	size_t nnv = gpu_nvtx_frames(g, p, h->tid, h->ts, nv);
 	bool idle = !gpu_busy_at(g, p, h->ts);
+	uint32_t id = nnv ? build_stack(g, 0, h->stack, nv, nnv) : h->stack;
 	int err;
 
-	g->scratch_stack = nnv ? build_stack(g, 0, h->stack, nv, nnv) : h->stack;
-	if (!g->scratch_stack)
-		g->scratch_stack = h->stack;
-	err = store__add(g->store, h->ts, p->pid, h->tid, g->scratch_stack, STORE_VALUE_CPU_SAMPLES,
-			 1);
-	if (!err && idle && g->scratch_stack)
-		err = store__add(g->store, h->ts, p->pid, h->tid, g->scratch_stack,
-				 STORE_VALUE_GPU_IDLE_SAMPLES, 1);
-	g->scratch_stack = 0;
+	if (!id)
+		id = h->stack;
+	err = store__add(g->store, h->ts, p->pid, h->tid, id, STORE_VALUE_CPU_SAMPLES, 1);
+	if (!err && idle)
+		err = store__add(g->store, h->ts, p->pid, h->tid, id, STORE_VALUE_GPU_IDLE_SAMPLES,
+				 1);
 	return err;
 }
 

@@ -152,11 +152,6 @@ struct gpu {
 	uint64_t now;
 	struct gpu_stats st;
 	uint64_t strings_refused;
-	/*
-	 * A stack id between two store__add calls: each add may compact and renumber, so the id
-	 * lives where the GC callback remaps it.
-	 */
-	uint32_t scratch_stack;
 };
 
 /* An attach message, validated and decoded by gpu_batch.c. Strings borrowed for the call. */
@@ -215,7 +210,8 @@ void gpu_join_free_all(struct gpu *g);
 int gpu_hold(struct gpu *g, struct gpu_proc *p, uint64_t ts, uint32_t tid, uint32_t stack);
 /* Release the held samples that are due (all when all is set). */
 void gpu_release(struct gpu *g, struct gpu_proc *p, uint64_t now, bool all);
-void gpu_join_gc(struct gpu *g, enum store_gc_phase phase);
+/* The store's compaction: keep every join's stack in mark, or (mark NULL) map it through remap. */
+void gpu_join_gc(struct gpu *g, struct store_gc *mark, const struct store_gc *remap);
 
 /* gpu_labels.c */
 /* Returns 0, or -ENOSPC when refused (per-process cap or budget; counted by the caller). */

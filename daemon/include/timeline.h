@@ -8,8 +8,8 @@
  * counted. Names are interned and refcounted, so a kernel launched a million times costs its
  * name once, and a single name never takes more than a 64th of the ring.
  *
- * Events hold store stack ids (samples, launches): compaction asks the timeline which ids it
- * keeps and tells it their new numbers (timeline__gc).
+ * Events hold store stack ids (samples, launches): the store's compaction asks the timeline which
+ * ids it keeps and tells it their new numbers (timeline__gc_mark, timeline__gc_remap).
  *
  * Time: CLOCK_MONOTONIC ns. Not thread-safe: the daemon's loop thread owns it.
  */
@@ -88,7 +88,12 @@ const struct tl_event *timeline__event(const struct timeline *t, size_t i);
 
 void timeline__stats(const struct timeline *t, struct timeline_stats *out);
 
-/* Compaction of the store: mark the stack ids the events hold, or replace them with new ids. */
-void timeline__gc(struct timeline *t, struct store *s, enum store_gc_phase phase);
+/*
+ * The store's compaction (store.h): keep the stack ids the events hold in the plan before
+ * store__gc_commit, then, after a successful commit, replace each with its new id. NULL t or gc:
+ * no-op.
+ */
+void timeline__gc_mark(struct timeline *t, struct store_gc *gc);
+void timeline__gc_remap(struct timeline *t, const struct store_gc *gc);
 
 #endif

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * The aggregation store: interned strings, frames and stacks, their reference counts, and the
- * compaction that drops what nothing refers to (see store_priv.h for the whole layout).
+ * The store's interned strings, frames and stacks, their reference counts, and the compaction
+ * that drops what nothing refers to (intern.h describes the layout).
  */
-#include "store_priv.h"
+#include "hash.h"
+#include "intern.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -93,15 +94,19 @@ size_t store_clip_len(const char *p, size_t max)
 	return n;
 }
 
-static int strtab_grow(struct store *s)
+static int strtab_grow(struct intern *in)
 {
-	uint32_t nslots = s->strmask + 1, mask = 2 * nslots - 1;
-	struct str **nt = store_mem_zalloc(s, 2 * nslots * sizeof(*nt));
+	uint32_t nslots = in->strmask + 1, mask;
+	struct str **nt;
 
+	if (nslots >= STORE_IDTAB_MAX_SLOTS)
+		return -ENOMEM;
+	mask = 2 * nslots - 1;
+	nt = store_mem_zalloc(in->bytes, (size_t)2 * nslots * sizeof(*nt));
 	if (!nt)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < nslots; i++) {
-		struct str *st = s->strtab[i];
+		struct str *st = in->strtab[i];
 		uint32_t j;
 
 		if (!st)
@@ -110,14 +115,14 @@ static int strtab_grow(struct store *s)
 			;
 		nt[j] = st;
 	}
-	store_mem_free(s, s->strtab, nslots * sizeof(*nt));
-	s->strtab = nt;
-	s->strmask = mask;
+	store_mem_free(in->bytes, in->strtab, nslots * sizeof(*nt));
+	in->strtab = nt;
+	in->strmask = mask;
 	return 0;
 }
 
 /* Returns the interned copy of p (NULL for NULL) or NULL with *err set. */
-static struct str *str_intern(struct store *s, const char *p, int *err)
+static struct str *str_intern(struct intern *in, const char *p, int *err)
 {
 	size_t len;
 	uint32_t h, i;
@@ -127,18 +132,18 @@ static struct str *str_intern(struct store *s, const char *p, int *err)
 		return NULL;
 	len = store_clip_len(p, MAX_STRING);
 	h = str_hash(p, len);
-	for (i = h & s->strmask; (st = s->strtab[i]); i = (i + 1) & s->strmask)
+	for (i = h & in->strmask; (st = in->strtab[i]); i = (i + 1) & in->strmask)
 		if (st->hash == h && st->len == len && !memcmp(st->s, p, len))
 			return st;
-	if ((s->nstr + 1) * 4 > (s->strmask + 1) * 3) {
-		if (strtab_grow(s)) {
+	if (((uint64_t)in->nstr + 1) * 4 > ((uint64_t)in->strmask + 1) * 3) {
+		if (strtab_grow(in)) {
 			*err = -ENOMEM;
 			return NULL;
 		}
-		for (i = h & s->strmask; s->strtab[i]; i = (i + 1) & s->strmask)
+		for (i = h & in->strmask; in->strtab[i]; i = (i + 1) & in->strmask)
 			;
 	}
-	st = store_mem_alloc(s, sizeof(*st) + len + 1);
+	st = store_mem_alloc(in->bytes, sizeof(*st) + len + 1);
 	if (!st) {
 		*err = -ENOMEM;
 		return NULL;
@@ -148,41 +153,41 @@ static struct str *str_intern(struct store *s, const char *p, int *err)
 	st->len = (uint32_t)len;
 	memcpy(st->s, p, len);
 	st->s[len] = '\0';
-	s->strtab[i] = st;
-	s->nstr++;
-	s->str_bytes += str_cost(st->len);
-	s->dead_bytes += str_cost(st->len);
+	in->strtab[i] = st;
+	in->nstr++;
+	in->str_bytes += str_cost(st->len);
+	in->dead_bytes += str_cost(st->len);
 	return st;
 }
 
-static void str_ref(struct store *s, const char *p)
+static void str_ref(struct intern *in, const char *p)
 {
 	struct str *st = str_of(p);
 
 	if (st && st->refs++ == 0)
-		s->dead_bytes -= str_cost(st->len);
+		in->dead_bytes -= str_cost(st->len);
 }
 
-static void str_unref(struct store *s, const char *p)
+static void str_unref(struct intern *in, const char *p)
 {
 	struct str *st = str_of(p);
 
 	if (st && --st->refs == 0)
-		s->dead_bytes += str_cost(st->len);
+		in->dead_bytes += str_cost(st->len);
 }
 
 /* --- frames --------------------------------------------------------------------------------- */
 
 #define FRAME_COST (sizeof(struct frame_rec) + 2 * sizeof(uint32_t))
 
-static uint32_t frame_probe(const struct store *s, uint32_t h, enum frame_kind kind,
+static uint32_t frame_probe(const struct intern *in, uint32_t h, enum frame_kind kind,
 			    const char *name, const char *module, uint64_t address,
 			    const char *file, uint32_t line, const char *build_id, uint32_t *slot)
 {
 	uint32_t i, id;
 
-	for (i = h & s->framemask; (id = s->frametab[i]); i = (i + 1) & s->framemask) {
-		const struct frame_rec *fr = &s->frames[id - 1];
+	for (i = h & in->framemask; (id = in->frametab[i]); i = (i + 1) & in->framemask) {
+		const struct frame_rec *fr = &in->frames[id - 1];
 
 		if (fr->hash == h && fr->f.kind == kind && fr->f.address == address &&
 		    fr->f.line == line && fr->f.name == name && fr->f.module == module &&
@@ -193,64 +198,55 @@ static uint32_t frame_probe(const struct store *s, uint32_t h, enum frame_kind k
 	return 0;
 }
 
-static int frametab_rebuild(struct store *s, uint32_t want)
+static int frametab_rebuild(struct intern *in, uint64_t want)
 {
 	uint32_t *tab, mask;
 
-	if (store_idtab_alloc(s, &tab, &mask, want))
+	if (store_idtab_alloc(in->bytes, &tab, &mask, want))
 		return -ENOMEM;
-	for (uint32_t id = 1; id <= s->nframes; id++)
-		store_idtab_insert(tab, mask, s->frames[id - 1].hash, id);
-	store_mem_free(s, s->frametab, (s->framemask + 1) * sizeof(uint32_t));
-	s->frametab = tab;
-	s->framemask = mask;
+	for (uint32_t id = 1; id <= in->nframes; id++)
+		store_idtab_insert(tab, mask, in->frames[id - 1].hash, id);
+	store_mem_free(in->bytes, in->frametab, (in->framemask + 1) * sizeof(uint32_t));
+	in->frametab = tab;
+	in->framemask = mask;
 	return 0;
 }
 
-uint32_t store__intern_frame(struct store *s, const struct frame_key *key)
+uint32_t intern_frame(struct intern *in, const struct frame_key *key)
 {
 	struct str *name, *module = NULL, *file = NULL, *build_id = NULL;
 	struct frame_rec *fr;
 	uint32_t h, id, slot = 0;
 	int err = 0;
 
-	if (!s || !key || !key->name || (unsigned int)key->kind > FRAME_KIND_NVTX) {
+	if (!key || !key->name || (unsigned int)key->kind > FRAME_KIND_NVTX) {
 		errno = EINVAL;
 		return 0;
 	}
-	name = str_intern(s, key->name, &err);
+	name = str_intern(in, key->name, &err);
 	if (!err)
-		module = str_intern(s, key->module, &err);
+		module = str_intern(in, key->module, &err);
 	if (!err)
-		file = str_intern(s, key->file, &err);
+		file = str_intern(in, key->file, &err);
 	if (!err)
-		build_id = str_intern(s, key->build_id, &err);
+		build_id = str_intern(in, key->build_id, &err);
 	if (err)
 		goto nomem;
 	h = frame_hash(key->kind, name, module, key->address, file, key->line, build_id);
-	id = frame_probe(s, h, key->kind, name->s, module ? module->s : NULL, key->address,
+	id = frame_probe(in, h, key->kind, name->s, module ? module->s : NULL, key->address,
 			 file ? file->s : NULL, key->line, build_id ? build_id->s : NULL, &slot);
 	if (id)
 		return id;
-	if (s->nframes == UINT32_MAX - 1)
+	if (store_mem_grow(in->bytes, (void **)&in->frames, &in->frames_cap,
+			   (size_t)in->nframes + 1, 64, sizeof(*fr), UINT32_MAX - 1))
 		goto nomem;
-	if (s->nframes == s->frames_cap) {
-		uint32_t ncap = s->frames_cap ? s->frames_cap * 2 : 64;
-		void *nf = store_mem_realloc(s, s->frames, s->frames_cap * sizeof(*fr),
-					     ncap * sizeof(*fr));
-
-		if (!nf)
+	if (((uint64_t)in->nframes + 1) * 4 > ((uint64_t)in->framemask + 1) * 3) {
+		if (frametab_rebuild(in, 2 * ((uint64_t)in->framemask + 1)))
 			goto nomem;
-		s->frames = nf;
-		s->frames_cap = ncap;
-	}
-	if ((s->nframes + 1) * 4 > (s->framemask + 1) * 3) {
-		if (frametab_rebuild(s, 2 * (s->framemask + 1)))
-			goto nomem;
-		frame_probe(s, h, key->kind, name->s, module ? module->s : NULL, key->address,
+		frame_probe(in, h, key->kind, name->s, module ? module->s : NULL, key->address,
 			    file ? file->s : NULL, key->line, build_id ? build_id->s : NULL, &slot);
 	}
-	fr = &s->frames[s->nframes];
+	fr = &in->frames[in->nframes];
 	fr->f.kind = key->kind;
 	fr->f.name = name->s;
 	fr->f.module = module ? module->s : NULL;
@@ -260,45 +256,45 @@ uint32_t store__intern_frame(struct store *s, const struct frame_key *key)
 	fr->f.build_id = build_id ? build_id->s : NULL;
 	fr->hash = h;
 	fr->refs = 0;
-	id = ++s->nframes;
-	s->frametab[slot] = id;
-	s->dead_bytes += FRAME_COST;
+	id = ++in->nframes;
+	in->frametab[slot] = id;
+	in->dead_bytes += FRAME_COST;
 	return id;
 nomem:
 	errno = ENOMEM;
 	return 0;
 }
 
-const struct store_frame *store__frame(const struct store *s, uint32_t frame_id)
+const struct store_frame *intern_frame_get(const struct intern *in, uint32_t id)
 {
-	if (!s || !frame_id || frame_id > s->nframes)
+	if (!id || id > in->nframes)
 		return NULL;
-	return &s->frames[frame_id - 1].f;
+	return &in->frames[id - 1].f;
 }
 
-static void frame_ref(struct store *s, uint32_t id)
+static void frame_ref(struct intern *in, uint32_t id)
 {
-	struct frame_rec *fr = &s->frames[id - 1];
+	struct frame_rec *fr = &in->frames[id - 1];
 
 	if (fr->refs++ == 0) {
-		s->dead_bytes -= FRAME_COST;
-		str_ref(s, fr->f.name);
-		str_ref(s, fr->f.module);
-		str_ref(s, fr->f.file);
-		str_ref(s, fr->f.build_id);
+		in->dead_bytes -= FRAME_COST;
+		str_ref(in, fr->f.name);
+		str_ref(in, fr->f.module);
+		str_ref(in, fr->f.file);
+		str_ref(in, fr->f.build_id);
 	}
 }
 
-static void frame_unref(struct store *s, uint32_t id)
+static void frame_unref(struct intern *in, uint32_t id)
 {
-	struct frame_rec *fr = &s->frames[id - 1];
+	struct frame_rec *fr = &in->frames[id - 1];
 
 	if (--fr->refs == 0) {
-		s->dead_bytes += FRAME_COST;
-		str_unref(s, fr->f.name);
-		str_unref(s, fr->f.module);
-		str_unref(s, fr->f.file);
-		str_unref(s, fr->f.build_id);
+		in->dead_bytes += FRAME_COST;
+		str_unref(in, fr->f.name);
+		str_unref(in, fr->f.module);
+		str_unref(in, fr->f.file);
+		str_unref(in, fr->f.build_id);
 	}
 }
 
@@ -309,403 +305,363 @@ static uint64_t stack_cost(uint32_t n)
 	return sizeof(struct stack_rec) + 2 * sizeof(uint32_t) + (uint64_t)n * sizeof(uint32_t);
 }
 
-static int stacktab_rebuild(struct store *s, uint32_t want)
+static int stacktab_rebuild(struct intern *in, uint64_t want)
 {
 	uint32_t *tab, mask;
 
-	if (store_idtab_alloc(s, &tab, &mask, want))
+	if (store_idtab_alloc(in->bytes, &tab, &mask, want))
 		return -ENOMEM;
-	for (uint32_t id = 1; id <= s->nstacks; id++)
-		store_idtab_insert(tab, mask, s->stacks[id - 1].hash, id);
-	store_mem_free(s, s->stacktab, (s->stackmask + 1) * sizeof(uint32_t));
-	s->stacktab = tab;
-	s->stackmask = mask;
+	for (uint32_t id = 1; id <= in->nstacks; id++)
+		store_idtab_insert(tab, mask, in->stacks[id - 1].hash, id);
+	store_mem_free(in->bytes, in->stacktab, (in->stackmask + 1) * sizeof(uint32_t));
+	in->stacktab = tab;
+	in->stackmask = mask;
 	return 0;
 }
 
-static uint32_t stack_probe(const struct store *s, uint32_t h, const uint32_t *frames, size_t n,
+static uint32_t stack_probe(const struct intern *in, uint32_t h, const uint32_t *frames, size_t n,
 			    uint32_t *slot)
 {
 	uint32_t i, id;
 
-	for (i = h & s->stackmask; (id = s->stacktab[i]); i = (i + 1) & s->stackmask) {
-		const struct stack_rec *sr = &s->stacks[id - 1];
+	for (i = h & in->stackmask; (id = in->stacktab[i]); i = (i + 1) & in->stackmask) {
+		const struct stack_rec *sr = &in->stacks[id - 1];
 
 		if (sr->hash == h && sr->n == n &&
-		    !memcmp(&s->pool[sr->off], frames, n * sizeof(uint32_t)))
+		    !memcmp(&in->pool[sr->off], frames, n * sizeof(uint32_t)))
 			return id;
 	}
 	*slot = i;
 	return 0;
 }
 
-uint32_t store__intern_stack(struct store *s, const uint32_t *frames, size_t n)
+uint32_t intern_stack(struct intern *in, const uint32_t *frames, size_t n)
 {
 	struct stack_rec *sr;
 	uint32_t h, id, slot = 0;
 
-	if (!s || (n && !frames) || n > MAX_STACK_DEPTH) {
+	if ((n && !frames) || n > MAX_STACK_DEPTH) {
 		errno = EINVAL;
 		return 0;
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (!frames[i] || frames[i] > s->nframes) {
+		if (!frames[i] || frames[i] > in->nframes) {
 			errno = EINVAL;
 			return 0;
 		}
 	}
 	h = stack_hash(frames, n);
-	id = stack_probe(s, h, frames, n, &slot);
+	id = stack_probe(in, h, frames, n, &slot);
 	if (id)
 		return id;
-	if (s->nstacks == UINT32_MAX - 1 || (uint64_t)s->pool_n + n > UINT32_MAX)
+	/* Ids and pool offsets are uint32: the growths refuse what would not fit. */
+	if (store_mem_grow(in->bytes, (void **)&in->stacks, &in->stacks_cap,
+			   (size_t)in->nstacks + 1, 64, sizeof(*sr), UINT32_MAX - 1) ||
+	    store_mem_grow(in->bytes, (void **)&in->pool, &in->pool_cap, (size_t)in->pool_n + n,
+			   256, sizeof(uint32_t), UINT32_MAX))
 		goto nomem;
-	if (s->nstacks == s->stacks_cap) {
-		uint32_t ncap = s->stacks_cap ? s->stacks_cap * 2 : 64;
-		void *ns = store_mem_realloc(s, s->stacks, s->stacks_cap * sizeof(*sr),
-					     ncap * sizeof(*sr));
-
-		if (!ns)
+	if (((uint64_t)in->nstacks + 1) * 4 > ((uint64_t)in->stackmask + 1) * 3) {
+		if (stacktab_rebuild(in, 2 * ((uint64_t)in->stackmask + 1)))
 			goto nomem;
-		s->stacks = ns;
-		s->stacks_cap = ncap;
+		stack_probe(in, h, frames, n, &slot);
 	}
-	if (s->pool_n + n > s->pool_cap) {
-		uint64_t ncap = s->pool_cap ? s->pool_cap : 256;
-		void *np;
-
-		while (ncap < s->pool_n + n)
-			ncap *= 2;
-		if (ncap > UINT32_MAX)
-			ncap = UINT32_MAX;
-		np = store_mem_realloc(s, s->pool, s->pool_cap * sizeof(uint32_t),
-				       ncap * sizeof(uint32_t));
-		if (!np)
-			goto nomem;
-		s->pool = np;
-		s->pool_cap = (uint32_t)ncap;
-	}
-	if ((s->nstacks + 1) * 4 > (s->stackmask + 1) * 3) {
-		if (stacktab_rebuild(s, 2 * (s->stackmask + 1)))
-			goto nomem;
-		stack_probe(s, h, frames, n, &slot);
-	}
-	sr = &s->stacks[s->nstacks];
-	sr->off = s->pool_n;
+	sr = &in->stacks[in->nstacks];
+	sr->off = in->pool_n;
 	sr->n = (uint32_t)n;
 	sr->hash = h;
 	sr->refs = 0;
 	if (n)
-		memcpy(&s->pool[s->pool_n], frames, n * sizeof(uint32_t));
-	s->pool_n += (uint32_t)n;
-	id = ++s->nstacks;
-	s->stacktab[slot] = id;
-	s->dead_bytes += stack_cost(sr->n);
+		memcpy(&in->pool[in->pool_n], frames, n * sizeof(uint32_t));
+	in->pool_n += (uint32_t)n;
+	id = ++in->nstacks;
+	in->stacktab[slot] = id;
+	in->dead_bytes += stack_cost(sr->n);
 	return id;
 nomem:
 	errno = ENOMEM;
 	return 0;
 }
 
-bool store__stack(const struct store *s, uint32_t stack_id, const uint32_t **frames, size_t *n)
+bool intern_stack_get(const struct intern *in, uint32_t id, const uint32_t **frames, size_t *n)
 {
 	const struct stack_rec *sr;
 
-	if (!s || !stack_id || stack_id > s->nstacks)
+	if (!id || id > in->nstacks)
 		return false;
-	sr = &s->stacks[stack_id - 1];
-	*frames = &s->pool[sr->off];
+	sr = &in->stacks[id - 1];
+	*frames = &in->pool[sr->off];
 	*n = sr->n;
 	return true;
 }
 
-void store_stack_ref(struct store *s, uint32_t id)
+void intern_stack_ref(struct intern *in, uint32_t id)
 {
-	struct stack_rec *sr = &s->stacks[id - 1];
+	struct stack_rec *sr = &in->stacks[id - 1];
 
 	if (sr->refs++ == 0) {
-		s->dead_bytes -= stack_cost(sr->n);
+		in->dead_bytes -= stack_cost(sr->n);
 		for (uint32_t i = 0; i < sr->n; i++)
-			frame_ref(s, s->pool[sr->off + i]);
+			frame_ref(in, in->pool[sr->off + i]);
 	}
 }
 
-void store_stack_unref(struct store *s, uint32_t id)
+void intern_stack_unref(struct intern *in, uint32_t id)
 {
-	struct stack_rec *sr = &s->stacks[id - 1];
+	struct stack_rec *sr = &in->stacks[id - 1];
 
 	if (--sr->refs == 0) {
-		s->dead_bytes += stack_cost(sr->n);
+		in->dead_bytes += stack_cost(sr->n);
 		for (uint32_t i = 0; i < sr->n; i++)
-			frame_unref(s, s->pool[sr->off + i]);
+			frame_unref(in, in->pool[sr->off + i]);
 	}
-}
-
-/* --- GC holder ----------------------------------------------------------------------------- */
-
-void store__set_gc_holder(struct store *s, store_gc_fn cb, void *ctx)
-{
-	if (!s)
-		return;
-	s->gc_cb = cb;
-	s->gc_ctx = cb ? ctx : NULL;
-}
-
-void store__gc_keep_stack(struct store *s, uint32_t stack)
-{
-	uint64_t bit;
-
-	if (!s || !s->gc_marking || !stack || stack > s->nstacks)
-		return;
-	bit = 1ull << (stack % 64);
-	if (s->gc_keep[stack / 64] & bit)
-		return;
-	/* A reference for the compaction's duration: frames and strings stay with the stack. */
-	s->gc_keep[stack / 64] |= bit;
-	store_stack_ref(s, stack);
-}
-
-uint32_t store__gc_remap_stack(const struct store *s, uint32_t stack)
-{
-	if (!s || !s->gc_remapping || !stack || stack > s->gc_nold)
-		return 0;
-	return s->gc_smap ? s->gc_smap[stack] : stack;
-}
-
-/* Asks the holder which stacks it keeps (keep: a zeroed bit per stack id). */
-static void gc_mark(struct store *s, uint64_t *keep)
-{
-	s->gc_nold = s->nstacks;
-	if (!s->gc_cb)
-		return;
-	s->gc_keep = keep;
-	s->gc_marking = true;
-	s->gc_cb(s, STORE_GC_MARK, s->gc_ctx);
-	s->gc_marking = false;
-	s->gc_keep = NULL;
-}
-
-/*
- * Tells the holder the new ids (smap NULL: unchanged), then drops the references the marks took:
- * what only the holder keeps is dead again, and stays so (dead_floor) until it lets go or a bucket
- * names it.
- */
-static void gc_remap(struct store *s, const uint64_t *keep, const uint32_t *smap)
-{
-	if (!s->gc_cb)
-		return;
-	s->gc_smap = smap;
-	s->gc_remapping = true;
-	s->gc_cb(s, STORE_GC_REMAP, s->gc_ctx);
-	s->gc_remapping = false;
-	s->gc_smap = NULL;
-	for (uint32_t id = 1; id <= s->gc_nold; id++)
-		if (keep[id / 64] & (1ull << (id % 64)))
-			store_stack_unref(s, smap ? smap[id] : id);
 }
 
 /* --- compaction ----------------------------------------------------------------------------- */
 
-int store__compact(struct store *s)
+/*
+ * The keep bits and the maps are plain heap, not charged: they live for one compaction and are
+ * not part of what the store keeps.
+ */
+int intern_gc_init(struct intern_gc *gc, const struct intern *in)
 {
-	uint32_t *smap = NULL, *fmap = NULL, *ftab = NULL, *stab = NULL, fmask, smask;
-	struct str **strtab = NULL;
-	uint32_t nf = 0, ns = 0, nstr = 0, strmask = 15, pos = 0;
-	uint64_t *keep = NULL;
-	bool renumbered = false;
-	int err = -ENOMEM;
+	memset(gc, 0, sizeof(*gc));
+	gc->nkeep = in->nstacks;
+	gc->keep = calloc(gc->nkeep / 64 + 1, sizeof(*gc->keep));
+	return gc->keep ? 0 : -ENOMEM;
+}
 
-	if (!s)
-		return -EINVAL;
-	if (s->gc_marking || s->gc_remapping)
-		return -EBUSY; /* the holder's callback must not compact */
-	/* Everything that can fail is allocated before the first change. */
-	smap = calloc(s->nstacks + 1, sizeof(*smap));
-	fmap = calloc(s->nframes + 1, sizeof(*fmap));
-	keep = calloc(s->nstacks / 64 + 1, sizeof(*keep));
-	if (!smap || !fmap || !keep)
-		goto out_free;
-	gc_mark(s, keep);
-	for (uint32_t id = 1; id <= s->nstacks; id++)
-		if (s->stacks[id - 1].refs)
-			smap[id] = ++ns;
-	for (uint32_t id = 1; id <= s->nframes; id++)
-		if (s->frames[id - 1].refs)
-			fmap[id] = ++nf;
-	for (uint32_t i = 0; i <= s->strmask; i++)
-		if (s->strtab[i] && s->strtab[i]->refs)
-			nstr++;
-	if (ns == s->nstacks && nf == s->nframes && nstr == s->nstr) {
-		/* Nothing is dead after all: say so, or the cap loop would compact forever. */
-		s->dead_bytes = 0;
-		err = 0;
-		goto out;
-	}
-	/* From here on nothing fails: the holder is told the new ids below. */
-	while ((strmask + 1) * 3 < nstr * 4 + 4)
-		strmask = 2 * strmask + 1;
-	strtab = store_mem_zalloc(s, (strmask + 1) * sizeof(*strtab));
-	if (!strtab || store_idtab_alloc(s, &ftab, &fmask, nf) ||
-	    store_idtab_alloc(s, &stab, &smask, ns))
-		goto out_tabs;
+void intern_gc_keep(struct intern *in, struct intern_gc *gc, uint32_t stack)
+{
+	uint64_t bit = 1ull << (stack % 64);
 
-	/* Strings: survivors keep their address, so frames need no fix-up. */
-	for (uint32_t i = 0; i <= s->strmask; i++) {
-		struct str *st = s->strtab[i];
+	if (gc->released || !stack || stack > gc->nkeep || (gc->keep[stack / 64] & bit))
+		return;
+	/* A reference for the compaction's duration: frames and strings stay with the stack. */
+	gc->keep[stack / 64] |= bit;
+	intern_stack_ref(in, stack);
+}
+
+void intern_gc_release(struct intern *in, struct intern_gc *gc, bool renumbered)
+{
+	if (gc->released)
+		return;
+	gc->released = true;
+	for (uint32_t id = 1; id <= gc->nkeep; id++)
+		if (gc->keep[id / 64] & (1ull << (id % 64)))
+			intern_stack_unref(in, renumbered ? gc->smap[id] : id);
+}
+
+void intern_gc_fini(struct intern_gc *gc)
+{
+	free(gc->keep);
+	free(gc->smap);
+	free(gc->fmap);
+	memset(gc, 0, sizeof(*gc));
+}
+
+/* What a compaction prepares before it changes anything: survivor counts and their tables. */
+struct gc_tabs {
+	uint32_t ns, nf, nstr;
+	struct str **strtab;
+	uint32_t strmask;
+	uint32_t *ftab, fmask;
+	uint32_t *stab, smask;
+};
+
+/* Number the referenced stacks and frames densely in id order; count the referenced strings. */
+static void gc_number(const struct intern *in, struct intern_gc *gc, struct gc_tabs *t)
+{
+	for (uint32_t id = 1; id <= in->nstacks; id++)
+		if (in->stacks[id - 1].refs)
+			gc->smap[id] = ++t->ns;
+	for (uint32_t id = 1; id <= in->nframes; id++)
+		if (in->frames[id - 1].refs)
+			gc->fmap[id] = ++t->nf;
+	for (uint32_t i = 0; i <= in->strmask; i++)
+		if (in->strtab[i] && in->strtab[i]->refs)
+			t->nstr++;
+}
+
+static void gc_free_tabs(struct intern *in, struct gc_tabs *t)
+{
+	store_mem_free(in->bytes, t->strtab, ((size_t)t->strmask + 1) * sizeof(*t->strtab));
+	store_mem_free(in->bytes, t->ftab, ((size_t)t->fmask + 1) * sizeof(uint32_t));
+	store_mem_free(in->bytes, t->stab, ((size_t)t->smask + 1) * sizeof(uint32_t));
+}
+
+/* The survivors' tables, allocated before the first change. Returns 0 or -ENOMEM (none kept). */
+static int gc_alloc_tabs(struct intern *in, struct gc_tabs *t)
+{
+	uint64_t nslots = 16;
+
+	/* No more strings than the table in use holds: no overflow. */
+	while (nslots * 3 < (uint64_t)t->nstr * 4 + 4)
+		nslots *= 2;
+	t->strmask = (uint32_t)(nslots - 1);
+	t->strtab = store_mem_zalloc(in->bytes, nslots * sizeof(*t->strtab));
+	if (t->strtab && !store_idtab_alloc(in->bytes, &t->ftab, &t->fmask, t->nf) &&
+	    !store_idtab_alloc(in->bytes, &t->stab, &t->smask, t->ns))
+		return 0;
+	gc_free_tabs(in, t);
+	return -ENOMEM;
+}
+
+/* Free the dead strings, move the living to the new table: they keep their address, so frames
+ * need no fix-up. */
+static void compact_strings(struct intern *in, struct gc_tabs *t)
+{
+	for (uint32_t i = 0; i <= in->strmask; i++) {
+		struct str *st = in->strtab[i];
 		uint32_t j;
 
 		if (!st)
 			continue;
 		if (!st->refs) {
-			s->str_bytes -= str_cost(st->len);
-			store_mem_free(s, st, sizeof(*st) + st->len + 1);
+			in->str_bytes -= str_cost(st->len);
+			store_mem_free(in->bytes, st, sizeof(*st) + st->len + 1);
 			continue;
 		}
-		for (j = st->hash & strmask; strtab[j]; j = (j + 1) & strmask)
+		for (j = st->hash & t->strmask; t->strtab[j]; j = (j + 1) & t->strmask)
 			;
-		strtab[j] = st;
+		t->strtab[j] = st;
 	}
-	store_mem_free(s, s->strtab, (s->strmask + 1) * sizeof(*strtab));
-	s->strtab = strtab;
-	s->strmask = strmask;
-	s->nstr = nstr;
-
-	/* Frames move down in id order; their hash does not depend on ids. */
-	for (uint32_t id = 1; id <= s->nframes; id++) {
-		if (!fmap[id])
-			continue;
-		s->frames[fmap[id] - 1] = s->frames[id - 1];
-		store_idtab_insert(ftab, fmask, s->frames[fmap[id] - 1].hash, fmap[id]);
-	}
-	s->nframes = nf;
-	store_mem_free(s, s->frametab, (s->framemask + 1) * sizeof(uint32_t));
-	s->frametab = ftab;
-	s->framemask = fmask;
-
-	/* Stacks and the pool move down in order (writes never pass reads); hashes change. */
-	for (uint32_t id = 1; id <= s->nstacks; id++) {
-		struct stack_rec sr = s->stacks[id - 1];
-
-		if (!smap[id])
-			continue;
-		for (uint32_t k = 0; k < sr.n; k++)
-			s->pool[pos + k] = fmap[s->pool[sr.off + k]];
-		sr.off = pos;
-		sr.hash = stack_hash(&s->pool[pos], sr.n);
-		pos += sr.n;
-		s->stacks[smap[id] - 1] = sr;
-		store_idtab_insert(stab, smask, sr.hash, smap[id]);
-	}
-	s->nstacks = ns;
-	s->pool_n = pos;
-	store_mem_free(s, s->stacktab, (s->stackmask + 1) * sizeof(uint32_t));
-	s->stacktab = stab;
-	s->stackmask = smask;
-
-	/* Entries name stacks by id; open buckets hash on it. */
-	for (uint32_t k = 0; k < s->nb; k++) {
-		struct bucket *b = &s->b[k];
-
-		for (uint32_t j = 0; j < b->n; j++)
-			b->e[j].stack = smap[b->e[j].stack];
-		if (b->tab) {
-			memset(b->tab, 0, (b->mask + 1) * sizeof(uint32_t));
-			for (uint32_t j = 0; j < b->n; j++)
-				store_idtab_insert(
-				    b->tab, b->mask,
-				    store_entry_hash(b->e[j].pidcol, b->e[j].tid, b->e[j].stack),
-				    j + 1);
-		}
-	}
-
-	/* Give memory back; a failed shrink only keeps the larger block. */
-	if (s->frames_cap > 64 && nf < s->frames_cap / 2) {
-		uint32_t ncap = nf + nf / 4 + 64;
-		void *p = store_mem_realloc(s, s->frames, s->frames_cap * sizeof(struct frame_rec),
-					    ncap * sizeof(struct frame_rec));
-
-		if (p) {
-			s->frames = p;
-			s->frames_cap = ncap;
-		}
-	}
-	if (s->stacks_cap > 64 && ns < s->stacks_cap / 2) {
-		uint32_t ncap = ns + ns / 4 + 64;
-		void *p = store_mem_realloc(s, s->stacks, s->stacks_cap * sizeof(struct stack_rec),
-					    ncap * sizeof(struct stack_rec));
-
-		if (p) {
-			s->stacks = p;
-			s->stacks_cap = ncap;
-		}
-	}
-	if (s->pool_cap > 256 && pos < s->pool_cap / 2) {
-		uint32_t ncap = pos + pos / 4 + 256;
-		void *p = store_mem_realloc(s, s->pool, s->pool_cap * sizeof(uint32_t),
-					    ncap * sizeof(uint32_t));
-
-		if (p) {
-			s->pool = p;
-			s->pool_cap = ncap;
-		}
-	}
-	s->dead_bytes = 0;
-	s->generation++;
-	s->compactions++;
-	renumbered = true;
-	err = 0;
-	goto out;
-out_tabs:
-	if (strtab)
-		store_mem_free(s, strtab, (strmask + 1) * sizeof(*strtab));
-	if (ftab)
-		store_mem_free(s, ftab, (fmask + 1) * sizeof(uint32_t));
-	if (stab)
-		store_mem_free(s, stab, (smask + 1) * sizeof(uint32_t));
-out:
-	/* After a failure, or with nothing dropped, ids are unchanged. */
-	gc_remap(s, keep, renumbered ? smap : NULL);
-	if (!err)
-		s->dead_floor = s->dead_bytes;
-out_free:
-	free(smap);
-	free(fmap);
-	free(keep);
-	return err;
+	store_mem_free(in->bytes, in->strtab, ((size_t)in->strmask + 1) * sizeof(*in->strtab));
+	in->strtab = t->strtab;
+	in->strmask = t->strmask;
+	in->nstr = t->nstr;
+	t->strtab = NULL;
 }
 
-uint64_t store_interned_bytes(const struct store *s)
+/* Frames move down in id order; their hash does not depend on ids. */
+static void compact_frames(struct intern *in, const struct intern_gc *gc, struct gc_tabs *t)
 {
-	return store_mem_cost(s->frames_cap * sizeof(struct frame_rec)) +
-	       store_mem_cost((s->framemask + 1) * sizeof(uint32_t)) +
-	       store_mem_cost(s->stacks_cap * sizeof(struct stack_rec)) +
-	       store_mem_cost((s->stackmask + 1) * sizeof(uint32_t)) +
-	       store_mem_cost(s->pool_cap * sizeof(uint32_t)) +
-	       store_mem_cost((s->strmask + 1) * sizeof(struct str *)) + s->str_bytes -
-	       (uint64_t)s->nstr * 2 * sizeof(struct str *);
+	for (uint32_t id = 1; id <= in->nframes; id++) {
+		uint32_t to = gc->fmap[id];
+
+		if (!to)
+			continue;
+		in->frames[to - 1] = in->frames[id - 1];
+		store_idtab_insert(t->ftab, t->fmask, in->frames[to - 1].hash, to);
+	}
+	in->nframes = t->nf;
+	store_mem_free(in->bytes, in->frametab, ((size_t)in->framemask + 1) * sizeof(uint32_t));
+	in->frametab = t->ftab;
+	in->framemask = t->fmask;
+	t->ftab = NULL;
+}
+
+/* Stacks and the pool move down in order (writes never pass reads); their frame ids change, and
+ * with them their hash. */
+static void compact_stacks(struct intern *in, const struct intern_gc *gc, struct gc_tabs *t)
+{
+	uint32_t pos = 0;
+
+	for (uint32_t id = 1; id <= in->nstacks; id++) {
+		struct stack_rec sr = in->stacks[id - 1];
+		uint32_t to = gc->smap[id];
+
+		if (!to)
+			continue;
+		for (uint32_t k = 0; k < sr.n; k++)
+			in->pool[pos + k] = gc->fmap[in->pool[sr.off + k]];
+		sr.off = pos;
+		sr.hash = stack_hash(&in->pool[pos], sr.n);
+		pos += sr.n;
+		in->stacks[to - 1] = sr;
+		store_idtab_insert(t->stab, t->smask, sr.hash, to);
+	}
+	in->nstacks = t->ns;
+	in->pool_n = pos;
+	store_mem_free(in->bytes, in->stacktab, ((size_t)in->stackmask + 1) * sizeof(uint32_t));
+	in->stacktab = t->stab;
+	in->stackmask = t->smask;
+	t->stab = NULL;
+}
+
+/* Give back most of an array a compaction emptied; a failed shrink keeps the larger block. */
+static void shrink(uint64_t *bytes, void **arr, uint32_t *cap, uint32_t n, uint32_t slack,
+		   size_t elem)
+{
+	uint32_t ncap;
+	void *p;
+
+	if (*cap <= slack || n >= *cap / 2)
+		return;
+	ncap = n + n / 4 + slack; /* n < 2^31: no overflow */
+	p = store_mem_realloc(bytes, *arr, (size_t)*cap * elem, (size_t)ncap * elem);
+	if (p) {
+		*arr = p;
+		*cap = ncap;
+	}
+}
+
+int intern_gc_compact(struct intern *in, struct intern_gc *gc)
+{
+	struct gc_tabs t = {0};
+
+	gc->nstacks = in->nstacks;
+	gc->nframes = in->nframes;
+	gc->smap = calloc((size_t)in->nstacks + 1, sizeof(*gc->smap));
+	gc->fmap = calloc((size_t)in->nframes + 1, sizeof(*gc->fmap));
+	if (!gc->smap || !gc->fmap)
+		return -ENOMEM;
+	gc_number(in, gc, &t);
+	if (t.ns == in->nstacks && t.nf == in->nframes && t.nstr == in->nstr) {
+		/* Nothing is dead after all: say so, or the estimate would ask for this again. */
+		in->dead_bytes = 0;
+		return 0;
+	}
+	if (gc_alloc_tabs(in, &t))
+		return -ENOMEM;
+	/* From here on nothing fails. */
+	compact_strings(in, &t);
+	compact_frames(in, gc, &t);
+	compact_stacks(in, gc, &t);
+	shrink(in->bytes, (void **)&in->frames, &in->frames_cap, in->nframes, 64,
+	       sizeof(struct frame_rec));
+	shrink(in->bytes, (void **)&in->stacks, &in->stacks_cap, in->nstacks, 64,
+	       sizeof(struct stack_rec));
+	shrink(in->bytes, (void **)&in->pool, &in->pool_cap, in->pool_n, 256, sizeof(uint32_t));
+	in->dead_bytes = 0;
+	return 1;
+}
+
+uint64_t intern_bytes(const struct intern *in)
+{
+	return store_mem_cost((size_t)in->frames_cap * sizeof(struct frame_rec)) +
+	       store_mem_cost(((size_t)in->framemask + 1) * sizeof(uint32_t)) +
+	       store_mem_cost((size_t)in->stacks_cap * sizeof(struct stack_rec)) +
+	       store_mem_cost(((size_t)in->stackmask + 1) * sizeof(uint32_t)) +
+	       store_mem_cost((size_t)in->pool_cap * sizeof(uint32_t)) +
+	       store_mem_cost(((size_t)in->strmask + 1) * sizeof(struct str *)) + in->str_bytes -
+	       (uint64_t)in->nstr * 2 * sizeof(struct str *);
 }
 
 /* --- life cycle ----------------------------------------------------------------------------- */
 
-int store_intern_init(struct store *s)
+int intern_init(struct intern *in, uint64_t *bytes)
 {
-	s->strmask = 15;
-	s->strtab = store_mem_zalloc(s, 16 * sizeof(*s->strtab));
-	if (!s->strtab || store_idtab_alloc(s, &s->frametab, &s->framemask, 0) ||
-	    store_idtab_alloc(s, &s->stacktab, &s->stackmask, 0))
+	memset(in, 0, sizeof(*in));
+	in->bytes = bytes;
+	in->strmask = 15;
+	in->strtab = store_mem_zalloc(bytes, 16 * sizeof(*in->strtab));
+	if (!in->strtab || store_idtab_alloc(bytes, &in->frametab, &in->framemask, 0) ||
+	    store_idtab_alloc(bytes, &in->stacktab, &in->stackmask, 0))
 		return -ENOMEM;
 	return 0;
 }
 
-void store_intern_free(struct store *s)
+/* The owner is going away: plain frees, nothing left to charge. */
+void intern_fini(struct intern *in)
 {
-	if (s->strtab)
-		for (uint32_t i = 0; i <= s->strmask; i++)
-			free(s->strtab[i]);
-	free(s->strtab);
-	free(s->frames);
-	free(s->frametab);
-	free(s->stacks);
-	free(s->stacktab);
-	free(s->pool);
+	if (in->strtab)
+		for (uint32_t i = 0; i <= in->strmask; i++)
+			free(in->strtab[i]);
+	free(in->strtab);
+	free(in->frames);
+	free(in->frametab);
+	free(in->stacks);
+	free(in->stacktab);
+	free(in->pool);
+	memset(in, 0, sizeof(*in));
 }

@@ -68,13 +68,13 @@ static int set_comm(struct store *s, char **dst, const char *comm)
 	len = store_clip_len(comm, MAX_COMM);
 	if (*dst && strlen(*dst) == len && !memcmp(*dst, comm, len))
 		return 0;
-	p = store_mem_alloc(s, len + 1);
+	p = store_mem_alloc(&s->bytes, len + 1);
 	if (!p)
 		return -ENOMEM;
 	memcpy(p, comm, len);
 	p[len] = '\0';
 	if (*dst)
-		store_mem_free(s, *dst, strlen(*dst) + 1);
+		store_mem_free(&s->bytes, *dst, strlen(*dst) + 1);
 	*dst = p;
 	return 0;
 }
@@ -88,13 +88,13 @@ int store__set_process(struct store *s, uint32_t pid, uint32_t uid, const char *
 		return -EINVAL;
 	p = ptrmap_get(&s->procs, pid);
 	if (!p) {
-		p = store_mem_zalloc(s, sizeof(*p));
+		p = store_mem_zalloc(&s->bytes, sizeof(*p));
 		if (!p)
 			return -ENOMEM;
 		p->pid = pid;
 		err = pmap_put(s, &s->procs, pid, p);
 		if (err) {
-			store_mem_free(s, p, sizeof(*p));
+			store_mem_free(&s->bytes, p, sizeof(*p));
 			return err;
 		}
 	}
@@ -115,14 +115,14 @@ int store__set_thread(struct store *s, uint32_t pid, uint32_t tid, const char *c
 		return -EINVAL;
 	t = ptrmap_get(&s->threads, thread_key(pid, tid));
 	if (!t) {
-		t = store_mem_zalloc(s, sizeof(*t));
+		t = store_mem_zalloc(&s->bytes, sizeof(*t));
 		if (!t)
 			return -ENOMEM;
 		t->pid = pid;
 		t->tid = tid;
 		err = pmap_put(s, &s->threads, thread_key(pid, tid), t);
 		if (err) {
-			store_mem_free(s, t, sizeof(*t));
+			store_mem_free(&s->bytes, t, sizeof(*t));
 			return err;
 		}
 	}
@@ -162,15 +162,15 @@ const char *store__thread_name(const struct store *s, uint32_t pid, uint32_t tid
 static void proc_release(struct store *s, struct proc *p)
 {
 	if (p->comm)
-		store_mem_free(s, p->comm, strlen(p->comm) + 1);
-	store_mem_free(s, p, sizeof(*p));
+		store_mem_free(&s->bytes, p->comm, strlen(p->comm) + 1);
+	store_mem_free(&s->bytes, p, sizeof(*p));
 }
 
 static void thread_release(struct store *s, struct thread *t)
 {
 	if (t->comm)
-		store_mem_free(s, t->comm, strlen(t->comm) + 1);
-	store_mem_free(s, t, sizeof(*t));
+		store_mem_free(&s->bytes, t->comm, strlen(t->comm) + 1);
+	store_mem_free(&s->bytes, t, sizeof(*t));
 }
 
 /* Drop metadata no remaining bucket refers to (exited processes; any thread). */

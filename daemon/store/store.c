@@ -2,8 +2,8 @@
 /*
  * The aggregation store: time buckets of (column, pid, tid, stack, value) entries, adding,
  * eviction under the memory cap, queries, and the store's life cycle. Interning lives in
- * intern.c, process and thread metadata in meta.c; store_priv.h describes the whole
- * layout.
+ * intern.c, compaction in gc.c, process and thread metadata in meta.c; store_priv.h describes
+ * the whole layout.
  */
 #include "store_priv.h"
 
@@ -18,18 +18,18 @@
 
 /* --- buckets -------------------------------------------------------------------------------- */
 
-static int bucket_build_tab(struct store *s, struct bucket *b, uint32_t want)
+static int bucket_build_tab(struct store *s, struct bucket *b, uint64_t want)
 {
 	uint32_t *tab, mask;
 
-	if (store_idtab_alloc(s, &tab, &mask, want))
+	if (store_idtab_alloc(&s->bytes, &tab, &mask, want))
 		return -ENOMEM;
 	for (uint32_t k = 0; k < b->n; k++) {
 		const struct entry *e = &b->e[k];
 
 		store_idtab_insert(tab, mask, store_entry_hash(e->pidcol, e->tid, e->stack), k + 1);
 	}
-	store_mem_free(s, b->tab, b->tab ? (b->mask + 1) * sizeof(uint32_t) : 0);
+	store_mem_free(&s->bytes, b->tab, b->tab ? (b->mask + 1) * sizeof(uint32_t) : 0);
 	b->tab = tab;
 	b->mask = mask;
 	return 0;
@@ -39,11 +39,11 @@ static void bucket_seal(struct store *s, struct bucket *b)
 {
 	if (!b->tab)
 		return;
-	store_mem_free(s, b->tab, (b->mask + 1) * sizeof(uint32_t));
+	store_mem_free(&s->bytes, b->tab, (b->mask + 1) * sizeof(uint32_t));
 	b->tab = NULL;
 	b->mask = 0;
 	if (b->n && b->n < b->cap) {
-		void *ne = store_mem_realloc(s, b->e, b->cap * sizeof(struct entry),
+		void *ne = store_mem_realloc(&s->bytes, b->e, b->cap * sizeof(struct entry),
 					     b->n * sizeof(struct entry));
 
 		if (ne) {
@@ -55,8 +55,8 @@ static void bucket_seal(struct store *s, struct bucket *b)
 
 static void bucket_release(struct store *s, struct bucket *b)
 {
-	store_mem_free(s, b->tab, (b->mask + 1) * sizeof(uint32_t));
-	store_mem_free(s, b->e, b->cap * sizeof(struct entry));
+	store_mem_free(&s->bytes, b->tab, (b->mask + 1) * sizeof(uint32_t));
+	store_mem_free(&s->bytes, b->e, b->cap * sizeof(struct entry));
 }
 
 /* Index of the first bucket with idx >= want (nb when none). */
@@ -97,15 +97,9 @@ static struct bucket *bucket_for(struct store *s, uint64_t idx)
 	pos = (s->nb && idx > s->b[s->nb - 1].idx) ? s->nb : bucket_lower(s, idx);
 	if (pos < s->nb && s->b[pos].idx == idx)
 		return &s->b[pos];
-	if (s->nb == s->bcap) {
-		uint32_t ncap = s->bcap ? s->bcap * 2 : 64;
-		void *nbk = store_mem_realloc(s, s->b, s->bcap * sizeof(*b), ncap * sizeof(*b));
-
-		if (!nbk)
-			return NULL;
-		s->b = nbk;
-		s->bcap = ncap;
-	}
+	if (store_mem_grow(&s->bytes, (void **)&s->b, &s->bcap, (size_t)s->nb + 1, 64, sizeof(*b),
+			   UINT32_MAX))
+		return NULL;
 	memmove(&s->b[pos + 1], &s->b[pos], (s->nb - pos) * sizeof(*b));
 	b = &s->b[pos];
 	memset(b, 0, sizeof(*b));
@@ -115,14 +109,14 @@ static struct bucket *bucket_for(struct store *s, uint64_t idx)
 		s->max_idx_plus1 = idx + 1;
 	if (pos == s->nb - 1) {
 		/* Size like the previous bucket: spares the doublings and rehashes of each one. */
-		uint32_t hint = pos ? s->b[pos - 1].n : 0;
+		uint32_t prev = pos ? s->b[pos - 1].n : 0;
+		uint64_t hint = prev + (uint64_t)prev / 4;
 
-		if (hint > 8) {
-			hint += hint / 4;
-			b->e = store_mem_alloc(s, hint * sizeof(struct entry));
+		if (prev > 8 && hint < UINT32_MAX) {
+			b->e = store_mem_alloc(&s->bytes, hint * sizeof(struct entry));
 			if (b->e)
-				b->cap = hint;
-			if (b->e && store_idtab_alloc(s, &b->tab, &b->mask, hint))
+				b->cap = (uint32_t)hint;
+			if (b->e && store_idtab_alloc(&s->bytes, &b->tab, &b->mask, hint))
 				b->tab = NULL;
 		}
 		seal_old(s);
@@ -143,7 +137,7 @@ static struct entry *bucket_entry(struct store *s, struct bucket *b, uint32_t pi
 	struct entry *e;
 
 	if (!b->tab) {
-		if (bucket_build_tab(s, b, b->n + 1))
+		if (bucket_build_tab(s, b, (uint64_t)b->n + 1))
 			return NULL;
 		if (b->n)
 			s->reopened = true;
@@ -153,17 +147,11 @@ static struct entry *bucket_entry(struct store *s, struct bucket *b, uint32_t pi
 		if (e->stack == stack && e->tid == tid && e->pidcol == pidcol && e->uid == uid)
 			return e;
 	}
-	if (b->n == b->cap) {
-		uint32_t ncap = b->cap ? b->cap * 2 : 8;
-		void *ne = store_mem_realloc(s, b->e, b->cap * sizeof(*e), ncap * sizeof(*e));
-
-		if (!ne)
-			return NULL;
-		b->e = ne;
-		b->cap = ncap;
-	}
-	if ((b->n + 1) * 4 > (b->mask + 1) * 3) {
-		if (bucket_build_tab(s, b, 2 * (b->mask + 1)))
+	if (store_mem_grow(&s->bytes, (void **)&b->e, &b->cap, (size_t)b->n + 1, 8, sizeof(*e),
+			   UINT32_MAX - 1))
+		return NULL;
+	if (((uint64_t)b->n + 1) * 4 > ((uint64_t)b->mask + 1) * 3) {
+		if (bucket_build_tab(s, b, 2 * ((uint64_t)b->mask + 1)))
 			return NULL;
 		for (i = h & b->mask; b->tab[i]; i = (i + 1) & b->mask)
 			;
@@ -188,7 +176,7 @@ static void evict_oldest(struct store *s)
 	for (uint32_t k = 0; k < b->n; k++) {
 		if (entry_col(&b->e[k]) == STORE_VALUE_CPU_SAMPLES)
 			s->evicted_samples += b->e[k].v;
-		store_stack_unref(s, b->e[k].stack);
+		intern_stack_unref(&s->in, b->e[k].stack);
 	}
 	if (!s->has_evicted || b->idx > s->evicted_upto)
 		s->evicted_upto = b->idx;
@@ -200,42 +188,31 @@ static void evict_oldest(struct store *s)
 }
 
 /*
- * Get back under the cap. Compaction loses nothing, so it comes first when it reclaims a real
- * share of the cap (that also bounds its cost: each run frees at least cap/8 for O(cap) work);
- * then the oldest buckets go; with no bucket left everything interned is dead but what the GC
- * holder keeps. Dead data the last compaction had to keep (dead_floor) does not count: it would
- * make every add compact again for nothing.
+ * Whether add must evict. Dead interned data does not count when the next compaction on the
+ * tick would reclaim it and bring the store back under the cap, and when it is a real share of
+ * the cap (that also bounds the compaction's cost: each run frees at least cap/8 for O(cap)
+ * work): evicting live buckets for it would lose data for nothing.
  */
-static void enforce_cap(struct store *s)
+static bool over_cap(const struct store *s)
 {
-	bool evicted = false, compact_failed = false, swept = false;
+	uint64_t r = store_reclaimable(s);
 
-	while (s->bytes > s->cap) {
-		if (s->dead_bytes >= s->dead_floor + s->cap / 8 && !compact_failed) {
-			/* Resets dead_bytes: runs again only after evictions kill more. */
-			if (store__compact(s))
-				compact_failed = true;
-			continue;
-		}
-		if (s->nb) {
-			evict_oldest(s);
-			evicted = true;
-			continue;
-		}
-		if (evicted && !swept) {
-			store_meta_sweep(s);
-			swept = true;
-			continue;
-		}
-		/* No bucket left: every interned object is dead. */
-		if (s->dead_bytes > s->dead_floor && !compact_failed) {
-			if (store__compact(s))
-				compact_failed = true;
-			continue;
-		}
-		break;
+	if (s->bytes <= s->cap)
+		return false;
+	return r < s->cap / 8 || s->bytes - r > s->cap;
+}
+
+void store_enforce_cap(struct store *s)
+{
+	bool evicted = false;
+
+	/* Eviction kills stacks, which raises what the next compaction reclaims. */
+	while (s->nb && over_cap(s)) {
+		evict_oldest(s);
+		evicted = true;
 	}
-	if (evicted && !swept)
+	/* With no bucket left, only a compaction brings the rest back (store__compact_due). */
+	if (evicted)
 		store_meta_sweep(s);
 }
 
@@ -249,7 +226,7 @@ int store__add(struct store *s, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint
 	bool created = false;
 	uint32_t uid;
 
-	if (!s || (unsigned int)col >= STORE_VALUE__COUNT || !stack || stack > s->nstacks ||
+	if (!s || (unsigned int)col >= STORE_VALUE__COUNT || !stack || stack > s->in.nstacks ||
 	    pid >= STORE_PID_LIMIT || tid >= STORE_PID_LIMIT)
 		return -EINVAL;
 	/*
@@ -285,16 +262,68 @@ int store__add(struct store *s, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint
 	if (ts_ns > s->newest_ns)
 		s->newest_ns = ts_ns;
 	if (created) {
-		store_stack_ref(s, stack);
+		intern_stack_ref(&s->in, stack);
 		store_meta_note(s, pid, tid, idx);
 	}
 	if (s->bytes > s->cap)
-		enforce_cap(s);
+		store_enforce_cap(s);
 	return 0;
 nomem:
 	if (col == STORE_VALUE_CPU_SAMPLES)
 		s->samples -= value;
 	return -ENOMEM;
+}
+
+/* --- interning: intern.c's, on the store's own data ------------------------------------------- */
+
+uint32_t store__intern_frame(struct store *s, const struct frame_key *key)
+{
+	if (!s) {
+		errno = EINVAL;
+		return 0;
+	}
+	return intern_frame(&s->in, key);
+}
+
+uint32_t store__intern_stack(struct store *s, const uint32_t *frames, size_t n)
+{
+	if (!s) {
+		errno = EINVAL;
+		return 0;
+	}
+	return intern_stack(&s->in, frames, n);
+}
+
+const struct store_frame *store__frame(const struct store *s, uint32_t frame_id)
+{
+	return s ? intern_frame_get(&s->in, frame_id) : NULL;
+}
+
+bool store__stack(const struct store *s, uint32_t stack_id, const uint32_t **frames, size_t *n)
+{
+	return s && intern_stack_get(&s->in, stack_id, frames, n);
+}
+
+/* --- renumbering ---------------------------------------------------------------------------- */
+
+/* Entries name stacks by id; an open bucket hashes on it. */
+static void bucket_remap(struct bucket *b, const uint32_t *smap)
+{
+	for (uint32_t j = 0; j < b->n; j++)
+		b->e[j].stack = smap[b->e[j].stack];
+	if (!b->tab)
+		return;
+	memset(b->tab, 0, ((size_t)b->mask + 1) * sizeof(uint32_t));
+	for (uint32_t j = 0; j < b->n; j++)
+		store_idtab_insert(b->tab, b->mask,
+				   store_entry_hash(b->e[j].pidcol, b->e[j].tid, b->e[j].stack),
+				   j + 1);
+}
+
+void store_buckets_remap(struct store *s, const uint32_t *smap)
+{
+	for (uint32_t k = 0; k < s->nb; k++)
+		bucket_remap(&s->b[k], smap);
 }
 
 /* --- query ---------------------------------------------------------------------------------- */
@@ -324,9 +353,12 @@ struct agg {
 
 static int agg_grow_tab(struct agg *a)
 {
-	uint32_t nslots = (a->mask + 1) * 2;
-	uint32_t *tab = calloc(nslots, sizeof(*tab));
+	uint32_t nslots, *tab;
 
+	if (a->mask >= STORE_IDTAB_MAX_SLOTS - 1)
+		return -ENOMEM;
+	nslots = (a->mask + 1) * 2;
+	tab = calloc(nslots, sizeof(*tab));
 	if (!tab)
 		return -ENOMEM;
 	for (uint32_t k = 0; k < a->n; k++)
@@ -345,15 +377,13 @@ static int agg_grow_tab(struct agg *a)
 static int agg_add_more(struct agg *a, struct agg_row *r, enum store_value col, uint64_t v)
 {
 	if (!r->more) {
-		if (a->nmore == a->more_cap) {
-			uint32_t ncap = a->more_cap ? a->more_cap * 2 : 256;
-			void *nm = realloc(a->more, (size_t)ncap * AGG_MORE * sizeof(uint64_t));
-
-			if (!nm)
-				return -ENOMEM;
-			a->more = nm;
-			a->more_cap = ncap;
-		}
+		/* Indexes are stored + 1 in a uint32: at most UINT32_MAX - 1 of them. */
+		if (a->nmore == a->more_cap &&
+		    (a->nmore == UINT32_MAX - 1 ||
+		     grow_array32((void **)&a->more, &a->more_cap,
+				  a->nmore < 256 ? 256 : (size_t)a->nmore + 1,
+				  AGG_MORE * sizeof(uint64_t))))
+			return -ENOMEM;
 		memset(&a->more[(size_t)a->nmore * AGG_MORE], 0, AGG_MORE * sizeof(uint64_t));
 		r->more = ++a->nmore;
 	}
@@ -379,16 +409,9 @@ static int agg_add(struct agg *a, const struct entry *e)
 			return agg_add_more(a, r, col, e->v);
 		}
 	}
-	if (a->n == a->cap) {
-		uint32_t ncap = a->cap * 2;
-		void *nr = realloc(a->rows, (size_t)ncap * sizeof(*r));
-
-		if (!nr)
-			return -ENOMEM;
-		a->rows = nr;
-		a->cap = ncap;
-	}
-	if ((a->n + 1) * 2 > a->mask + 1) {
+	if (a->n == a->cap && (a->n == UINT32_MAX - 1 || GROW32(a->rows, a->cap, (size_t)a->n + 1)))
+		return -ENOMEM;
+	if (((uint64_t)a->n + 1) * 2 > (uint64_t)a->mask + 1) {
 		if (agg_grow_tab(a))
 			return -ENOMEM;
 		for (i = h & a->mask; a->tab[i]; i = (i + 1) & a->mask)
@@ -545,7 +568,7 @@ struct store *store__new(const struct store_opts *opts)
 	s->bytes = store_mem_cost(sizeof(*s));
 	s->cap = opts && opts->mem_cap ? opts->mem_cap : DEFAULT_CAP;
 	s->bucket_ns = opts && opts->bucket_ns ? opts->bucket_ns : DEFAULT_BUCKET_NS;
-	if (store_intern_init(s) || store_meta_init(s)) {
+	if (intern_init(&s->in, &s->bytes) || store_meta_init(s)) {
 		store__free(s);
 		errno = ENOMEM;
 		return NULL;
@@ -560,7 +583,7 @@ void store__free(struct store *s)
 	for (uint32_t k = 0; k < s->nb; k++)
 		bucket_release(s, &s->b[k]);
 	free(s->b);
-	store_intern_free(s);
+	intern_fini(&s->in);
 	store_meta_free(s);
 	free(s);
 }
@@ -575,8 +598,8 @@ void store__stats(const struct store *s, struct store_stats *out)
 	out->evicted_buckets = s->evicted_buckets;
 	out->bytes = s->bytes;
 	out->cap = s->cap;
-	out->frames = s->nframes;
-	out->stacks = s->nstacks;
+	out->frames = s->in.nframes;
+	out->stacks = s->in.nstacks;
 	out->processes = s->procs.n;
 	out->threads = s->threads.n;
 	out->buckets = s->nb;
@@ -584,7 +607,7 @@ void store__stats(const struct store *s, struct store_stats *out)
 	out->newest_ns = s->nb ? s->newest_ns : 0;
 	out->generation = s->generation;
 	out->compactions = s->compactions;
-	out->interned_bytes = store_interned_bytes(s);
+	out->interned_bytes = intern_bytes(&s->in);
 }
 
 uint64_t store__generation(const struct store *s)

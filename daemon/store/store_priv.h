@@ -1,14 +1,12 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The aggregation store's private half, shared only by its own files:
- *   store.c         buckets, adding, eviction, queries, life cycle
+ *   store.c   buckets, adding, eviction, queries, life cycle
  *   intern.c  interned strings, frames and stacks, their reference counts, compaction
+ *             (struct intern, intern.h: its own data, charged to the store's byte counter)
+ *   gc.c      compaction as plan, keep, commit, run from the daemon's tick
  *   meta.c    process and thread metadata
- *
- * Interned data: strings (one allocation each, found through an open-addressing table of
- * pointers), frames and stacks (dense arrays indexed by id - 1, found through open-addressing
- * tables of ids). Stack frame ids live in one pool, appended in stack id order. Their record
- * types are private to intern.c.
+ *   store_mem.h  the charged allocator and id tables
  *
  * Values: an array of buckets in time order, each an array of (column, pid, tid, stack, value)
  * entries plus a hash table over them while the bucket may still receive many samples. An entry
@@ -17,31 +15,34 @@
  * newest are sealed: the table is freed and the entries shrunk to fit, because a late sample for
  * them is rare and rebuilding the table then is cheap.
  *
- * Reference counts say what is still needed: a stack counts the bucket entries naming it, a
- * frame the referenced stacks holding it, a string the referenced frames naming it. What drops
- * to zero is "dead": its approximate size is summed so that compaction runs when reclaiming pays.
- * A GC holder (the GPU module) keeps stack ids outside the buckets: compaction asks it which to
- * keep, holds a reference on each for its duration, and tells it the new ids. What only the
- * holder keeps stays counted as dead afterwards; `dead_floor` remembers that amount so it does
- * not trigger compaction again and again.
+ * Each bucket entry holds a reference on its stack (intern.h): eviction drops them, and what
+ * nothing references any more is dead, reclaimed by the next compaction. Compaction never runs
+ * inside store__add, so a stack id never moves between two adds: the daemon's periodic tick asks
+ * store__compact_due, plans, lets holders of ids outside the buckets (the GPU module) keep theirs,
+ * commits (renumbering the buckets' entries), and the holders map their ids. What only holders
+ * keep stays counted as dead afterwards; `dead_floor` remembers that amount so it does not make
+ * compaction look due again and again.
  *
- * Memory: every allocation goes through store_mem_alloc/_realloc/_free which charge an estimate
- * of what malloc really hands out (header and 16-byte rounding), so `bytes` follows the heap.
+ * The cap: store__add evicts the oldest buckets while the store is over its cap, but dead interned
+ * data the next compaction will reclaim does not count when it is a real share of the cap (see
+ * over_cap in store.c): that compaction is at most a tick away, and evicting live buckets for it
+ * would lose data for nothing. So between ticks the store may be over its cap by at most what the
+ * next compaction reclaims; a commit evicts whatever the estimate promised and did not free.
+ *
+ * Memory: every allocation is charged to `bytes` (store_mem.h), so it follows the heap.
  */
 #ifndef PROFD_STORE_PRIV_H
 #define PROFD_STORE_PRIV_H
 
 #include "hash.h"
+#include "intern.h"
 #include "ptrmap.h"
 #include "satmath.h"
 #include "store.h"
+#include "store_mem.h"
 
 #include <errno.h>
 #include <stdlib.h>
-
-struct str;
-struct frame_rec;
-struct stack_rec;
 
 /*
  * Pids and tids stay below 2^22 on Linux (PID_MAX_LIMIT in include/linux/threads.h: 4M on 64-bit),
@@ -89,28 +90,10 @@ struct store {
 	size_t cap;
 	uint64_t bucket_ns;
 	uint64_t bytes;
-	uint64_t dead_bytes; /* estimate of what compaction would reclaim */
-	uint64_t dead_floor; /* dead_bytes the last compaction left (held by the GC holder) */
+	uint64_t dead_floor; /* in.dead_bytes the last compaction left (kept by holders) */
+	bool gc_planned;     /* a store_gc is out: no other until it is committed or freed */
 
-	struct str **strtab; /* NULL: empty */
-	uint32_t strmask;
-	uint32_t nstr;
-	uint64_t str_bytes;
-
-	struct frame_rec *frames;
-	uint32_t nframes;
-	uint32_t frames_cap;
-	uint32_t *frametab;
-	uint32_t framemask;
-
-	struct stack_rec *stacks;
-	uint32_t nstacks;
-	uint32_t stacks_cap;
-	uint32_t *stacktab;
-	uint32_t stackmask;
-	uint32_t *pool;
-	uint32_t pool_n;
-	uint32_t pool_cap;
+	struct intern in;
 
 	struct bucket *b;
 	uint32_t nb;
@@ -129,73 +112,15 @@ struct store {
 	uint64_t evicted_buckets;
 	uint64_t generation;
 	uint64_t compactions;
-
-	/* The GC holder, and the state of the compaction that calls it. */
-	store_gc_fn gc_cb;
-	void *gc_ctx;
-	bool gc_marking;	 /* in the STORE_GC_MARK call */
-	bool gc_remapping;	 /* in the STORE_GC_REMAP call */
-	uint64_t *gc_keep;	 /* MARK: bit per stack id the holder keeps */
-	uint32_t gc_nold;	 /* stack ids before the compaction */
-	const uint32_t *gc_smap; /* REMAP: old id -> new id (0 dropped); NULL: ids unchanged */
 };
 
-/* --- memory accounting ---------------------------------------------------------------------- */
-
-/* What malloc uses for a request of n bytes: an 8-byte header, 16-byte granules, pages when
- * large enough to be mapped on its own. */
-static inline uint64_t store_mem_cost(size_t n)
+/* Dead interned bytes the next compaction would reclaim: what holders keep does not count. */
+static inline uint64_t store_reclaimable(const struct store *s)
 {
-	if (!n)
-		return 0;
-	if (n >= 128 * 1024)
-		return (n + 4096 + 4095) & ~(uint64_t)4095;
-	n += 8;
-	if (n < 32)
-		n = 32;
-	return (n + 15) & ~(uint64_t)15;
+	return s->in.dead_bytes > s->dead_floor ? s->in.dead_bytes - s->dead_floor : 0;
 }
 
-/* malloc / calloc / realloc / free charged to s->bytes; NULL on failure, charging nothing. */
-static inline void *store_mem_alloc(struct store *s, size_t n)
-{
-	void *p = malloc(n);
-
-	if (p)
-		s->bytes += store_mem_cost(n);
-	return p;
-}
-
-static inline void *store_mem_zalloc(struct store *s, size_t n)
-{
-	void *p = calloc(1, n);
-
-	if (p)
-		s->bytes += store_mem_cost(n);
-	return p;
-}
-
-static inline void *store_mem_realloc(struct store *s, void *p, size_t old, size_t n)
-{
-	void *q = realloc(p, n);
-
-	if (q || !n) {
-		s->bytes -= store_mem_cost(old);
-		s->bytes += store_mem_cost(n);
-	}
-	return q;
-}
-
-/* n is the size p was allocated with; p may be NULL. */
-static inline void store_mem_free(struct store *s, void *p, size_t n)
-{
-	if (!p)
-		return;
-	s->bytes -= store_mem_cost(n);
-	free(p);
-}
-
-/* --- hashing and id tables ------------------------------------------------------------------ */
+/* --- hashing ------------------------------------------------------------------------------- */
 
 /* pid is an entry's pid word (with its column) or a plain pid; both hash alike. */
 static inline uint32_t store_entry_hash(uint32_t pid, uint32_t tid, uint32_t stack)
@@ -204,46 +129,16 @@ static inline uint32_t store_entry_hash(uint32_t pid, uint32_t tid, uint32_t sta
 				    ((uint64_t)stack * 0x9e3779b97f4a7c15ull));
 }
 
+/* --- store.c -------------------------------------------------------------------------- */
+
 /*
- * An id table: open addressing over uint32 ids (0 empty), kept at most 3/4 full by its users.
- * Allocates one with room for n ids into *tab and *mask; returns 0 or -ENOMEM.
+ * Evict the oldest buckets while the store is over its cap, dead data the next compaction
+ * reclaims aside; sweeps the metadata they took with them. Never renumbers.
  */
-static inline int store_idtab_alloc(struct store *s, uint32_t **tab, uint32_t *mask, uint32_t n)
-{
-	uint32_t nslots = 16;
-
-	while (nslots * 3 < n * 4 + 4)
-		nslots *= 2;
-	*tab = store_mem_zalloc(s, nslots * sizeof(uint32_t));
-	if (!*tab)
-		return -ENOMEM;
-	*mask = nslots - 1;
-	return 0;
-}
-
-/* Put id in the first free slot from h on; the table must have one. */
-static inline void store_idtab_insert(uint32_t *tab, uint32_t mask, uint32_t h, uint32_t id)
-{
-	uint32_t i;
-
-	for (i = h & mask; tab[i]; i = (i + 1) & mask)
-		;
-	tab[i] = id;
-}
-
-/* --- intern.c ------------------------------------------------------------------------- */
-
-/* Allocate the empty string, frame and stack tables. Returns 0 or -ENOMEM (store__free cleans). */
-int store_intern_init(struct store *s);
-/* Free every interned object and table; safe on a half-initialised store. */
-void store_intern_free(struct store *s);
-/* Length of p cut to at most max bytes, on a UTF-8 boundary. */
-size_t store_clip_len(const char *p, size_t max);
-/* A bucket entry starts / stops naming stack id: counts propagate to frames and strings. */
-void store_stack_ref(struct store *s, uint32_t id);
-void store_stack_unref(struct store *s, uint32_t id);
-/* Bytes held by frames, stacks and strings (part of s->bytes). */
-uint64_t store_interned_bytes(const struct store *s);
+void store_enforce_cap(struct store *s);
+/* Rename every entry's stack through smap (old id -> new id, all of them kept) and rehash the
+ * open buckets. */
+void store_buckets_remap(struct store *s, const uint32_t *smap);
 
 /* --- meta.c --------------------------------------------------------------------------- */
 

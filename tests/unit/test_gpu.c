@@ -20,6 +20,7 @@
 #include "gpu.h"
 #include "gpu_priv.h" /* sizes of the module's state, for the exact memory accounting checks */
 #include "log.h"
+#include "route.h"
 #include "store.h"
 #include "timeline.h"
 
@@ -73,48 +74,34 @@ static uint32_t owner_of(uint32_t pid)
 	return store__process(cur->s, pid, &pi) ? pi.uid : STORE_UID_UNKNOWN;
 }
 
-static int t_push(enum tl_type type, uint64_t ts, uint32_t pid, uint32_t tid, uint32_t stack,
-		  uint32_t corr)
+/* The daemon's routing (route.h) over the fixture's store and timeline and the module g. */
+static struct route t_route(struct gpu *g)
 {
-	struct tl_event e = {.type = type,
-			     .pid = pid,
-			     .tid = tid,
-			     .stack = stack,
-			     .corr = corr,
-			     .start = ts,
-			     .end = ts,
-			     .uid = owner_of(pid)};
-
-	return timeline__push(cur->tl, &e);
+	return (struct route){.store = cur->s, .gpu = g, .timeline = cur->tl};
 }
 
-/* A CPU sample as ingest routes it: the timeline, then gpu__hold or the store. */
 static int t_cpu_sample(struct gpu *g, uint64_t ts, uint32_t pid, uint32_t tid, uint32_t stack)
 {
-	int err = t_push(TL_SAMPLE, ts, pid, tid, stack, 0);
+	struct route r = t_route(g);
 
-	if (err)
-		return err;
-	if (gpu__holds(g, pid))
-		return gpu__hold(g, ts, pid, tid, stack);
-	return store__add(cur->s, ts, pid, tid, stack, STORE_VALUE_CPU_SAMPLES, 1);
+	return route__sample(&r, ts, pid, tid, owner_of(pid), stack);
 }
 
-/* A USDT launch as ingest routes it (ingest never passes a zero id or stack). */
+/* A USDT launch (corr > 0). */
 static int t_launch(struct gpu *g, uint64_t ts, uint32_t pid, uint32_t tid, uint32_t stack,
 		    uint32_t corr)
 {
-	int err = corr && stack ? t_push(TL_LAUNCH, ts, pid, tid, stack, corr) : 0;
+	struct route r = t_route(g);
 
-	return err ? err : gpu__launch(g, ts, pid, tid, stack, corr);
+	return route__launch(&r, ts, pid, tid, owner_of(pid), stack, corr);
 }
 
-/* A libcuda uprobe launch: counted in the store by the ingest alone. */
+/* A libcuda uprobe launch. */
 static int t_uprobe_launch(struct gpu *g, uint64_t ts, uint32_t pid, uint32_t tid, uint32_t stack)
 {
-	int err = t_push(TL_LAUNCH, ts, pid, tid, stack, 0);
+	struct route r = t_route(g);
 
-	return err ? err : store__add(cur->s, ts, pid, tid, stack, STORE_VALUE_UPROBE_LAUNCHES, 1);
+	return route__launch(&r, ts, pid, tid, owner_of(pid), stack, 0);
 }
 
 /* A trace dump as the daemon's handler builds it: the timeline plus the open NVTX ranges. */
@@ -881,12 +868,22 @@ static void test_trace(void)
 	fx_fini(&f);
 }
 
+/* The store's compaction as the daemon's tick runs it, due or not: the module keeps its ids. */
+static void compact(struct fx *f)
+{
+	struct route r = t_route(f->g);
+
+	CHECK_EQ_I(route__compact_now(&r), 1);
+}
+
 static void test_gc(void)
 {
+	struct store_query q = {.end_ns = UINT64_MAX, .pids = (uint32_t[]){OTHER_PID}, .npids = 1};
+	Profd__Trace *t = NULL;
 	struct fx f;
 	struct batch b;
 	bool enable;
-	uint32_t dead, st, held_st, before_gen;
+	uint32_t dead, st, held_st, ring_st, before_gen;
 	struct store_stats ss;
 
 	fx_init(&f, 0);
@@ -895,15 +892,29 @@ static void test_gc(void)
 	dead = stack_of(&f, "dead_root", "dead", NULL);
 	st = stack_of(&f, "main", "pending_launch", NULL);
 	held_st = stack_of(&f, "main", "held_sample", NULL);
-	CHECK(dead < st && st < held_st);
+	ring_st = stack_of(&f, "main", "ring_sample", NULL);
+	CHECK(dead < st && st < held_st && held_st < ring_st);
 	t_launch(f.g, 1000, PID, TID, st, 3);
 	t_cpu_sample(f.g, 2000, PID, TID, held_st);
+	/* Another process's sample goes to the store and the timeline at once. */
+	CHECK_EQ_I(t_cpu_sample(f.g, 2500, OTHER_PID, 201, ring_st), 0);
 	store__stats(f.s, &ss);
 	before_gen = (uint32_t)ss.generation;
-	CHECK_EQ_I(store__compact(f.s), 0);
+	compact(&f);
 	store__stats(f.s, &ss);
 	CHECK(ss.generation != before_gen);
-	CHECK_EQ_U(ss.stacks, 2);
+	CHECK_EQ_U(ss.stacks, 3);
+	/* The timeline's copy of the sample names the moved stack. */
+	CHECK_EQ_I(t_trace(f.g, &q, NULL, &t), 0);
+	CHECK(t && t->n_samples == 1);
+	if (t && t->n_samples == 1) {
+		const Profd__Stack *s = t->stacks[t->samples[0]->stack];
+
+		CHECK_EQ_U(s->n_frames, 2);
+		if (s->n_frames == 2)
+			CHECK_STREQ(t->strings[t->frames[s->frames[0]]->name], "ring_sample");
+	}
+	dump__trace_free(t);
 
 	batch_init(&b);
 	add_string(&b, "k");

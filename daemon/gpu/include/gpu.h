@@ -19,8 +19,8 @@
  * Bounded: per process (NVTX ranges, busy intervals, waiting records, held samples), in bytes
  * for all of it (max_bytes), and record times are checked against the module's clock.
  *
- * Not thread-safe: the daemon's loop thread owns it. Stack ids it holds are kept alive and
- * renumbered through store__set_gc_holder.
+ * Not thread-safe: the daemon's loop thread owns it. Stack ids it holds are kept through the
+ * store's compaction and renumbered by gpu__gc_mark and gpu__gc_remap.
  */
 #ifndef PROFD_GPU_H
 #define PROFD_GPU_H
@@ -130,6 +130,15 @@ void gpu__process_exited(struct gpu *g, uint32_t pid);
 
 /* Periodic work (the daemon calls it every 100 ms): release held samples, expire joins. */
 void gpu__tick(struct gpu *g, uint64_t now_ns);
+
+/*
+ * The store's compaction (store.h), which the daemon runs on its tick: gpu__gc_mark keeps every
+ * stack id the module holds (pending launches, held samples, the event ring) in the plan before
+ * store__gc_commit; after a successful commit gpu__gc_remap replaces each with its new id. NULL g
+ * or gc: no-op.
+ */
+void gpu__gc_mark(struct gpu *g, struct store_gc *gc);
+void gpu__gc_remap(struct gpu *g, const struct store_gc *gc);
 /*
  * Only move the module's clock forward (never back), without the periodic work: the caller
  * does it before gpu__attach and gpu__batch, so records are checked against the time now, not

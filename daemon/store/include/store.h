@@ -4,6 +4,10 @@
  * time buckets, with memory bounded by a cap (oldest buckets evicted first, evictions counted).
  * Every value (CPU samples now, GPU time later) is a column of the same table.
  *
+ * Interned data nothing refers to any more is reclaimed by compaction, which renumbers frame and
+ * stack ids. It runs only when its owner asks (store__compact_due, then the store__gc_* steps, on
+ * the daemon's periodic tick): adding, interning and eviction never move an id.
+ *
  * Not thread-safe: the daemon's loop thread owns it.
  */
 #ifndef PROFD_STORE_H
@@ -100,19 +104,19 @@ struct store *store__new(const struct store_opts *opts);
 void store__free(struct store *s);
 
 /*
- * Intern a frame / a stack (frame ids, leaf first). Return an id > 0, or 0 on allocation
- * failure. Ids stay valid until store__stats().generation changes; callers that cache ids must
- * drop their caches then.
+ * Intern a frame / a stack (frame ids, leaf first). Return an id > 0, or 0 with errno set
+ * (ENOMEM, EINVAL for a bad key or frame id). Ids stay valid until store__stats().generation
+ * changes, which only a compaction does; callers that cache ids must drop their caches then.
  */
 uint32_t store__intern_frame(struct store *s, const struct frame_key *key);
 uint32_t store__intern_stack(struct store *s, const uint32_t *frames, size_t n);
 
 /*
  * Add value to column `col` of (pid, tid, stack) in the bucket of ts_ns. May evict old buckets
- * to stay under the cap, and may compact interned data (check generation after each add, not in
- * the middle of interning one stack: interning never evicts nor renumbers). A sample older than
- * an evicted bucket is counted as evicted at once. Returns 0, -EINVAL for a bad stack id or
- * column, -ENOMEM.
+ * to stay under the cap, but never compacts: ids stay as they are. Dead interned data that the
+ * next compaction reclaims, when it is a real share of the cap, is not a reason to evict: until
+ * that compaction the store may be over its cap by that much. A sample older than an evicted
+ * bucket is counted as evicted at once. Returns 0, -EINVAL for a bad stack id or column, -ENOMEM.
  */
 int store__add(struct store *s, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack,
 	       enum store_value col, uint64_t value);
@@ -174,27 +178,60 @@ void store__stats(const struct store *s, struct store_stats *out);
 uint64_t store__generation(const struct store *s);
 
 /*
- * Drop interned frames, stacks and strings no bucket refers to and renumber the rest densely
- * (order kept). store__add runs it by itself when unreferenced data is a large share of the
- * cap; exposed for tests and for an explicit trim. Bumps generation when anything was dropped.
- * Returns 0, -ENOMEM (the store is unchanged then) or -EBUSY when called from the GC holder.
+ * Compaction: drop interned frames, stacks and strings nothing refers to and renumber the rest
+ * densely (order kept), bumping generation. The owner runs it in steps, between two adds:
+ *
+ *	if (store__compact_due(s) && (gc = store__gc_plan(s))) {
+ *		store_gc__keep(gc, id);			// for each id held outside the buckets
+ *		if (!store__gc_commit(s, gc))
+ *			id = store_gc__map(gc, id);	// for each of them
+ *		store_gc__free(gc);
+ *	}
+ *
+ * Holders of ids outside the buckets (the GPU module's pending launches, held samples and event
+ * ring) keep them in the plan and map them after the commit. Nothing else may change the store
+ * between plan and commit except adding and interning (ids interned after the plan cannot be
+ * kept); one plan at a time.
  */
-int store__compact(struct store *s);
+struct store_gc;
 
 /*
- * Holders of stack ids outside the buckets (the GPU module's pending launches, held samples and
- * event ring) register one callback. Compaction calls it twice: with STORE_GC_MARK before it
- * drops unreferenced stacks (the holder calls store__gc_keep_stack for each id it holds, so those
- * stay), and with STORE_GC_REMAP after renumbering (the holder replaces each id with
- * store__gc_remap_stack's answer). Only one holder; NULL cb removes it.
+ * Whether compaction is worth running now: the store is over its cap and dead interned data is a
+ * large share of the cap, or no bucket is left and there is dead data at all. What holders kept
+ * at the last compaction does not count. False while a plan is out.
  */
-enum store_gc_phase { STORE_GC_MARK, STORE_GC_REMAP };
-typedef void (*store_gc_fn)(struct store *s, enum store_gc_phase phase, void *ctx);
-void store__set_gc_holder(struct store *s, store_gc_fn cb, void *ctx);
-/* In STORE_GC_MARK: keep this stack (and its frames). */
-void store__gc_keep_stack(struct store *s, uint32_t stack);
-/* In STORE_GC_REMAP: the new id of a stack that was kept (0 if it was not). */
-uint32_t store__gc_remap_stack(const struct store *s, uint32_t stack);
+bool store__compact_due(const struct store *s);
+/*
+ * Start a compaction: record the ids it covers and allocate what keeping them needs. Returns the
+ * plan, owned by the caller until store_gc__free (which must come before store__free), or NULL
+ * with errno ENOMEM, or EBUSY when another plan is out.
+ */
+struct store_gc *store__gc_plan(struct store *s);
+/*
+ * Keep stack (and its frames) through this compaction though no bucket names it. Ids the plan
+ * does not cover (0, interned since, or unknown) are ignored; keeping twice is keeping once.
+ */
+void store_gc__keep(struct store_gc *gc, uint32_t stack);
+/*
+ * Drop what neither a bucket nor a keep references, renumber the rest and the buckets' entries,
+ * and bump generation when anything was dropped; may then evict buckets if the store is still
+ * over its cap. The plan is spent either way (store_gc__free it). Returns 0, -EINVAL for a plan
+ * that is not s's or already committed, or -ENOMEM (the store is unchanged: ids stay valid).
+ */
+int store__gc_commit(struct store *s, struct store_gc *gc);
+/*
+ * After a successful commit: the new id of stack old, 0 if it was dropped or is unknown. When the
+ * commit dropped nothing (or failed) ids did not change: returns old while it is a valid id.
+ */
+uint32_t store_gc__map(const struct store_gc *gc, uint32_t old);
+/* Free a plan; one that was not committed lets go of its keeps and changes nothing. NULL: no-op. */
+void store_gc__free(struct store_gc *gc);
+
+/*
+ * Plan and commit with no holder: for tests and explicit trims, when nothing outside the buckets
+ * holds ids. Returns 0, -ENOMEM (store unchanged) or -EBUSY while a plan is out.
+ */
+int store__compact(struct store *s);
 
 /* Bucket width in ns. */
 uint64_t store__bucket_ns(const struct store *s);

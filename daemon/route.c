@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/* Routing of samples and launches, and the store's compaction with every holder of ids. */
+#include "route.h"
+
+#include <errno.h>
+
+static int push(const struct route *r, enum tl_type type, uint64_t ts, uint32_t pid, uint32_t tid,
+		uint32_t uid, uint32_t stack, uint32_t corr)
+{
+	struct tl_event e = {
+	    .type = type,
+	    .pid = pid,
+	    .tid = tid,
+	    .uid = uid,
+	    .stack = stack,
+	    .corr = corr,
+	    .start = ts,
+	    .end = ts,
+	};
+
+	return r->timeline ? timeline__push(r->timeline, &e) : 0;
+}
+
+int route__sample(const struct route *r, uint64_t ts, uint32_t pid, uint32_t tid, uint32_t uid,
+		  uint32_t stack)
+{
+	int err = push(r, TL_SAMPLE, ts, pid, tid, uid, stack, 0);
+
+	if (err)
+		return err;
+	if (gpu__holds(r->gpu, pid))
+		return gpu__hold(r->gpu, ts, pid, tid, stack);
+	return store__add(r->store, ts, pid, tid, stack, STORE_VALUE_CPU_SAMPLES, 1);
+}
+
+int route__launch(const struct route *r, uint64_t ts, uint32_t pid, uint32_t tid, uint32_t uid,
+		  uint32_t stack, uint32_t corr)
+{
+	int err;
+
+	if (corr && !r->gpu)
+		return -EINVAL;
+	err = push(r, TL_LAUNCH, ts, pid, tid, uid, stack, corr);
+	if (err)
+		return err;
+	if (!corr)
+		return store__add(r->store, ts, pid, tid, stack, STORE_VALUE_UPROBE_LAUNCHES, 1);
+	return gpu__launch(r->gpu, ts, pid, tid, stack, corr);
+}
+
+int route__compact(const struct route *r)
+{
+	return store__compact_due(r->store) ? route__compact_now(r) : 0;
+}
+
+int route__compact_now(const struct route *r)
+{
+	struct store_gc *gc = store__gc_plan(r->store);
+	int err;
+
+	if (!gc)
+		return -errno;
+	gpu__gc_mark(r->gpu, gc);
+	timeline__gc_mark(r->timeline, gc);
+	err = store__gc_commit(r->store, gc);
+	if (!err) {
+		gpu__gc_remap(r->gpu, gc);
+		timeline__gc_remap(r->timeline, gc);
+	}
+	store_gc__free(gc);
+	return err ? err : 1;
+}
