@@ -107,12 +107,12 @@ static int gpu_status_list(struct daemon *d, const struct server_peer *peer, Pro
 			continue;
 		profd__gpu_process_status__init(m);
 		m->pid = all[i].pid;
-		m->state = all[i].state;
+		m->state = (Profd__GpuState)all[i].state; /* the same numbers (gpu.h) */
 		m->detail = (char *)all[i].detail;
 		m->has_enabled = true;
 		m->enabled = all[i].enabled;
 		m->has_clock = all[i].clock != 0;
-		m->clock = all[i].clock;
+		m->clock = (Profd__GpuClock)all[i].clock;
 		m->has_cupti_version = all[i].cupti_version != 0;
 		m->cupti_version = all[i].cupti_version;
 		ptrs[k++] = m;
@@ -252,6 +252,19 @@ struct window {
 	uint32_t tid;
 };
 
+/* The window fields that dump and trace requests share (the same names in both messages). */
+#define WINDOW_OF(req)                                                                             \
+	((struct window){                                                                          \
+	    .n_pids = (req)->n_pids,                                                               \
+	    .pids = (req)->pids,                                                                   \
+	    .has_since = (req)->has_since_ns,                                                      \
+	    .since_ns = (req)->since_ns,                                                           \
+	    .has_start = (req)->has_start_ns,                                                      \
+	    .start_ns = (req)->start_ns,                                                           \
+	    .has_end = (req)->has_end_ns,                                                          \
+	    .end_ns = (req)->end_ns,                                                               \
+	})
+
 static void describe_window(const struct window *w, char *buf, size_t len)
 {
 	if (w->has_since) {
@@ -356,18 +369,7 @@ static int handle_dump(struct daemon *d, const struct server_peer *peer,
 		       const Profd__DumpRequest *req, uint8_t **frame, size_t *len)
 {
 	Profd__Response resp = PROFD__RESPONSE__INIT;
-	struct window w = {
-	    .n_pids = req->n_pids,
-	    .pids = req->pids,
-	    .has_since = req->has_since_ns,
-	    .since_ns = req->since_ns,
-	    .has_start = req->has_start_ns,
-	    .start_ns = req->start_ns,
-	    .has_end = req->has_end_ns,
-	    .end_ns = req->end_ns,
-	    .has_tid = req->has_tid,
-	    .tid = req->tid,
-	};
+	struct window w = WINDOW_OF(req);
 	struct store_query q;
 	struct dump_meta meta = {0};
 	Profd__Profile *profile = NULL;
@@ -377,6 +379,8 @@ static int handle_dump(struct daemon *d, const struct server_peer *peer,
 	char msg[256];
 	int err;
 
+	w.has_tid = req->has_tid;
+	w.tid = req->tid;
 	if (window_query(d, peer, &w, now, &q, &code, msg, sizeof(msg)))
 		return reply_error(code, msg, frame, len);
 
@@ -417,16 +421,7 @@ static int handle_trace(struct daemon *d, const struct server_peer *peer,
 			const Profd__TraceRequest *req, uint8_t **frame, size_t *len)
 {
 	Profd__Response resp = PROFD__RESPONSE__INIT;
-	struct window w = {
-	    .n_pids = req->n_pids,
-	    .pids = req->pids,
-	    .has_since = req->has_since_ns,
-	    .since_ns = req->since_ns,
-	    .has_start = req->has_start_ns,
-	    .start_ns = req->start_ns,
-	    .has_end = req->has_end_ns,
-	    .end_ns = req->end_ns,
-	};
+	struct window w = WINDOW_OF(req);
 	struct trace_meta meta = {0};
 	struct tl_event *open = NULL;
 	size_t nopen = 0;

@@ -174,7 +174,7 @@ static bool proc_covered(struct gpu *g, uint32_t pid)
 bool gpu_proc_enable(struct gpu *g, struct gpu_proc *p)
 {
 	p->enabled = p->attached && !p->uid_refused && proc_covered(g, p->pid) &&
-		     p->state == PROFD__GPU_STATE__GPU_STATE_READY;
+		     p->state == GPU_STATE_READY;
 	if (!p->enabled)
 		gpu_release(g, p, g->now, true);
 	return p->enabled;
@@ -281,12 +281,22 @@ static char *copy_detail(const char *d)
 	return c;
 }
 
-static const char *state_name(Profd__GpuState s)
+static const char *state_name(enum gpu_state s)
 {
-	const ProtobufCEnumValue *v =
-	    protobuf_c_enum_descriptor_get_value(&profd__gpu_state__descriptor, s);
-
-	return v ? v->name : "?";
+	switch (s) {
+	case GPU_STATE_READY:
+		return "GPU_STATE_READY";
+	case GPU_STATE_NO_CUPTI:
+		return "GPU_STATE_NO_CUPTI";
+	case GPU_STATE_CUPTI_TOO_OLD:
+		return "GPU_STATE_CUPTI_TOO_OLD";
+	case GPU_STATE_SUBSCRIBER_TAKEN:
+		return "GPU_STATE_SUBSCRIBER_TAKEN";
+	case GPU_STATE_ERROR:
+		return "GPU_STATE_ERROR";
+	default:
+		return "?";
+	}
 }
 
 int gpu_proc_attach(struct gpu *g, uint32_t pid, uint32_t uid, unsigned int flags,
@@ -333,7 +343,7 @@ int gpu_proc_attach(struct gpu *g, uint32_t pid, uint32_t uid, unsigned int flag
 	 * Otherwise the library says again how it stands (its state or clock changed): the string
 	 * table and the probe stay. A new connection of the process is a gpu__detach first.
 	 */
-	was_ready = !created && p->state == PROFD__GPU_STATE__GPU_STATE_READY;
+	was_ready = !created && p->state == GPU_STATE_READY;
 	p->attached = true;
 	p->exited = false;
 	p->uid_refused = flags & GPU_ATTACH_UID_MISMATCH;
@@ -350,8 +360,8 @@ int gpu_proc_attach(struct gpu *g, uint32_t pid, uint32_t uid, unsigned int flag
 	 * leaves: a library that flips between states must not make the daemon attach and detach
 	 * uprobes over and over. Processes the session does not cover get none.
 	 */
-	if (p->state == PROFD__GPU_STATE__GPU_STATE_READY && !p->probe_attached && covered &&
-	    !p->uid_refused && g->o.attach_probe) {
+	if (p->state == GPU_STATE_READY && !p->probe_attached && covered && !p->uid_refused &&
+	    g->o.attach_probe) {
 		err = g->o.attach_probe(g->o.probe_ctx, pid, m->library_path);
 		if (err)
 			pr_warn(
@@ -364,7 +374,7 @@ int gpu_proc_attach(struct gpu *g, uint32_t pid, uint32_t uid, unsigned int flag
 		pr_warn("gpu: pid %u: the CUPTI library's connection runs as uid %u, not as the "
 			"process's owner: its GPU data is refused",
 			pid, uid);
-	else if (p->state == PROFD__GPU_STATE__GPU_STATE_READY && (created || !was_ready))
+	else if (p->state == GPU_STATE_READY && (created || !was_ready))
 		pr_info("gpu: pid %u: CUPTI library %s", pid, created ? "attached" : "ready");
 	else if (created)
 		pr_info("gpu: pid %u: CUPTI library attached, not collecting: %s%s%s", pid,

@@ -214,7 +214,7 @@ static int batch_copy(struct gpu *g, struct gpu_proc *p, const Profd__GpuCopy *c
 		return 0;
 	}
 	r.is_copy = true;
-	r.kind = c->kind;
+	r.kind = (enum gpu_copy_kind)c->kind;
 	r.start = c->start_ns;
 	r.end = c->end_ns;
 	r.bytes = e.bytes;
@@ -333,6 +333,27 @@ int gpu__batch(struct gpu *g, uint32_t pid, const Profd__GpuBatch *m, bool *enab
 
 /* --- attach --------------------------------------------------------------------------------- */
 
+/* The module's enums are the wire's numbers: decoding is a cast. */
+#define SAME(a, b) ((int)(a) == (int)(b))
+_Static_assert(SAME(GPU_STATE_READY, PROFD__GPU_STATE__GPU_STATE_READY) &&
+		   SAME(GPU_STATE_NO_CUPTI, PROFD__GPU_STATE__GPU_STATE_NO_CUPTI) &&
+		   SAME(GPU_STATE_CUPTI_TOO_OLD, PROFD__GPU_STATE__GPU_STATE_CUPTI_TOO_OLD) &&
+		   SAME(GPU_STATE_SUBSCRIBER_TAKEN, PROFD__GPU_STATE__GPU_STATE_SUBSCRIBER_TAKEN) &&
+		   SAME(GPU_STATE_ERROR, PROFD__GPU_STATE__GPU_STATE_ERROR),
+	       "enum gpu_state is the wire's GpuState");
+_Static_assert(SAME(GPU_CLOCK_UNSPECIFIED, PROFD__GPU_CLOCK__GPU_CLOCK_UNSPECIFIED) &&
+		   SAME(GPU_CLOCK_CALLBACK, PROFD__GPU_CLOCK__GPU_CLOCK_CALLBACK) &&
+		   SAME(GPU_CLOCK_OFFSET, PROFD__GPU_CLOCK__GPU_CLOCK_OFFSET),
+	       "enum gpu_clock is the wire's GpuClock");
+_Static_assert(SAME(GPU_COPY_UNKNOWN, PROFD__GPU_COPY_KIND__GPU_COPY_UNKNOWN) &&
+		   SAME(GPU_COPY_HTOD, PROFD__GPU_COPY_KIND__GPU_COPY_HTOD) &&
+		   SAME(GPU_COPY_DTOH, PROFD__GPU_COPY_KIND__GPU_COPY_DTOH) &&
+		   SAME(GPU_COPY_DTOD, PROFD__GPU_COPY_KIND__GPU_COPY_DTOD) &&
+		   SAME(GPU_COPY_HTOH, PROFD__GPU_COPY_KIND__GPU_COPY_HTOH) &&
+		   SAME(GPU_COPY_PTOP, PROFD__GPU_COPY_KIND__GPU_COPY_PTOP) &&
+		   SAME(GPU_COPY_MEMSET, PROFD__GPU_COPY_KIND__GPU_COPY_MEMSET),
+	       "enum gpu_copy_kind is the wire's GpuCopyKind");
+
 static bool valid_state(Profd__GpuState s)
 {
 	return s >= PROFD__GPU_STATE__GPU_STATE_READY && s <= PROFD__GPU_STATE__GPU_STATE_ERROR;
@@ -364,10 +385,10 @@ int gpu__attach(struct gpu *g, uint32_t pid, uint32_t uid, unsigned int flags,
 	if (m->state == PROFD__GPU_STATE__GPU_STATE_READY && !m->library_path)
 		return -EINVAL;
 	a = (struct gpu_attach_info){
-	    .state = m->state,
+	    .state = (enum gpu_state)m->state,
 	    .detail = m->detail,
 	    .library_path = m->library_path,
-	    .clock = m->has_clock ? m->clock : PROFD__GPU_CLOCK__GPU_CLOCK_UNSPECIFIED,
+	    .clock = m->has_clock ? (enum gpu_clock)m->clock : GPU_CLOCK_UNSPECIFIED,
 	    .cupti_version = m->has_cupti_version ? m->cupti_version : 0,
 	    .launch_rate_limit = m->has_launch_rate_limit ? m->launch_rate_limit : 0,
 	};

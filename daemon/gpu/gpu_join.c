@@ -34,20 +34,20 @@ static uint64_t jkey(uint32_t pid, uint32_t corr)
 
 /* --- charging ----------------------------------------------------------------------------- */
 
-static const char *copy_name(Profd__GpuCopyKind k)
+static const char *copy_name(enum gpu_copy_kind k)
 {
 	switch (k) {
-	case PROFD__GPU_COPY_KIND__GPU_COPY_HTOD:
+	case GPU_COPY_HTOD:
 		return "[memcpy HtoD]";
-	case PROFD__GPU_COPY_KIND__GPU_COPY_DTOH:
+	case GPU_COPY_DTOH:
 		return "[memcpy DtoH]";
-	case PROFD__GPU_COPY_KIND__GPU_COPY_DTOD:
+	case GPU_COPY_DTOD:
 		return "[memcpy DtoD]";
-	case PROFD__GPU_COPY_KIND__GPU_COPY_HTOH:
+	case GPU_COPY_HTOH:
 		return "[memcpy HtoH]";
-	case PROFD__GPU_COPY_KIND__GPU_COPY_PTOP:
+	case GPU_COPY_PTOP:
 		return "[memcpy PtoP]";
-	case PROFD__GPU_COPY_KIND__GPU_COPY_MEMSET:
+	case GPU_COPY_MEMSET:
 		return "[memset]";
 	default:
 		return "[memcpy]";

@@ -62,9 +62,9 @@ struct gpu_proc {
 	bool exited;
 	bool probe_attached;
 	bool uid_refused; /* the process's real uid is not the connection's: never enabled */
-	Profd__GpuState state;
+	enum gpu_state state;
 	char *detail;
-	Profd__GpuClock clock;
+	enum gpu_clock clock;
 	uint32_t cupti_version;
 	uint32_t launch_rate_limit;
 	/*
@@ -99,7 +99,7 @@ struct wait_rec {
 	uint64_t bytes;
 	uint32_t weight;
 	bool is_copy;
-	Profd__GpuCopyKind kind;
+	enum gpu_copy_kind kind;
 	struct gname *leaf; /* kernel name, demangled; a reference; NULL for copies or unnamed */
 };
 
@@ -156,10 +156,10 @@ struct gpu {
 
 /* An attach message, validated and decoded by gpu_batch.c. Strings borrowed for the call. */
 struct gpu_attach_info {
-	Profd__GpuState state;
+	enum gpu_state state;
 	const char *detail;	  /* NULL or "": none */
 	const char *library_path; /* absolute; NULL unless READY */
-	Profd__GpuClock clock;
+	enum gpu_clock clock;
 	uint32_t cupti_version;
 	uint32_t launch_rate_limit;
 };

@@ -154,13 +154,41 @@ void gpu__clock(struct gpu *g, uint64_t now_ns);
 int gpu__open_ranges(struct gpu *g, struct tl_event **out, size_t *n);
 
 void gpu__stats(const struct gpu *g, struct gpu_stats *out);
+/*
+ * What a process's CUPTI library reported, and its copies. The numbers are the wire's (GpuState,
+ * GpuClock, GpuCopyKind in profd.proto), so decoding and encoding are checked casts; only
+ * gpu_batch.c decodes and only the reply encoders encode.
+ */
+enum gpu_state {
+	GPU_STATE_UNSPECIFIED,
+	GPU_STATE_READY,
+	GPU_STATE_NO_CUPTI,
+	GPU_STATE_CUPTI_TOO_OLD,
+	GPU_STATE_SUBSCRIBER_TAKEN,
+	GPU_STATE_ERROR,
+};
+enum gpu_clock {
+	GPU_CLOCK_UNSPECIFIED, /* not reported */
+	GPU_CLOCK_CALLBACK,
+	GPU_CLOCK_OFFSET,
+};
+enum gpu_copy_kind {
+	GPU_COPY_UNKNOWN,
+	GPU_COPY_HTOD,
+	GPU_COPY_DTOH,
+	GPU_COPY_DTOD,
+	GPU_COPY_HTOH,
+	GPU_COPY_PTOP,
+	GPU_COPY_MEMSET,
+};
+
 /* How one process's library stands, for status replies. */
 struct gpu_proc_status {
 	uint32_t pid;
-	Profd__GpuState state; /* as the library last reported it */
-	const char *detail;    /* NULL: none */
+	enum gpu_state state; /* as the library last reported it */
+	const char *detail;   /* NULL: none */
 	bool enabled;
-	Profd__GpuClock clock;	/* 0: not reported */
+	enum gpu_clock clock;
 	uint32_t cupti_version; /* 0: not reported */
 };
 /*
