@@ -141,10 +141,29 @@ static void ev_device(struct tl_event *e, bool has_device, uint32_t device, bool
 	e->stream = stream;
 }
 
+/* A timeline event of process p over [start, end]. */
+static struct tl_event ev_of(const struct gpu_proc *p, enum tl_type type, uint32_t corr,
+			     uint64_t start, uint64_t end)
+{
+	return (struct tl_event){
+	    .type = type, .pid = p->pid, .uid = p->uid, .corr = corr, .start = start, .end = end};
+}
+
+/* A record the launch probe did not see (weight 0) is in the timeline only: nothing to join. */
+static int join_weighted(struct gpu *g, struct gpu_proc *p, struct wait_rec *r, uint32_t corr)
+{
+	if (r->weight == 0) {
+		gname_unref(g, r->leaf);
+		g->st.unprobed++;
+		return 0;
+	}
+	return gpu_join_record(g, p->pid, r, corr);
+}
+
 static int batch_kernel(struct gpu *g, struct gpu_proc *p, const Profd__GpuKernel *k)
 {
 	struct wait_rec r = {0};
-	struct tl_event e = {0};
+	struct tl_event e;
 	struct gname *leaf;
 	uint32_t idx = k->has_name ? k->name : 0;
 	bool bad;
@@ -159,12 +178,7 @@ static int batch_kernel(struct gpu *g, struct gpu_proc *p, const Profd__GpuKerne
 	if (gpu_busy_add(g, p, k->start_ns, k->end_ns))
 		g->st.refused++;
 	leaf = kernel_leaf(g, p, idx);
-	e.type = TL_KERNEL;
-	e.pid = p->pid;
-	e.uid = p->uid;
-	e.corr = k->correlation_id;
-	e.start = k->start_ns;
-	e.end = k->end_ns;
+	e = ev_of(p, TL_KERNEL, k->correlation_id, k->start_ns, k->end_ns);
 	ev_device(&e, k->has_device, k->device, k->has_stream, k->stream);
 	e.grid = k->has_grid ? k->grid : 0;
 	e.block = k->has_block ? k->block : 0;
@@ -172,21 +186,17 @@ static int batch_kernel(struct gpu *g, struct gpu_proc *p, const Profd__GpuKerne
 	err = gpu_timeline_push(g, &e);
 	if (err)
 		return err;
-	if (k->weight == 0) {
-		g->st.unprobed++;
-		return 0;
-	}
 	r.start = k->start_ns;
 	r.end = k->end_ns;
 	r.weight = k->weight;
 	r.leaf = gname_ref(leaf);
-	return gpu_join_record(g, p->pid, &r, k->correlation_id);
+	return join_weighted(g, p, &r, k->correlation_id);
 }
 
 static int batch_copy(struct gpu *g, struct gpu_proc *p, const Profd__GpuCopy *c)
 {
 	struct wait_rec r = {0};
-	struct tl_event e = {0};
+	struct tl_event e;
 	int err;
 
 	if (!valid_times(g, c->start_ns, c->end_ns) ||
@@ -197,34 +207,25 @@ static int batch_copy(struct gpu *g, struct gpu_proc *p, const Profd__GpuCopy *c
 		return 0;
 	}
 	g->st.records++;
-	e.type = TL_COPY;
+	e = ev_of(p, TL_COPY, c->correlation_id, c->start_ns, c->end_ns);
 	e.kind = (uint8_t)c->kind;
-	e.pid = p->pid;
-	e.uid = p->uid;
-	e.corr = c->correlation_id;
-	e.start = c->start_ns;
-	e.end = c->end_ns;
 	e.bytes = c->has_bytes ? c->bytes : 0;
 	ev_device(&e, c->has_device, c->device, c->has_stream, c->stream);
 	err = gpu_timeline_push(g, &e);
 	if (err)
 		return err;
-	if (c->weight == 0) {
-		g->st.unprobed++;
-		return 0;
-	}
 	r.is_copy = true;
 	r.kind = (enum gpu_copy_kind)c->kind;
 	r.start = c->start_ns;
 	r.end = c->end_ns;
 	r.bytes = e.bytes;
 	r.weight = c->weight;
-	return gpu_join_record(g, p->pid, &r, c->correlation_id);
+	return join_weighted(g, p, &r, c->correlation_id);
 }
 
 static int batch_api(struct gpu *g, struct gpu_proc *p, const Profd__GpuApiCall *a)
 {
-	struct tl_event e = {0};
+	struct tl_event e;
 	struct gname *name;
 	bool bad;
 
@@ -233,13 +234,8 @@ static int batch_api(struct gpu *g, struct gpu_proc *p, const Profd__GpuApiCall 
 		g->st.bad_records++;
 		return 0;
 	}
-	e.type = TL_API;
-	e.pid = p->pid;
+	e = ev_of(p, TL_API, a->correlation_id, a->start_ns, a->end_ns);
 	e.tid = a->tid;
-	e.uid = p->uid;
-	e.corr = a->correlation_id;
-	e.start = a->start_ns;
-	e.end = a->end_ns;
 	e.name = name ? name->s : "[unknown]";
 	return gpu_timeline_push(g, &e);
 }
@@ -268,12 +264,8 @@ static int batch_nvtx(struct gpu *g, struct gpu_proc *p, const Profd__GpuNvtxRan
 		g->st.refused++;
 	if (n->has_open && n->open)
 		return 0; /* to the timeline once closed; traces take open ones from the table */
-	e.type = TL_NVTX;
-	e.pid = p->pid;
+	e = ev_of(p, TL_NVTX, 0, n->start_ns, n->end_ns);
 	e.tid = n->tid;
-	e.uid = p->uid;
-	e.start = n->start_ns;
-	e.end = n->end_ns;
 	e.depth = n->has_depth ? n->depth : 0;
 	e.name = name ? name->s : "[unnamed]";
 	return gpu_timeline_push(g, &e);
