@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <uv.h>
@@ -276,21 +277,35 @@ static int check_targets(const struct config *cfg)
 	return 0;
 }
 
-/* Members of the group may connect; the daemon still filters what each uid sees. */
-static int set_socket_group(const char *path, const char *group)
+/*
+ * Members of the group may connect; the daemon still filters what each uid sees. Resolves the
+ * group, and warns when the socket's directory does not let its members reach the socket.
+ */
+static int socket_group_gid(const char *path, const char *group, gid_t *gid)
 {
+	char *dir = strdup(path), *slash;
 	struct group *gr;
+	struct stat st;
 
 	errno = 0;
 	gr = getgrnam(group);
 	if (!gr) {
 		pr_err("--socket-group %s: %s", group, errno ? strerror(errno) : "no such group");
+		free(dir);
 		return -ENOENT;
 	}
-	if (chown(path, (uid_t)-1, gr->gr_gid)) {
-		pr_err("server: %s: chown to group %s: %s", path, group, strerror(errno));
-		return -errno;
+	*gid = gr->gr_gid;
+	slash = dir ? strrchr(dir, '/') : NULL;
+	if (slash && slash != dir) {
+		*slash = '\0';
+		if (stat(dir, &st) == 0 && !(st.st_mode & S_IXOTH) &&
+		    !((st.st_mode & S_IXGRP) && st.st_gid == *gid))
+			pr_warn(
+			    "--socket-group %s: the socket directory %s (mode %04o) does not let "
+			    "the group's members reach the socket",
+			    group, dir, (unsigned int)(st.st_mode & 07777));
 	}
+	free(dir);
 	return 0;
 }
 
@@ -382,19 +397,24 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
-	app.d.server = server__new(app.loop, &(struct server_opts){
-						 .path = cfg.socket_path,
-						 .handle = handlers__handle,
-						 .on_close = handlers__closed,
-						 .ctx = &app.d,
-					     });
+	{
+		struct server_opts so = {
+		    .path = cfg.socket_path,
+		    .handle = handlers__handle,
+		    .on_close = handlers__closed,
+		    .ctx = &app.d,
+		};
+
+		if (cfg.socket_group &&
+		    socket_group_gid(cfg.socket_path, cfg.socket_group, &so.socket_gid))
+			goto out;
+		so.set_socket_gid = cfg.socket_group != NULL;
+		app.d.server = server__new(app.loop, &so);
+	}
 	if (!app.d.server) {
 		/* server__new has said what went wrong. */
 		goto out;
 	}
-
-	if (cfg.socket_group && set_socket_group(cfg.socket_path, cfg.socket_group))
-		goto out;
 
 	/*
 	 * Catch SIGTERM before the slow BPF load: a stop request during start-up must still remove

@@ -40,6 +40,8 @@ struct server {
 	unsigned int nuplinks; /* admitted connections marked by server__set_uplink */
 	bool closing;
 	bool listener_closed;
+	dev_t sock_dev; /* the socket file this server bound: the only one it unlinks */
+	ino_t sock_ino;
 	uint64_t next_conn_id;
 	uint8_t rbuf[READ_BUF_SIZE];
 };
@@ -647,7 +649,32 @@ fail:
 	conn_close(c);
 }
 
-/* Create the socket's directory if it is missing: only the last component, mode 0755. */
+/*
+ * An existing socket directory must be one that no other user can write: otherwise a user could
+ * put a link where the socket goes, or swap the socket for one, between the daemon's steps. A
+ * sticky directory (like /tmp) is accepted: there nobody can remove or rename another's file.
+ */
+static int check_dir(const char *dir, const struct stat *st)
+{
+	if (st->st_uid != 0 && st->st_uid != geteuid()) {
+		pr_err("server: the socket directory %s belongs to uid %u, not to root or profd's "
+		       "user: refusing it",
+		       dir, (unsigned int)st->st_uid);
+		return -EPERM;
+	}
+	if ((st->st_mode & (S_IWGRP | S_IWOTH)) && !(st->st_mode & S_ISVTX)) {
+		pr_err("server: the socket directory %s is writable by others (mode %04o) and not "
+		       "sticky: refusing it",
+		       dir, (unsigned int)(st->st_mode & 07777));
+		return -EPERM;
+	}
+	return 0;
+}
+
+/*
+ * Create the socket's directory if it is missing (only the last component, mode 0755), or check
+ * the existing one.
+ */
 static int make_parent_dir(const char *path)
 {
 	char *dir = strdup(path);
@@ -665,6 +692,8 @@ static int make_parent_dir(const char *path)
 		if (!S_ISDIR(st.st_mode)) {
 			err = -ENOTDIR;
 			pr_err("server: %s: not a directory", dir);
+		} else {
+			err = check_dir(dir, &st);
 		}
 		goto out;
 	}
@@ -726,9 +755,40 @@ static int clear_stale_socket(const struct sockaddr_un *addr)
 	return err;
 }
 
-static int bind_socket(const char *path, mode_t mode, int *out_fd)
+/*
+ * Remove the socket file only if it is still the one this server bound: a newer daemon may
+ * serve on the same path by now (it found this one's socket stale or was started meanwhile).
+ */
+static void unlink_own_socket(struct server *s)
+{
+	struct stat st;
+
+	if (!s->sock_ino)
+		return;
+	if (lstat(s->path, &st) < 0) {
+		if (errno != ENOENT)
+			pr_warn("server: %s: %s", s->path, strerror(errno));
+		return;
+	}
+	if (!S_ISSOCK(st.st_mode) || st.st_dev != s->sock_dev || st.st_ino != s->sock_ino) {
+		pr_info("server: %s is no longer this daemon's socket: left in place", s->path);
+		return;
+	}
+	if (unlink(s->path) < 0 && errno != ENOENT)
+		pr_warn("server: unlink %s: %s", s->path, strerror(errno));
+}
+
+/*
+ * Bind and listen on path, with its mode and group set as the file is made or through the
+ * file's own inode, never through a name that may have changed since: the umask gives bind the
+ * mode, and the group is changed without following links. Records the socket's inode in s.
+ */
+static int bind_socket(struct server *s, int *out_fd)
 {
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	const char *path = s->path;
+	mode_t mode = s->opts.socket_mode, old_umask;
+	struct stat st;
 	int fd = -1, err;
 
 	if (strlen(path) >= sizeof(addr.sun_path)) {
@@ -745,15 +805,26 @@ static int bind_socket(const char *path, mode_t mode, int *out_fd)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
-	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-		err = -errno;
+	/* bind makes the file 0777 less the umask: let the umask say exactly the mode. */
+	old_umask = umask(~mode & 0777);
+	err = bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ? -errno : 0;
+	umask(old_umask);
+	if (err) {
 		pr_err("server: bind %s: %s", path, strerror(-err));
 		goto err_close;
 	}
-	/* After bind, when the file exists: its mode, not the umask, decides who may connect. */
-	if (chmod(path, mode) < 0) {
+	if (lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+		err = -EEXIST;
+		pr_err("server: %s: the socket just bound is gone or replaced", path);
+		goto err_close;
+	}
+	s->sock_dev = st.st_dev;
+	s->sock_ino = st.st_ino;
+	if (s->opts.set_socket_gid &&
+	    fchownat(AT_FDCWD, path, (uid_t)-1, s->opts.socket_gid, AT_SYMLINK_NOFOLLOW) < 0) {
 		err = -errno;
-		pr_err("server: chmod %s: %s", path, strerror(-err));
+		pr_err("server: %s: chown to gid %u: %s", path, (unsigned int)s->opts.socket_gid,
+		       strerror(-err));
 		goto err_unlink;
 	}
 	if (listen(fd, LISTEN_BACKLOG) < 0) {
@@ -764,7 +835,7 @@ static int bind_socket(const char *path, mode_t mode, int *out_fd)
 	*out_fd = fd;
 	return 0;
 err_unlink:
-	unlink(path);
+	unlink_own_socket(s);
 err_close:
 	close(fd);
 	return err;
@@ -817,13 +888,13 @@ struct server *server__new(uv_loop_t *loop, const struct server_opts *opts)
 	if (!s->opts.write_timeout_ms)
 		s->opts.write_timeout_ms = DEFAULT_WRITE_TIMEOUT_MS;
 
-	err = bind_socket(s->path, s->opts.socket_mode, &fd);
+	err = bind_socket(s, &fd);
 	if (err)
 		goto err_free;
 	err = uv_pipe_init(loop, &s->listener, 0);
 	if (err) {
 		close(fd);
-		unlink(s->path);
+		unlink_own_socket(s);
 		goto err_free;
 	}
 	s->listener.data = s;
@@ -841,7 +912,7 @@ struct server *server__new(uv_loop_t *loop, const struct server_opts *opts)
 err_handle:
 	/* The handle is in the loop now: its memory goes in the close callback. */
 	pr_err("server: %s: %s", s->path, uv_strerror(err));
-	unlink(s->path);
+	unlink_own_socket(s);
 	s->closing = true;
 	uv_close((uv_handle_t *)&s->listener, listener_closed);
 	errno = -err;
@@ -860,8 +931,7 @@ void server__close(struct server *s)
 	if (!s || s->closing)
 		return;
 	s->closing = true;
-	if (unlink(s->path) < 0 && errno != ENOENT)
-		pr_warn("server: unlink %s: %s", s->path, strerror(errno));
+	unlink_own_socket(s);
 	for (c = s->conns; c; c = c->next)
 		conn_close(c);
 	uv_close((uv_handle_t *)&s->listener, listener_closed);

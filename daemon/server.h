@@ -14,6 +14,7 @@
 #ifndef PROFD_SERVER_H
 #define PROFD_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -43,8 +44,14 @@ typedef int (*server_handle_fn)(void *ctx, const struct server_peer *peer,
 typedef void (*server_close_fn)(void *ctx, const struct server_peer *peer);
 
 struct server_opts {
-	const char *path;   /* socket path; its directory is created with mode 0755 */
-	mode_t socket_mode; /* 0 means 0660 */
+	/*
+	 * socket path; its directory is created with mode 0755, or, when it exists, must belong
+	 * to root or the daemon's user and not be writable by others unless sticky
+	 */
+	const char *path;
+	mode_t socket_mode;  /* 0 means 0660 */
+	bool set_socket_gid; /* give the socket file the group socket_gid */
+	gid_t socket_gid;
 	server_handle_fn handle;
 	server_close_fn on_close; /* NULL: not told */
 	void *ctx;
@@ -74,7 +81,8 @@ struct server;
  */
 struct server *server__new(uv_loop_t *loop, const struct server_opts *opts);
 /*
- * Stop listening, close every connection and unlink the socket. Handles close asynchronously:
+ * Stop listening, close every connection and unlink the socket, unless the file at the path is
+ * no longer the one this server bound. Handles close asynchronously:
  * the memory is released once the loop has run the close callbacks (uv_run after this call).
  * Accepts NULL.
  */
