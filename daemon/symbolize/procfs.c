@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Biggest maps file we read: ~64 MiB is several hundred thousand mappings. */
@@ -24,21 +26,13 @@
 #define STATX_MNT_ID 0x1000U
 #endif
 
-int procfs_open_regular(const char *path, uint64_t max_size, struct stat *st)
+/* The regular file an O_PATH descriptor names, opened for reading; pfd is closed. */
+static int open_checked(int pfd, uint64_t max_size, struct stat *st)
 {
 	char self[64];
-	struct stat tmp, again;
-	int pfd, fd, err;
+	struct stat again;
+	int fd, err;
 
-	if (!st)
-		st = &tmp;
-	/*
-	 * Look before opening: an O_PATH descriptor opens nothing, so a device swapped in under
-	 * the name is never opened (opening some, a watchdog, has effects of its own).
-	 */
-	pfd = open(path, O_PATH | O_CLOEXEC);
-	if (pfd < 0)
-		return -errno;
 	if (fstat(pfd, st)) {
 		err = -errno;
 		close(pfd);
@@ -61,6 +55,49 @@ int procfs_open_regular(const char *path, uint64_t max_size, struct stat *st)
 		return -ESTALE;
 	}
 	return fd;
+}
+
+int procfs_open_regular(const char *path, uint64_t max_size, struct stat *st)
+{
+	struct stat tmp;
+	int pfd;
+
+	/*
+	 * Look before opening: an O_PATH descriptor opens nothing, so a device swapped in under
+	 * the name is never opened (opening some, a watchdog, has effects of its own).
+	 */
+	pfd = open(path, O_PATH | O_CLOEXEC);
+	if (pfd < 0)
+		return -errno;
+	return open_checked(pfd, max_size, st ? st : &tmp);
+}
+
+int procfs_open_in_root(const char *proc_root, uint32_t pid, const char *path, uint64_t max_size,
+			struct stat *st)
+{
+	struct open_how how = {
+	    .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+	    /* The process's "/" is the root; no link of any kind is followed. */
+	    .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	char root[PATH_MAX];
+	struct stat tmp;
+	int rfd, pfd, n;
+
+	n = snprintf(root, sizeof(root), "%s/%u/root", proc_root ? proc_root : "/proc", pid);
+	if (n <= 0 || (size_t)n >= sizeof(root))
+		return -ENAMETOOLONG;
+	rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rfd < 0)
+		return -errno;
+	while (*path == '/')
+		path++;
+	pfd = (int)syscall(SYS_openat2, rfd, path, &how, sizeof(how));
+	n = pfd < 0 ? -errno : 0;
+	close(rfd);
+	if (n)
+		return n;
+	return open_checked(pfd, max_size, st ? st : &tmp);
 }
 
 int procfs_read_fd(int fd, size_t max, char **buf, size_t *len)

@@ -538,14 +538,16 @@ static int perf_map_load(struct perf_map *pm, int fd)
 }
 
 /*
- * Open a perf map candidate. Like perf, trust only a file owned by the process's user or root:
- * the daemon runs as root and must not read what another user planted under that name.
+ * Open the perf map of ps as the process names it, in its own root, following no link (a user
+ * could link it to a file only root may read), and trust it only when the process's own user
+ * owns it: the daemon runs as root and must not read what another user planted under that name.
  */
-static int perf_map_open(const char *path, uid_t owner, struct stat *st)
+static int perf_map_open(struct symbolizer *s, struct pid_state *ps, const char *name, uid_t owner,
+			 struct stat *st)
 {
-	int fd = procfs_open_regular(path, PERF_MAP_MAX, st);
+	int fd = procfs_open_in_root(s->proc_root, ps->pid, name, PERF_MAP_MAX, st);
 
-	if (fd >= 0 && st->st_uid != owner && st->st_uid != 0) {
+	if (fd >= 0 && st->st_uid != owner) {
 		close(fd);
 		return -EPERM;
 	}
@@ -555,11 +557,11 @@ static int perf_map_open(const char *path, uid_t owner, struct stat *st)
 /* Stat the perf map of ps; reload it when it changed. */
 static void perf_map_refresh(struct symbolizer *s, struct pid_state *ps, uint64_t now)
 {
-	char path[PATH_MAX], host[64];
+	char path[PATH_MAX];
 	struct perf_map *pm = ps->perf;
 	uint32_t nspid = ps->pid;
 	struct stat st, pst;
-	int n, fd = -1;
+	int n, fd;
 
 	if (!pm) {
 		pm = calloc(1, sizeof(*pm));
@@ -573,16 +575,11 @@ static void perf_map_refresh(struct symbolizer *s, struct pid_state *ps, uint64_
 		return;
 	}
 	pm->checked_ns = now;
+	/* The owner of /proc/PID: the process's effective uid while it is dumpable. */
 	n = snprintf(path, sizeof(path), "%s/%u", s->proc_root, ps->pid);
 	if (n <= 0 || (size_t)n >= sizeof(path) || stat(path, &pst))
 		return;
-	n = snprintf(path, sizeof(path), "%s/%u/root%s", s->proc_root, ps->pid, pm->display);
-	if (n > 0 && (size_t)n < sizeof(path))
-		fd = perf_map_open(path, pst.st_uid, &st);
-	if (fd < 0) {
-		snprintf(host, sizeof(host), "/tmp/perf-%u.map", ps->pid);
-		fd = perf_map_open(host, pst.st_uid, &st);
-	}
+	fd = perf_map_open(s, ps, pm->display, pst.st_uid, &st);
 	if (fd < 0)
 		return;
 	if (pm->have_stat && st.st_size == pm->size && st.st_mtim.tv_sec == pm->mtime.tv_sec &&

@@ -330,6 +330,29 @@ static void test_live(void)
 	EXPECT_SYM(s, c.pid, c.jit, "jit_func_one", perf, c.jit);
 	unlink(perf);
 
+	/*
+	 * A perf map that is a link to another file (one only root may read, say) is not followed:
+	 * its lines that parse as symbols must not come back as frame names.
+	 */
+	f = fopen(tmp("secret"), "w");
+	CHECK(f != NULL);
+	if (f) {
+		fprintf(f, "%llx 40 secret_line\n", (unsigned long long)c.jit);
+		fclose(f);
+	}
+	CHECK_EQ_I(chmod(tmp("secret"), 0600), 0);
+	CHECK_EQ_I(symlink(tmp("secret"), perf), 0);
+	symbolizer__forget_pid(s, c.pid);
+	EXPECT_SYM(s, c.pid, c.jit + 0x10, NULL, "[anon]", c.jit + 0x10);
+	sleep_ms(150);
+	EXPECT_SYM(s, c.pid, c.jit + 0x10, NULL, "[anon]", c.jit + 0x10);
+	unlink(perf);
+	/* The same file, no longer behind a link, is read: the refusal was the link's. */
+	CHECK_EQ_I(rename(tmp("secret"), perf), 0);
+	sleep_ms(150);
+	EXPECT_SYM(s, c.pid, c.jit + 0x10, "secret_line", perf, c.jit + 0x10);
+	unlink(perf);
+
 	/* Forget and resolve again: maps and images come back. */
 	symbolizer__forget_pid(s, c.pid);
 	EXPECT_SYM(s, c.pid, c.lib_beta, "fixlib_beta", lib_path,

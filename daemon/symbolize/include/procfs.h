@@ -33,6 +33,13 @@ struct proc_map {
  * errno (-EINVAL: not a regular file, -EFBIG: too large).
  */
 int procfs_open_regular(const char *path, uint64_t max_size, struct stat *st);
+/*
+ * The same for a path in a process's own file system, as it sees it (its root, for processes in
+ * containers), following no link of any kind: a file a user linked to another one is refused
+ * (-ELOOP), whatever the link points at. Returns the fd or a negative errno.
+ */
+int procfs_open_in_root(const char *proc_root, uint32_t pid, const char *path, uint64_t max_size,
+			struct stat *st);
 
 /*
  * Read all of fd (at most max bytes) into a NUL-terminated buffer; the fd stays open. Returns 0
