@@ -29,7 +29,16 @@ struct addr_entry {
 	uint64_t addr;
 	uint64_t owner; /* pid << 32 | epoch; 0 marks an empty slot (pid 0 is never a user pid) */
 	uint32_t frame;
+	/*
+	 * 0: final. Else the second (of the monotonic clock) from which the address is symbolized
+	 * again: a user address without a symbol may get one later (a JIT writes its perf map
+	 * after its code first ran).
+	 */
+	uint32_t retry_s;
 };
+
+/* How long an address without a symbol stays unnamed before it is looked up again. */
+#define ADDR_RETRY_S 1
 
 /* Known processes: pid -> exec epoch. */
 #define PID_TABLE_MIN 1024
@@ -70,6 +79,7 @@ struct ingest {
 	size_t addr_fill;
 	uint64_t store_gen;
 	uint64_t kernel_gen;
+	uint32_t now_s; /* the record's time in whole seconds, for addr_entry.retry_s */
 	struct pid_entry *pids;
 	size_t pid_cap; /* power of two */
 	size_t pid_fill;
@@ -330,14 +340,19 @@ static uint32_t frame_for(struct ingest *in, uint64_t owner, uint32_t pid, uint6
 	size_t mask = ADDR_CACHE_SIZE - 1;
 	struct sym_result r;
 	uint32_t frame;
+	bool again = false;
 	size_t i;
 	int err;
 
 	for (i = hash_mix64(addr ^ (owner * 0x9e3779b97f4a7c15ull)) & mask; in->addrs[i].owner;
 	     i = (i + 1) & mask) {
 		if (in->addrs[i].owner == owner && in->addrs[i].addr == addr) {
-			in->stats.addr_cache_hits++;
-			return in->addrs[i].frame;
+			if (!in->addrs[i].retry_s || in->now_s < in->addrs[i].retry_s) {
+				in->stats.addr_cache_hits++;
+				return in->addrs[i].frame;
+			}
+			again = true; /* this slot is refreshed below */
+			break;
 		}
 	}
 	in->stats.addr_cache_misses++;
@@ -361,6 +376,11 @@ static uint32_t frame_for(struct ingest *in, uint64_t owner, uint32_t pid, uint6
 	 */
 	if (!kernel && r.module && !strcmp(r.module, "[unknown]"))
 		return frame;
+	if (again) {
+		in->addrs[i].frame = frame;
+		in->addrs[i].retry_s = r.name ? 0 : in->now_s + ADDR_RETRY_S;
+		return frame;
+	}
 	if (in->addr_fill >= ADDR_CACHE_MAX_FILL) {
 		addr_cache_wipe(in);
 		for (i = hash_mix64(addr ^ (owner * 0x9e3779b97f4a7c15ull)) & mask;
@@ -370,6 +390,7 @@ static uint32_t frame_for(struct ingest *in, uint64_t owner, uint32_t pid, uint6
 	in->addrs[i].owner = owner;
 	in->addrs[i].addr = addr;
 	in->addrs[i].frame = frame;
+	in->addrs[i].retry_s = kernel || r.name ? 0 : in->now_s + ADDR_RETRY_S;
 	in->addr_fill++;
 	return frame;
 }
@@ -643,6 +664,7 @@ static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, 
 		in->stats.launches_dropped++;
 		return 0;
 	}
+	in->now_s = (uint32_t)(now / NSEC_PER_SEC);
 	if (store__generation(in->store) != in->store_gen ||
 	    symbolizer__kernel_generation(in->sym) != in->kernel_gen) {
 		addr_cache_wipe(in);

@@ -10,7 +10,10 @@
  */
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "abi.h"
@@ -373,6 +376,61 @@ out:
 	store__free(store);
 }
 
+/*
+ * JIT code whose perf map is written after the code first ran (and was sampled): the address,
+ * unnamed at first, gets its name from the map within a second or so, not never.
+ */
+static void test_late_perf_map(void)
+{
+	struct store *store = store__new(&(struct store_opts){0});
+	struct symbolizer *sym = symbolizer__new(&(struct symbolizer_opts){.no_kernel = true});
+	struct ingest *in = NULL;
+	uint32_t me = (uint32_t)getpid();
+	char perf[64], names[256];
+	uint64_t count;
+	void *jit = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	FILE *f;
+
+	CHECK(store && sym && jit != MAP_FAILED);
+	if (!store || !sym || jit == MAP_FAILED)
+		goto out;
+	in = ingest__new(&(struct ingest_opts){.store = store, .sym = sym});
+	CHECK(in != NULL);
+	if (!in)
+		goto out;
+	snprintf(perf, sizeof(perf), "/tmp/perf-%u.map", me);
+	unlink(perf);
+
+	fill(me, 0, 1);
+	rec.tid = me + 50;
+	rec.ips[0] = (uint64_t)(uintptr_t)jit + 0x10;
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	stack_names(store, me, me + 50, names, sizeof(names), &count);
+	CHECK_STREQ(names, "[unknown]");
+
+	f = fopen(perf, "w");
+	CHECK(f != NULL);
+	if (!f)
+		goto out;
+	fprintf(f, "%llx 40 jit_written_late\n", (unsigned long long)(uintptr_t)jit);
+	fclose(f);
+	/* A second later the cached miss is due for another look, and the map answers. */
+	nanosleep(&(struct timespec){.tv_sec = 1, .tv_nsec = 100 * 1000 * 1000}, NULL);
+	fill(me, 0, 1);
+	rec.tid = me + 51;
+	rec.ips[0] = (uint64_t)(uintptr_t)jit + 0x10;
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	stack_names(store, me, me + 51, names, sizeof(names), &count);
+	CHECK_STREQ(names, "jit_written_late");
+	unlink(perf);
+out:
+	ingest__free(in);
+	symbolizer__free(sym);
+	store__free(store);
+	if (jit != MAP_FAILED)
+		munmap(jit, 4096);
+}
+
 int main(void)
 {
 	struct store *store = store__new(&(struct store_opts){0});
@@ -516,5 +574,6 @@ int main(void)
 	CHECK_EQ_I(ncalls, 0); /* without a GPU module nothing goes there */
 
 	test_launch();
+	test_late_perf_map();
 	return CHECK_DONE();
 }
