@@ -80,7 +80,7 @@ struct profd_sample_rec {
 	__u64 ts_ns; /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
 	__u32 pid;   /* thread group id in the root PID namespace */
 	__u32 tid;
-	__u32 uid;
+	__u32 uid; /* effective uid */
 	__u32 cpu;
 	__u32 flags; /* PROFD_SAMPLE_* */
 	__u16 nr_kernel;
@@ -148,7 +148,7 @@ struct profd_task_rec {
 	struct profd_rec_hdr hdr;
 	__u64 ts_ns;
 	__u32 pid;
-	__u32 uid;
+	__u32 uid;		   /* effective uid */
 	char comm[PROFD_COMM_LEN]; /* process name after exec, or at exit */
 };
 _Static_assert(sizeof(struct profd_task_rec) == 40, "profd_task_rec layout");

@@ -80,6 +80,17 @@ static __always_inline bool wanted(__u32 tgid)
 	return bpf_map_lookup_elem(&target_pids, &tgid) != NULL;
 }
 
+/*
+ * The effective uid, whose rights the thread acts with: a setuid program counts as its owner's,
+ * not its caller's, as ptrace and perf decide (bpf_get_current_uid_gid gives the real uid).
+ */
+static __always_inline __u32 current_euid(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	return BPF_CORE_READ(task, cred, euid.val);
+}
+
 /* Who and when: everything a record says about the current thread but its stacks. */
 static __always_inline void fill_ident(struct profd_sample_rec *rec, __u32 type, __u32 tgid,
 				       __u32 tid)
@@ -88,7 +99,7 @@ static __always_inline void fill_ident(struct profd_sample_rec *rec, __u32 type,
 	rec->ts_ns = bpf_ktime_get_ns();
 	rec->pid = tgid;
 	rec->tid = tid;
-	rec->uid = (__u32)bpf_get_current_uid_gid();
+	rec->uid = current_euid();
 	rec->cpu = bpf_get_smp_processor_id();
 	rec->flags = 0;
 	rec->corr_id = 0;
@@ -195,7 +206,7 @@ static __always_inline void task_event(__u32 type)
 	rec->hdr.size = sizeof(*rec);
 	rec->ts_ns = bpf_ktime_get_ns();
 	rec->pid = tgid;
-	rec->uid = (__u32)bpf_get_current_uid_gid();
+	rec->uid = current_euid();
 	bpf_probe_read_kernel_str(rec->comm, sizeof(rec->comm), task->group_leader->comm);
 	bpf_ringbuf_submit(rec, rb_flags(&events));
 }

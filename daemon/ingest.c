@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "abi.h"
@@ -55,10 +56,11 @@ struct pid_entry {
 	uint32_t pid; /* 0: empty */
 	uint32_t epoch;
 	bool tombstone;
-	uint8_t py_state;    /* enum py_state */
-	uint16_t py_version; /* major << 8 | minor when active */
-	uint32_t uid;	     /* the owner the events are filed under, from the first record */
-	uint64_t seen_ns;    /* first sample of this image */
+	uint8_t py_state;	   /* enum py_state */
+	uint16_t py_version;	   /* major << 8 | minor when active */
+	uint32_t uid;		   /* the owner (proc_owner) the process's data is filed under */
+	uint64_t seen_ns;	   /* first sample of this image */
+	uint64_t owner_checked_ns; /* when uid was last compared with /proc */
 	uint64_t py_checked_ns;
 };
 
@@ -246,19 +248,61 @@ static void comm_copy(char *dst, const char *src)
 	dst[i] = '\0';
 }
 
+/*
+ * Who owns a process, as ptrace and perf decide: its effective uid while it is dumpable, root
+ * when it is not (a setuid or setgid program, one that dropped or changed credentials, one that
+ * made itself undumpable). The files of /proc/PID belong to exactly that uid. Once the process is
+ * gone, the effective uid its record carries.
+ */
+static uint32_t proc_owner(const struct ingest *in, uint32_t pid, uint32_t euid)
+{
+	char path[300];
+	struct stat st;
+	/* A file in it: the directory's own owner is not updated when dumpability changes. */
+	int n = snprintf(path, sizeof(path), "%s/%u/stat", in->proc_root, pid);
+
+	if (n > 0 && (size_t)n < sizeof(path) && stat(path, &st) == 0)
+		return (uint32_t)st.st_uid;
+	return euid;
+}
+
+/* A process may change credentials while profiled: look again now and then. */
+#define OWNER_RECHECK_NS NSEC_PER_SEC
+
+static void owner_check(struct ingest *in, struct pid_entry *e, uint32_t euid, uint64_t now)
+{
+	struct store_process_info pi;
+	char comm[256] = "";
+	uint32_t uid;
+
+	if (now - e->owner_checked_ns < OWNER_RECHECK_NS)
+		return;
+	e->owner_checked_ns = now;
+	uid = proc_owner(in, e->pid, euid);
+	if (uid == e->uid)
+		return;
+	e->uid = uid;
+	if (store__process(in->store, e->pid, &pi) && pi.comm)
+		snprintf(comm, sizeof(comm), "%s", pi.comm);
+	store__set_process(in->store, e->pid, uid, comm);
+}
+
 static struct pid_entry *see_process(struct ingest *in, uint32_t pid, uint32_t uid,
 				     const char *thread_comm, uint64_t now)
 {
 	struct pid_entry *e = pid_find(in, pid);
 	char comm[64];
 
-	if (e)
+	if (e) {
+		owner_check(in, e, uid, now);
 		return e;
+	}
 	e = pid_insert(in, pid);
 	if (!e)
 		return NULL;
 	e->seen_ns = now;
-	e->uid = uid;
+	e->uid = uid = proc_owner(in, pid, uid);
+	e->owner_checked_ns = now;
 	read_comm(in, pid, comm, sizeof(comm), thread_comm);
 	store__set_process(in->store, pid, uid, comm);
 	return e;
@@ -719,8 +763,9 @@ static int handle_task(struct ingest *in, const struct profd_task_rec *rec, size
 		if (!e)
 			return -ENOMEM;
 		e->seen_ns = rec->ts_ns;
-		e->uid = rec->uid;
-		store__set_process(in->store, rec->pid, rec->uid, comm);
+		e->uid = proc_owner(in, rec->pid, rec->uid);
+		e->owner_checked_ns = mono_ns();
+		store__set_process(in->store, rec->pid, e->uid, comm);
 	} else {
 		in->stats.exits++;
 		forget_process(in, rec->pid);

@@ -575,8 +575,8 @@ static void perf_map_refresh(struct symbolizer *s, struct pid_state *ps, uint64_
 		return;
 	}
 	pm->checked_ns = now;
-	/* The owner of /proc/PID: the process's effective uid while it is dumpable. */
-	n = snprintf(path, sizeof(path), "%s/%u", s->proc_root, ps->pid);
+	/* The owner of /proc/PID's files: the effective uid while dumpable, else root. */
+	n = snprintf(path, sizeof(path), "%s/%u/stat", s->proc_root, ps->pid);
 	if (n <= 0 || (size_t)n >= sizeof(path) || stat(path, &pst))
 		return;
 	fd = perf_map_open(s, ps, pm->display, pst.st_uid, &st);
