@@ -190,10 +190,14 @@ static int gpu_attach_probe(void *ctx, uint32_t pid, const char *library_path)
 	struct app *app = ctx;
 
 	/* Libraries connect once the loop runs, after the sampler exists. */
-	if (!app->d.sampler)
+	if (!app->d.sampler) {
+		pr_warn("gpu: pid %u: no sampler yet to attach the launch probe with", pid);
 		return -ENODEV;
-	if (!app->gpu_pids_ok)
+	}
+	if (!app->gpu_pids_ok) {
+		pr_debug("gpu: pid %u: launch probes are off in this pid namespace", pid);
 		return -EOPNOTSUPP;
+	}
 	return sampler__attach_launch_probe(app->d.sampler, pid, library_path);
 }
 

@@ -363,11 +363,11 @@ int gpu_proc_attach(struct gpu *g, uint32_t pid, uint32_t uid, unsigned int flag
 	if (p->state == GPU_STATE_READY && !p->probe_attached && covered && !p->uid_refused &&
 	    g->o.attach_probe) {
 		err = g->o.attach_probe(g->o.probe_ctx, pid, m->library_path);
+		/* The prober has said why (a library without the probe note is no error). */
 		if (err)
-			pr_warn(
-			    "gpu: pid %u: cannot attach the launch probe to %s: %s (its GPU time "
-			    "goes to \"[launch stack unknown]\")",
-			    pid, m->library_path, strerror(-err));
+			pr_info("gpu: pid %u: no launch probe in %s: its GPU time goes to "
+				"\"[launch stack unknown]\"",
+				pid, m->library_path);
 		p->probe_attached = !err;
 	}
 	if (p->uid_refused)

@@ -47,8 +47,8 @@ struct gpu_opts {
 	size_t max_bytes;
 	/*
 	 * Called when a process's library attaches and reports where it lives, so the daemon can
-	 * attach the USDT probe there for that pid. Returns 0 or a negative errno (the process
-	 * still sends records; they are charged to "[launch stack unknown]").
+	 * attach the USDT probe there for that pid. Returns 0 or a negative errno, having logged
+	 * why (the process still sends records; they are charged to "[launch stack unknown]").
 	 */
 	int (*attach_probe)(void *ctx, uint32_t pid, const char *library_path);
 	void (*detach_probe)(void *ctx, uint32_t pid);
