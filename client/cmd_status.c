@@ -187,12 +187,14 @@ static void print_gpu(FILE *out, const Profd__StatusReply *st)
 {
 	if (!st->has_gpu_processes && !st->n_gpu)
 		return;
-	fprintf(out,
-		"%-14s%" PRIu64 " processes, %" PRIu64 " launches, %" PRIu64 " records, %" PRIu64
-		" joined, %" PRIu64 " unmatched, %" PRIu64 " dropped, %" PRIu64
-		" uprobe launches\n",
-		"gpu:", st->gpu_processes, st->gpu_launches, st->gpu_records, st->gpu_joined,
-		st->gpu_unmatched, st->gpu_dropped, st->gpu_uprobe_launches);
+	if (st->has_gpu_processes)
+		fprintf(out,
+			"%-14s%" PRIu64 " processes, %" PRIu64 " launches, %" PRIu64
+			" records, %" PRIu64 " joined, %" PRIu64 " unmatched, %" PRIu64
+			" dropped, %" PRIu64 " uprobe launches\n",
+			"gpu:", st->gpu_processes, st->gpu_launches, st->gpu_records,
+			st->gpu_joined, st->gpu_unmatched, st->gpu_dropped,
+			st->gpu_uprobe_launches);
 	if (st->gpu_launches_limited)
 		fprintf(out, "%-14s%" PRIu64 " launch records over the per-process probe limit\n",
 			"", st->gpu_launches_limited);
@@ -238,6 +240,16 @@ static void status_print_text(FILE *out, const Profd__StatusReply *st)
 		for (size_t i = 0; i < st->n_target_pids; i++)
 			fprintf(out, "%s %" PRIu32, i ? "," : "", st->target_pids[i]);
 		fputc('\n', out);
+	}
+	if (!st->has_samples_received) {
+		/* A non-root client: the machine's counters tell what other users run. */
+		fprintf(out, "%-14sthe whole machine's counters are shown to root only",
+			"counters:");
+		if (st->has_only_uid)
+			fprintf(out, " (you are uid %" PRIu32 ")", st->only_uid);
+		fputc('\n', out);
+		print_gpu(out, st);
+		return;
 	}
 	fprintf(out,
 		"%-14s%" PRIu64 " received, %" PRIu64 " lost (ring buffer full), %" PRIu64

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dump.h"
@@ -129,9 +130,56 @@ static int gpu_status_list(struct daemon *d, const struct server_peer *peer, Pro
 	return 0;
 }
 
+/* Whether uid owns pid, as the store knows it or (not seen yet) as /proc says. */
+static bool pid_owned_by(struct daemon *d, uint32_t pid, uint32_t uid)
+{
+	struct store_process_info pi;
+	char path[300];
+	struct stat st;
+
+	if (store__process(d->store, pid, &pi))
+		return pi.uid == uid;
+	snprintf(path, sizeof(path), "%s/%u/stat", d->proc_root ? d->proc_root : "/proc", pid);
+	return stat(path, &st) == 0 && st.st_uid == uid;
+}
+
+/*
+ * What a non-root client may read of the status: the daemon's own settings and its own --pid
+ * targets, not the counters of the whole machine, which tell what other users run. *own is a
+ * new array of the targets left (the caller frees it).
+ */
+static int status_for_user(struct daemon *d, uint32_t uid, Profd__StatusReply *st, uint32_t **own)
+{
+	size_t n = 0;
+
+	*own = st->n_target_pids ? calloc(st->n_target_pids, sizeof(**own)) : NULL;
+	if (st->n_target_pids && !*own)
+		return -ENOMEM;
+	for (size_t i = 0; i < st->n_target_pids; i++)
+		if (pid_owned_by(d, st->target_pids[i], uid))
+			(*own)[n++] = st->target_pids[i];
+	st->target_pids = *own;
+	st->n_target_pids = n;
+	st->has_only_uid = true;
+	st->only_uid = uid;
+	st->has_samples_received = st->has_samples_lost_ringbuf = false;
+	st->has_kstack_errors = st->has_ustack_errors = st->has_samples_evicted = false;
+	st->has_task_events_lost = st->has_records_malformed = st->has_samples_dropped = false;
+	st->has_python_samples = st->has_python_frames_dropped = false;
+	st->has_python_no_thread_state = st->has_python_processes = false;
+	st->has_store_bytes = st->has_stacks = st->has_frames = st->has_processes = false;
+	st->has_oldest_ns = st->has_newest_ns = false;
+	st->has_clients = st->has_daemon_cpu_ns = st->has_daemon_rss_bytes = false;
+	st->has_gpu_processes = st->has_gpu_launches = st->has_gpu_records = false;
+	st->has_gpu_joined = st->has_gpu_unmatched = st->has_gpu_dropped = false;
+	st->has_gpu_uprobe_launches = st->has_gpu_launches_limited = false;
+	return 0;
+}
+
 static int handle_status(struct daemon *d, const struct server_peer *peer, uint8_t **frame,
 			 size_t *len)
 {
+	uint32_t *own = NULL;
 	Profd__Response resp = PROFD__RESPONSE__INIT;
 	Profd__StatusReply st = PROFD__STATUS_REPLY__INIT;
 	uint64_t cnt[PROFD_CNT__MAX] = {0};
@@ -139,7 +187,7 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 	struct store_stats ss;
 	struct rusage ru;
 	uint64_t now = mono_ns();
-	int err;
+	int err = 0;
 
 	sampler__counters(d->sampler, cnt);
 	ingest__stats(d->ingest, &is);
@@ -234,9 +282,13 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 			return err;
 	}
 
+	if (peer->uid != 0)
+		err = status_for_user(d, peer->uid, &st, &own);
 	resp.msg_case = PROFD__RESPONSE__MSG_STATUS;
 	resp.status = &st;
-	err = wire_pack_response(&resp, FRAME_MAX_REPLY, frame, len);
+	if (!err)
+		err = wire_pack_response(&resp, FRAME_MAX_REPLY, frame, len);
+	free(own);
 	if (st.gpu)
 		free(st.gpu[0]);
 	free(st.gpu);

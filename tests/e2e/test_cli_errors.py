@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # profctl's one-line errors and exit codes, and SO_PEERCRED access control against the real
 # daemon: a non-root user sees only processes running under its own uid.
+import json
 import os
 import sys
 import pwd
@@ -57,6 +58,16 @@ try:
 
         r = d.ctl("status", user=user)
         check(r.returncode == 0, f"a group member can ask for status: {r.stderr!r}")
+        check("shown to root only" in r.stdout and "received" not in r.stdout,
+              f"her status leaves out the whole machine's counters: {r.stdout!r}")
+        r = d.ctl("status", "--json", user=user)
+        js = json.loads(r.stdout) if r.returncode == 0 else {}
+        check(js.get("only_uid") == user[0] and "samples_received" not in js
+              and "processes" not in js and "stacks" not in js,
+              f"and so does its JSON: {sorted(js)}")
+        r = d.ctl("status", "--json")
+        js = json.loads(r.stdout) if r.returncode == 0 else {}
+        check("samples_received" in js and "only_uid" not in js, "root's status has them all")
 
         r = d.ctl("dump", "flamegraph", "--format", "folded", "--pid", str(root_burn.pid),
                   user=user)
@@ -101,6 +112,16 @@ try:
                       parse_folded(d.ctl("dump", "flamegraph", "--format", "folded").stdout)}
         check("rootburn" in root_roots and "rootburn" not in roots,
               f"root sees root's busy process, nobody does not: {root_roots}")
+
+    # A daemon for two processes: each user's status names only her own target.
+    with Daemon("--pid", str(root_burn.pid), "--pid", str(user_burn.pid), "--socket-group",
+                nogroup.gr_name) as d:
+        js = json.loads(d.ctl("status", "--json", user=user).stdout or "{}")
+        check(js.get("target_pids") == [user_burn.pid],
+              f"nobody's status names only her own --pid target: {js.get('target_pids')}")
+        js = json.loads(d.ctl("status", "--json").stdout or "{}")
+        check(sorted(js.get("target_pids", [])) == sorted([root_burn.pid, user_burn.pid]),
+              f"root's names both: {js.get('target_pids')}")
 finally:
     for p in (root_burn, user_burn):
         p.kill()
