@@ -288,6 +288,19 @@ static void status_print_text(FILE *out, const Profd__StatusReply *st)
 		fputc('\n', out);
 	}
 	print_gpu(out, st);
+	if (st->has_perf_map_bytes) {
+		fprintf(out, "%-14s%s of %s",
+			"perf maps:", fmt_bytes(st->perf_map_bytes, a, sizeof(a)),
+			fmt_bytes(st->perf_map_budget_bytes, b, sizeof(b)));
+		if (st->perf_maps_sparse)
+			fprintf(out,
+				", %" PRIu32
+				" too large (only entries that samples hit kept, %" PRIu64
+				" left out)",
+				st->perf_maps_sparse, st->perf_map_entries_dropped);
+		fprintf(out, ", %" PRIu64 " reads (%s)\n", st->perf_map_reads,
+			fmt_duration(st->perf_map_read_ns, c, sizeof(c)));
+	}
 	fprintf(out, "%-14s%" PRIu32 "\n", "clients:", st->clients);
 	fprintf(out, "%-14s%s CPU, %s RSS\n",
 		"daemon:", fmt_duration(st->daemon_cpu_ns, a, sizeof(a)),

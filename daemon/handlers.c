@@ -173,6 +173,8 @@ static int status_for_user(struct daemon *d, uint32_t uid, Profd__StatusReply *s
 	st->has_gpu_processes = st->has_gpu_launches = st->has_gpu_records = false;
 	st->has_gpu_joined = st->has_gpu_unmatched = st->has_gpu_dropped = false;
 	st->has_gpu_uprobe_launches = st->has_gpu_launches_limited = false;
+	st->has_perf_map_bytes = st->has_perf_map_entries_dropped = false;
+	st->has_perf_maps_sparse = st->has_perf_map_reads = st->has_perf_map_read_ns = false;
 	return 0;
 }
 
@@ -184,6 +186,7 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 	Profd__StatusReply st = PROFD__STATUS_REPLY__INIT;
 	uint64_t cnt[PROFD_CNT__MAX] = {0};
 	struct ingest_stats is;
+	struct symbolizer_stats sy;
 	struct store_stats ss;
 	struct rusage ru;
 	uint64_t now = mono_ns();
@@ -256,6 +259,19 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 			   (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
 	st.has_daemon_rss_bytes = true;
 	st.daemon_rss_bytes = self_rss_bytes();
+	symbolizer__stats(d->sym, &sy);
+	st.has_perf_map_bytes = true;
+	st.perf_map_bytes = sy.perf_map_bytes;
+	st.has_perf_map_budget_bytes = true;
+	st.perf_map_budget_bytes = sy.perf_map_budget;
+	st.has_perf_map_entries_dropped = true;
+	st.perf_map_entries_dropped = sy.perf_map_dropped;
+	st.has_perf_maps_sparse = true;
+	st.perf_maps_sparse = sy.perf_map_sparse;
+	st.has_perf_map_reads = true;
+	st.perf_map_reads = sy.perf_map_scans;
+	st.has_perf_map_read_ns = true;
+	st.perf_map_read_ns = sy.perf_map_scan_ns;
 
 	if (d->gpu) {
 		struct gpu_stats gs;

@@ -12,7 +12,9 @@
  */
 #include "symbolize.h"
 
+#include "grow.h"
 #include "hash.h"
+#include "perf_map.h"
 #include "procfs.h"
 #include "symbolize_elf.h"
 #include "log.h"
@@ -42,8 +44,19 @@ static uint64_t sym_table_bytes(const struct sym_table *t)
 #define PID_BUCKETS 1024
 /* A miss re-reads maps (or stats the perf map) at most this often per pid. */
 #define REREAD_INTERVAL_NS (100 * NSEC_PER_MSEC)
-#define PERF_MAP_MAX (256u << 20)
-#define PERF_MAP_NAME_MAX 4096
+/* Bytes of a perf map read at most (JITs append: what lies past this is not seen). */
+#define PERF_MAP_READ_MAX (256ull << 20)
+/* Perf maps up to this size are read on the caller's thread (a few ms); larger ones off it. */
+#define PERF_MAP_SYNC_MAX (1u << 20)
+/* Symbol bytes of all perf maps (opts.max_perf_map_bytes); one map gets at most a quarter. */
+#define DEFAULT_MAX_PERF_MAP_BYTES (64ull << 20)
+/* What a map may always keep for the addresses samples hit, whatever the others hold. */
+#define PERF_MAP_FLOOR_BYTES (256u << 10)
+/* Addresses waiting for a scan, and addresses a scan did not find, per map. */
+#define PERF_MAP_WANTED_MAX 1024
+#define PERF_MAP_ABSENT_MAX 4096
+/* A map scanned off the thread waits this many times its last scan before the next one. */
+#define PERF_MAP_SCAN_GAP 10
 
 static const char module_unknown[] = "[unknown]";
 static const char module_kernel[] = "[kernel.kallsyms]";
@@ -68,13 +81,34 @@ struct umap {
 	char *path;
 };
 
-struct perf_map {
-	struct sym_table syms;
-	char display[40]; /* "/tmp/perf-NSPID.map", as the process names it */
-	bool have_stat;
+/* The version of a perf map file a table was read from. */
+struct perf_map_version {
+	bool valid;
+	uint64_t ino;
 	off_t size;
 	struct timespec mtime;
-	uint64_t checked_ns;
+};
+
+/*
+ * A process's perf map. The table holds all the file's entries when they fit the budget, else
+ * (sparse) only those covering addresses samples hit: each miss is noted in wanted, and the
+ * next scan looks for it. An address a scan of this version of the file did not find goes to
+ * absent, so that it does not cause another scan until the file changes.
+ */
+struct perf_map {
+	struct sym_table syms;
+	uint64_t bytes;	  /* perf_map__table_bytes(&syms), counted in symbolizer.perf_bytes */
+	uint64_t dropped; /* entries the last scan left out, counted in symbolizer.perf_dropped */
+	char display[40]; /* "/tmp/perf-NSPID.map", as the process names it */
+	struct perf_map_version ver, scan_ver;
+	bool sparse;
+	bool queued;   /* in symbolizer.pm_queue */
+	bool scanning; /* the worker scans it: scan_tag, scan_ver */
+	uint64_t scan_tag;
+	uint64_t checked_ns;   /* last stat */
+	uint64_t next_scan_ns; /* no scan off the thread before this */
+	uint64_t *wanted, *absent;
+	size_t n_wanted, n_absent, cap_wanted, cap_absent;
 };
 
 struct pid_state {
@@ -122,6 +156,17 @@ struct symbolizer {
 	bool vdso_tried, vdso_ok;
 	uint64_t vdso_size;
 	struct elf_image vdso;
+	/* Perf maps: tables within max_perf_bytes, large files scanned by the worker, one a time.
+	 */
+	uint64_t max_perf_bytes;
+	uint64_t perf_bytes;   /* table bytes of every perf map */
+	uint64_t perf_dropped; /* entries their last scans left out */
+	uint64_t perf_scans, perf_scan_ns;
+	uint32_t perf_sparse; /* maps holding only the entries samples hit */
+	uint32_t scan_serial;
+	struct perf_map_worker *worker;
+	uint32_t *pm_queue; /* pids whose map waits for the worker (may be stale) */
+	size_t n_pm_queue, cap_pm_queue;
 };
 
 /* --- ELF cache -------------------------------------------------------------------------------- */
@@ -345,20 +390,25 @@ static void free_umaps(struct umap *maps, size_t n)
 	free(maps);
 }
 
-static void perf_map_free(struct perf_map *pm)
+static void perf_map_free(struct symbolizer *s, struct perf_map *pm)
 {
 	if (!pm)
 		return;
+	s->perf_bytes -= pm->bytes;
+	s->perf_dropped -= pm->dropped;
+	s->perf_sparse -= pm->sparse;
 	sym_table__fini(&pm->syms);
+	free(pm->wanted);
+	free(pm->absent);
 	free(pm);
 }
 
-static void pid_state_free(struct pid_state *ps)
+static void pid_state_free(struct symbolizer *s, struct pid_state *ps)
 {
 	if (!ps)
 		return;
 	free_umaps(ps->maps, ps->n_maps);
-	perf_map_free(ps->perf);
+	perf_map_free(s, ps->perf);
 	free(ps);
 }
 
@@ -470,7 +520,7 @@ void symbolizer__forget_pid(struct symbolizer *s, uint32_t pid)
 			*pp = ps->next;
 			if (s->last == ps)
 				s->last = NULL;
-			pid_state_free(ps);
+			pid_state_free(s, ps);
 			return;
 		}
 	}
@@ -478,90 +528,258 @@ void symbolizer__forget_pid(struct symbolizer *s, uint32_t pid)
 
 /* --- perf maps -------------------------------------------------------------------------------- */
 
-/* "START SIZE NAME" in hex (0x optional). Returns 0 or -EINVAL. */
-static int perf_map_line(char *line, uint64_t *start, uint64_t *size, char **name)
+static bool addr_in(const uint64_t *a, size_t n, uint64_t x)
 {
-	char *p = line, *sp;
-	int i;
-
-	for (i = 0; i < 2; i++) {
-		sp = strchr(p, ' ');
-		if (!sp)
-			return -EINVAL;
-		*sp = '\0';
-		if (parse_hex_u64(p, i ? size : start))
-			return -EINVAL;
-		p = sp + 1;
-	}
-	sp = p + strlen(p);
-	while (sp > p && (sp[-1] == '\r' || sp[-1] == ' ' || sp[-1] == '\t'))
-		*--sp = '\0';
-	if (!*p || sp - p > PERF_MAP_NAME_MAX || !*size || *start + *size < *start)
-		return -EINVAL;
-	*name = p;
-	return 0;
+	for (size_t i = 0; i < n; i++)
+		if (a[i] == x)
+			return true;
+	return false;
 }
 
-static int perf_map_load(struct perf_map *pm, int fd)
+/* Add x to a small set of at most max addresses; a full set takes no more. */
+static void addr_note(uint64_t **a, size_t *n, size_t *cap, size_t max, uint64_t x)
 {
-	struct sym_table t = {0};
-	uint64_t start, size;
-	char *buf, *line, *nl, *name;
-	size_t len;
-	int err;
+	if (*n >= max || addr_in(*a, *n, x) || grow_array((void **)a, cap, *n + 1, sizeof(**a)))
+		return;
+	(*a)[(*n)++] = x;
+}
 
-	err = procfs_read_fd(fd, PERF_MAP_MAX, &buf, &len);
-	if (err)
-		return err;
-	for (line = buf; line < buf + len; line = nl + 1) {
-		nl = memchr(line, '\n', (size_t)(buf + len - line));
-		if (!nl)
-			nl = buf + len;
-		*nl = '\0';
-		if (perf_map_line(line, &start, &size, &name))
-			continue;
-		err = sym_table__add(&t, start, size, name, 0);
-		if (err == -ENOMEM || err == -E2BIG)
-			break;
-		err = 0;
+static int cmp_u64(const void *pa, const void *pb)
+{
+	uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
+
+	return a < b ? -1 : a > b;
+}
+
+static bool version_same(const struct perf_map_version *v, const struct stat *st)
+{
+	return v->valid && v->ino == (uint64_t)st->st_ino && v->size == st->st_size &&
+	       v->mtime.tv_sec == st->st_mtim.tv_sec && v->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+static void version_set(struct perf_map_version *v, const struct stat *st)
+{
+	*v = (struct perf_map_version){
+	    .valid = true,
+	    .ino = (uint64_t)st->st_ino,
+	    .size = st->st_size,
+	    .mtime = st->st_mtim,
+	};
+}
+
+/* A quarter of the whole budget, less when the others hold the rest, never below the floor. */
+static uint64_t perf_map_budget(const struct symbolizer *s, const struct perf_map *pm)
+{
+	uint64_t others = s->perf_bytes - pm->bytes, b = s->max_perf_bytes / 4;
+
+	if (s->max_perf_bytes < others + b)
+		b = s->max_perf_bytes > others ? s->max_perf_bytes - others : 0;
+	return b < PERF_MAP_FLOOR_BYTES ? PERF_MAP_FLOOR_BYTES : b;
+}
+
+/*
+ * The addresses a scan looks for, sorted and unique (malloc'd, NULL when none): the misses
+ * noted, in a sparse table the entries it holds (found again unless the file dropped them),
+ * and, when the file changed, the addresses earlier versions did not have.
+ */
+static uint64_t *scan_wanted(const struct perf_map *pm, bool with_absent, size_t *n)
+{
+	size_t cap =
+	    pm->n_wanted + (pm->sparse ? pm->syms.n : 0) + (with_absent ? pm->n_absent : 0);
+	size_t i, k = 0, out = 0;
+	uint64_t *w;
+
+	*n = 0;
+	if (!cap || !(w = malloc(cap * sizeof(*w))))
+		return NULL;
+	for (i = 0; i < pm->n_wanted; i++)
+		w[k++] = pm->wanted[i];
+	for (i = 0; pm->sparse && i < pm->syms.n; i++)
+		w[k++] = pm->syms.syms[i].addr;
+	for (i = 0; with_absent && i < pm->n_absent; i++)
+		w[k++] = pm->absent[i];
+	qsort(w, k, sizeof(*w), cmp_u64);
+	for (i = 0; i < k; i++)
+		if (!out || w[out - 1] != w[i])
+			w[out++] = w[i];
+	*n = out;
+	return w;
+}
+
+/* Put a scan's table in place of pm's; what it looked for and did not find becomes absent. */
+static void perf_map_install(struct symbolizer *s, uint32_t pid, struct perf_map *pm,
+			     struct perf_map_result *res, const struct perf_map_version *ver)
+{
+	size_t i, k = 0;
+
+	s->perf_scans++;
+	s->perf_scan_ns += res->wall_ns;
+	if (res->err) {
+		pr_debug("symbolize: %s of pid %u: %s", pm->display, pid, strerror(-res->err));
+		return;
 	}
-	free(buf);
-	if (err) {
-		sym_table__fini(&t);
-		return err;
-	}
-	/* A later line for the same start is newer code: sym_table keeps the later one. */
-	sym_table__finish(&t);
+	if (res->stats.sparse && !pm->sparse)
+		pr_info("symbolize: %s of pid %u: %llu entries do not fit its %llu KiB of the "
+			"perf-map budget; keeping only those that samples hit",
+			pm->display, pid, (unsigned long long)res->stats.lines,
+			(unsigned long long)(perf_map_budget(s, pm) >> 10));
+	s->perf_bytes -= pm->bytes;
+	s->perf_dropped -= pm->dropped;
+	s->perf_sparse -= pm->sparse;
 	sym_table__fini(&pm->syms);
-	pm->syms = t;
-	return 0;
+	pm->syms = res->table;
+	res->table = (struct sym_table){0};
+	pm->bytes = perf_map__table_bytes(&pm->syms);
+	pm->dropped = res->stats.dropped;
+	pm->sparse = res->stats.sparse;
+	s->perf_bytes += pm->bytes;
+	s->perf_dropped += pm->dropped;
+	s->perf_sparse += pm->sparse;
+
+	if (!pm->ver.valid || pm->ver.ino != ver->ino || pm->ver.size != ver->size ||
+	    pm->ver.mtime.tv_sec != ver->mtime.tv_sec ||
+	    pm->ver.mtime.tv_nsec != ver->mtime.tv_nsec)
+		pm->n_absent = 0;
+	pm->ver = *ver;
+	for (i = 0; i < res->n_wanted; i++)
+		if (!sym_table__find(&pm->syms, res->wanted[i]))
+			addr_note(&pm->absent, &pm->n_absent, &pm->cap_absent, PERF_MAP_ABSENT_MAX,
+				  res->wanted[i]);
+	/* Misses noted while the scan ran stay wanted; the ones it looked for are settled. */
+	for (i = 0; i < pm->n_wanted; i++)
+		if (!bsearch(&pm->wanted[i], res->wanted, res->n_wanted, sizeof(uint64_t), cmp_u64))
+			pm->wanted[k++] = pm->wanted[i];
+	pm->n_wanted = k;
 }
 
 /*
  * Open the perf map of ps as the process names it, in its own root, following no link (a user
- * could link it to a file only root may read), and trust it only when the process's own user
- * owns it: the daemon runs as root and must not read what another user planted under that name.
+ * could link it to a file only root may read), and trust it only when the process's owner owns
+ * it: the daemon runs as root and must not read what another user planted under that name.
+ * The owner of /proc/PID's files is the process's effective uid while it is dumpable, else root.
  */
-static int perf_map_open(struct symbolizer *s, struct pid_state *ps, const char *name, uid_t owner,
-			 struct stat *st)
+static int perf_map_open(struct symbolizer *s, struct pid_state *ps, struct stat *st)
 {
-	int fd = procfs_open_in_root(s->proc_root, ps->pid, name, PERF_MAP_MAX, st);
+	char path[PATH_MAX];
+	struct stat pst;
+	int n, fd;
 
-	if (fd >= 0 && st->st_uid != owner) {
+	n = snprintf(path, sizeof(path), "%s/%u/stat", s->proc_root, ps->pid);
+	if (n <= 0 || (size_t)n >= sizeof(path) || stat(path, &pst))
+		return -ESRCH;
+	fd = procfs_open_in_root(s->proc_root, ps->pid, ps->perf->display, UINT64_MAX, st);
+	if (fd >= 0 && st->st_uid != pst.st_uid) {
 		close(fd);
 		return -EPERM;
 	}
 	return fd;
 }
 
-/* Stat the perf map of ps; reload it when it changed. */
-static void perf_map_refresh(struct symbolizer *s, struct pid_state *ps, uint64_t now)
+static void perf_map_enqueue(struct symbolizer *s, struct pid_state *ps)
 {
-	char path[PATH_MAX];
+	if (ps->perf->queued || GROW(s->pm_queue, s->cap_pm_queue, s->n_pm_queue + 1))
+		return;
+	s->pm_queue[s->n_pm_queue++] = ps->pid;
+	ps->perf->queued = true;
+}
+
+/* Hand the map of ps to the worker. Returns 0 or a negative errno (then nothing runs). */
+static int perf_map_start(struct symbolizer *s, struct pid_state *ps)
+{
+	struct perf_map *pm = ps->perf;
+	uint64_t *wanted, tag;
+	struct stat st;
+	size_t n;
+	int fd, err;
+
+	if (!s->worker && !(s->worker = perf_map_worker__new()))
+		return -ENOMEM;
+	fd = perf_map_open(s, ps, &st);
+	if (fd < 0)
+		return fd;
+	wanted = scan_wanted(pm, !version_same(&pm->ver, &st), &n);
+	tag = (uint64_t)++s->scan_serial << 32 | ps->pid;
+	err = perf_map_worker__start(s->worker, fd, wanted, n, perf_map_budget(s, pm),
+				     PERF_MAP_READ_MAX, tag);
+	if (err) {
+		close(fd);
+		free(wanted);
+		return err;
+	}
+	pm->scanning = true;
+	pm->scan_tag = tag;
+	version_set(&pm->scan_ver, &st);
+	return 0;
+}
+
+/* Start the first queued map that may be scanned now, if the worker is free. */
+static void perf_map_start_next(struct symbolizer *s, uint64_t now)
+{
+	struct pid_state *ps;
+	struct perf_map *pm;
+	size_t i = 0;
+
+	if (s->worker && perf_map_worker__busy(s->worker))
+		return;
+	while (i < s->n_pm_queue) {
+		ps = pid_find(s, s->pm_queue[i]);
+		pm = ps ? ps->perf : NULL;
+		if (pm && pm->queued && now < pm->next_scan_ns) {
+			i++;
+			continue;
+		}
+		memmove(&s->pm_queue[i], &s->pm_queue[i + 1],
+			(s->n_pm_queue - i - 1) * sizeof(*s->pm_queue));
+		s->n_pm_queue--;
+		if (!pm || !pm->queued)
+			continue; /* forgotten since */
+		pm->queued = false;
+		if (!perf_map_start(s, ps))
+			return;
+	}
+}
+
+/* Install what the worker finished and start the next scan; with wait, wait for the worker. */
+static void perf_map_pump(struct symbolizer *s, bool wait)
+{
+	struct perf_map_result res;
+	struct pid_state *ps;
+	struct perf_map *pm;
+	uint64_t now = 0;
+
+	if (s->worker && perf_map_worker__collect(s->worker, &res, wait)) {
+		now = mono_ns();
+		ps = pid_find(s, (uint32_t)res.tag);
+		pm = ps ? ps->perf : NULL;
+		if (pm && pm->scanning && pm->scan_tag == res.tag) {
+			pm->scanning = false;
+			perf_map_install(s, ps->pid, pm, &res, &pm->scan_ver);
+			/* A large map rescans at most a tenth of the time: its user cannot keep a
+			 * core busy by appending to it. */
+			pm->next_scan_ns =
+			    now + (res.wall_ns * PERF_MAP_SCAN_GAP > REREAD_INTERVAL_NS
+				       ? res.wall_ns * PERF_MAP_SCAN_GAP
+				       : REREAD_INTERVAL_NS);
+			if (pm->n_wanted)
+				perf_map_enqueue(s, ps);
+		}
+		sym_table__fini(&res.table);
+		free(res.wanted);
+	}
+	if (s->n_pm_queue)
+		perf_map_start_next(s, now ? now : mono_ns());
+}
+
+/* addr, in anonymous memory of ps, has no entry: look at the perf map again (rate limited). */
+static void perf_map_miss(struct symbolizer *s, struct pid_state *ps, uint64_t addr, uint64_t now)
+{
+	struct perf_map_result res = {0};
+	struct perf_map_version ver;
 	struct perf_map *pm = ps->perf;
 	uint32_t nspid = ps->pid;
-	struct stat st, pst;
-	int n, fd;
+	struct stat st;
+	uint64_t t0;
+	int fd;
 
 	if (!pm) {
 		pm = calloc(1, sizeof(*pm));
@@ -571,28 +789,84 @@ static void perf_map_refresh(struct symbolizer *s, struct pid_state *ps, uint64_
 			nspid = ps->pid;
 		snprintf(pm->display, sizeof(pm->display), "/tmp/perf-%u.map", nspid);
 		ps->perf = pm;
-	} else if (now - pm->checked_ns < REREAD_INTERVAL_NS) {
+	}
+	if (!addr_in(pm->absent, pm->n_absent, addr))
+		addr_note(&pm->wanted, &pm->n_wanted, &pm->cap_wanted, PERF_MAP_WANTED_MAX, addr);
+	/* A sparse table looks for new misses at the worker's pace (its gap), not the stat's. */
+	if (pm->sparse && pm->n_wanted && !pm->queued && !pm->scanning) {
+		perf_map_enqueue(s, ps);
+		perf_map_start_next(s, now);
 		return;
 	}
-	pm->checked_ns = now;
-	/* The owner of /proc/PID's files: the effective uid while dumpable, else root. */
-	n = snprintf(path, sizeof(path), "%s/%u/stat", s->proc_root, ps->pid);
-	if (n <= 0 || (size_t)n >= sizeof(path) || stat(path, &pst))
+	if ((pm->checked_ns && now - pm->checked_ns < REREAD_INTERVAL_NS) || pm->queued ||
+	    pm->scanning)
 		return;
-	fd = perf_map_open(s, ps, pm->display, pst.st_uid, &st);
+	pm->checked_ns = now;
+	fd = perf_map_open(s, ps, &st);
 	if (fd < 0)
 		return;
-	if (pm->have_stat && st.st_size == pm->size && st.st_mtim.tv_sec == pm->mtime.tv_sec &&
-	    st.st_mtim.tv_nsec == pm->mtime.tv_nsec) {
+	if (version_same(&pm->ver, &st) && (!pm->sparse || !pm->n_wanted)) {
+		/* All of this version is in the table: what it lacks, the file lacks. */
 		close(fd);
+		pm->n_wanted = 0;
 		return;
 	}
-	if (!perf_map_load(pm, fd)) {
-		pm->have_stat = true;
-		pm->size = st.st_size;
-		pm->mtime = st.st_mtim;
+	if (st.st_size > PERF_MAP_SYNC_MAX) {
+		close(fd);
+		perf_map_enqueue(s, ps);
+		perf_map_start_next(s, now);
+		return;
 	}
+	/* Small enough to read here and now: the frames are named from this sample on. */
+	res.wanted = scan_wanted(pm, !version_same(&pm->ver, &st), &res.n_wanted);
+	t0 = mono_ns();
+	res.err = perf_map__scan(fd,
+				 &(struct perf_map_scan_opts){
+				     .wanted = res.wanted,
+				     .n_wanted = res.n_wanted,
+				     .budget = perf_map_budget(s, pm),
+				     .max_read = PERF_MAP_READ_MAX,
+				 },
+				 &res.table, &res.stats);
+	res.wall_ns = mono_ns() - t0;
 	close(fd);
+	version_set(&ver, &st);
+	perf_map_install(s, ps->pid, pm, &res, &ver);
+	sym_table__fini(&res.table);
+	free(res.wanted);
+}
+
+void symbolizer__settle(struct symbolizer *s)
+{
+	for (;;) {
+		for (size_t i = 0; i < s->n_pm_queue; i++) {
+			struct pid_state *ps = pid_find(s, s->pm_queue[i]);
+
+			if (ps && ps->perf)
+				ps->perf->next_scan_ns = 0;
+		}
+		if (s->worker && perf_map_worker__busy(s->worker)) {
+			perf_map_pump(s, true);
+			continue;
+		}
+		if (!s->n_pm_queue)
+			break;
+		perf_map_pump(s, false);
+		if (!s->worker || !perf_map_worker__busy(s->worker))
+			break;
+	}
+}
+
+void symbolizer__stats(const struct symbolizer *s, struct symbolizer_stats *out)
+{
+	*out = (struct symbolizer_stats){
+	    .perf_map_bytes = s->perf_bytes,
+	    .perf_map_budget = s->max_perf_bytes,
+	    .perf_map_dropped = s->perf_dropped,
+	    .perf_map_sparse = s->perf_sparse,
+	    .perf_map_scans = s->perf_scans,
+	    .perf_map_scan_ns = s->perf_scan_ns,
+	};
 }
 
 /* --- lookups ---------------------------------------------------------------------------------- */
@@ -645,6 +919,10 @@ int symbolizer__user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct s
 	int i;
 
 	*out = (struct sym_result){.module = module_unknown, .address = addr};
+	/* A perf map the worker finished, or one waiting for it: cheap checks when there is none.
+	 */
+	if (s->n_pm_queue || (s->worker && perf_map_worker__busy(s->worker)))
+		perf_map_pump(s, false);
 	ps = pid_find(s, pid);
 	if (!ps) {
 		ps = pid_new(s, pid);
@@ -693,7 +971,7 @@ int symbolizer__user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct s
 			out->module = module_anon;
 		se = ps->perf ? sym_table__find(&ps->perf->syms, addr) : NULL;
 		if (!se) {
-			perf_map_refresh(s, ps, mono_ns());
+			perf_map_miss(s, ps, addr, mono_ns());
 			se = ps->perf ? sym_table__find(&ps->perf->syms, addr) : NULL;
 		}
 		if (se) {
@@ -782,6 +1060,8 @@ struct symbolizer *symbolizer__new(const struct symbolizer_opts *opts)
 	s->max_elf = o.max_elf_files ? o.max_elf_files : DEFAULT_MAX_ELF_FILES;
 	s->max_bytes = o.max_sym_bytes ? o.max_sym_bytes : DEFAULT_MAX_SYM_BYTES;
 	s->modules_recheck_ns = o.kernel_recheck_ns ? o.kernel_recheck_ns : KSYMS_RECHECK_NS;
+	s->max_perf_bytes =
+	    o.max_perf_map_bytes ? o.max_perf_map_bytes : DEFAULT_MAX_PERF_MAP_BYTES;
 	if (s->max_elf > INT32_MAX / 2) {
 		err = -EINVAL;
 		goto err;
@@ -820,10 +1100,13 @@ void symbolizer__free(struct symbolizer *s)
 
 	if (!s)
 		return;
+	/* First: a scan in progress is abandoned before the tables it reads for go. */
+	perf_map_worker__free(s->worker);
+	free(s->pm_queue);
 	for (size_t b = 0; b < PID_BUCKETS; b++) {
 		for (ps = s->pids[b]; ps; ps = next) {
 			next = ps->next;
-			pid_state_free(ps);
+			pid_state_free(s, ps);
 		}
 	}
 	for (unsigned int i = 0; s->slots && i < s->max_elf; i++)

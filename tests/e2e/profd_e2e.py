@@ -18,6 +18,8 @@ BUILD = os.environ.get("PROFD_BUILD") or os.path.join(
 PROFD = os.path.join(BUILD, "bin", "profd")
 PROFCTL = os.path.join(BUILD, "bin", "profctl")
 FIXTURES = os.path.join(BUILD, "tests", "fixtures")
+# Built with ASan and UBSan: memory and latency bounds are not checked (see e2e.cmake).
+SANITIZED = os.environ.get("PROFD_SANITIZED") == "1"
 SKIP = 77
 
 

@@ -39,3 +39,4 @@ target_compile_options(test_symbolize PRIVATE -Wno-format-truncation)
 # Not a test: the hot-path micro-benchmark (bench/bench_symbolize.c), built on request.
 add_executable(bench_symbolize EXCLUDE_FROM_ALL ${CMAKE_SOURCE_DIR}/bench/bench_symbolize.c)
 target_link_libraries(bench_symbolize PRIVATE profd_core)
+target_include_directories(test_symbolize PRIVATE ${CMAKE_SOURCE_DIR}/daemon/symbolize)

@@ -5,9 +5,11 @@
  * ELF addresses with what libelf reads from the files. Fake /proc trees: bad maps lines, corrupt
  * and truncated ELF files, a library placed at a chosen base, a fake kallsyms.
  */
+#define _GNU_SOURCE /* memfd_create */
 #include "check.h"
 
 #include "log.h"
+#include "perf_map.h"
 #include "procfs.h"
 #include "symbolize.h"
 
@@ -18,6 +20,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -251,6 +254,193 @@ static void log_capture(enum log_level level, const char *msg, void *ctx)
 		CHECK_STREQ(r_.module, want_module);                                               \
 		CHECK_EQ_U(r_.address, want_address);                                              \
 	} while (0)
+
+/* --- perf maps: the streaming scan and its budget --------------------------------------------- */
+
+static int memfd_with(const char *text, size_t len)
+{
+	int fd = memfd_create("perfmap", 0);
+
+	if (fd < 0)
+		return -1;
+	if (write(fd, text, len) != (ssize_t)len || lseek(fd, 0, SEEK_SET)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static const char *find_name(struct sym_table *t, uint64_t addr)
+{
+	struct sym_entry *e = sym_table__find(t, addr);
+
+	return e ? sym_table__name(t, e) : NULL;
+}
+
+static void test_perf_map_scan(void)
+{
+	static const char text[] = "1000 10 first\n"
+				   "garbage\n"
+				   "2000 0 zero_size\n"
+				   "zz 10 bad_hex\n"
+				   "3000 10   \n"
+				   "ffffffffffffffff 10 wraps\n"
+				   "0x4000 0x20 hexed\r\n"
+				   "1000 10 first_again\n"
+				   "5000 8 no_newline_at_end";
+	struct perf_map_scan_stats st;
+	struct sym_table t = {0};
+	uint64_t wanted[] = {0x4010, 0x9000};
+	char *big, *p;
+	int fd;
+
+	/* Everything fits: the later line for a start wins, bad lines are counted. */
+	fd = memfd_with(text, sizeof(text) - 1);
+	CHECK(fd >= 0);
+	CHECK_EQ_I(
+	    perf_map__scan(fd, &(struct perf_map_scan_opts){.budget = 1 << 20, .max_read = 1 << 20},
+			   &t, &st),
+	    0);
+	CHECK_EQ_U(st.lines, 4);
+	CHECK_EQ_U(st.bad_lines, 5);
+	CHECK_EQ_U(st.kept, 3);
+	CHECK_EQ_U(st.dropped, 0);
+	CHECK(!st.sparse && !st.truncated);
+	CHECK_STREQ(find_name(&t, 0x1008), "first_again");
+	CHECK_STREQ(find_name(&t, 0x401f), "hexed");
+	CHECK_STREQ(find_name(&t, 0x5007), "no_newline_at_end");
+	CHECK(find_name(&t, 0x2000) == NULL);
+	sym_table__fini(&t);
+
+	/* A budget of one entry: past it only the entry covering a wanted address stays. */
+	CHECK_EQ_I(lseek(fd, 0, SEEK_SET), 0);
+	CHECK_EQ_I(
+	    perf_map__scan(fd,
+			   &(struct perf_map_scan_opts){.wanted = wanted,
+							.n_wanted = 2,
+							.budget = sizeof(struct sym_entry) + 8,
+							.max_read = 1 << 20},
+			   &t, &st),
+	    0);
+	CHECK(st.sparse);
+	CHECK_EQ_U(st.kept, 1);
+	CHECK_EQ_U(st.dropped, 3);
+	CHECK_STREQ(find_name(&t, 0x4010), "hexed");
+	CHECK(find_name(&t, 0x1000) == NULL);
+	CHECK(perf_map__table_bytes(&t) <= sizeof(struct sym_entry) + 8);
+	sym_table__fini(&t);
+
+	/* max_read cuts the file: the line it cuts is not parsed. */
+	CHECK_EQ_I(lseek(fd, 0, SEEK_SET), 0);
+	CHECK_EQ_I(perf_map__scan(fd,
+				  &(struct perf_map_scan_opts){.budget = 1 << 20, .max_read = 18},
+				  &t, &st),
+		   0);
+	CHECK(st.truncated);
+	CHECK_EQ_U(st.bytes_read, 18);
+	CHECK_EQ_U(st.kept, 1);
+	sym_table__fini(&t);
+	close(fd);
+
+	/* An endless line is skipped, not buffered: the entry after it is read. */
+	big = malloc(300000);
+	CHECK(big != NULL);
+	if (!big)
+		return;
+	p = big + sprintf(big, "6000 10 ");
+	memset(p, 'x', 200000);
+	p += 200000;
+	p += sprintf(p, "\n7000 10 after_long\n");
+	fd = memfd_with(big, (size_t)(p - big));
+	free(big);
+	CHECK(fd >= 0);
+	CHECK_EQ_I(
+	    perf_map__scan(fd, &(struct perf_map_scan_opts){.budget = 1 << 20, .max_read = 1 << 20},
+			   &t, &st),
+	    0);
+	CHECK_EQ_U(st.bad_lines, 1);
+	CHECK_EQ_U(st.kept, 1);
+	CHECK_STREQ(find_name(&t, 0x7004), "after_long");
+	sym_table__fini(&t);
+	close(fd);
+}
+
+/*
+ * A perf map far over the budget (a user can write one of any size): read off the caller's
+ * thread, only the entries samples hit are kept, and they name their frames.
+ */
+static void test_perf_map_budget(void)
+{
+	struct symbolizer_opts o = {
+	    .no_kernel = true, .debug_root = tmp("empty"), .max_perf_map_bytes = 1 << 20};
+	struct symbolizer_stats st;
+	struct sym_result r;
+	struct symbolizer *s;
+	char perf[64];
+	struct child c;
+	FILE *f;
+
+	if (child_start(exe_path, &c)) {
+		CHECK(!"fixture did not start");
+		child_stop(&c);
+		return;
+	}
+	snprintf(perf, sizeof(perf), "/tmp/perf-%d.map", c.pid);
+	f = fopen(perf, "w");
+	CHECK(f != NULL);
+	if (!f)
+		goto out;
+	/* 8 MiB of entries elsewhere, the real ones in the middle. */
+	for (int i = 0; i < 200000; i++) {
+		if (i == 100000) {
+			fprintf(f, "%llx 40 jit_real_one\n", (unsigned long long)c.jit);
+			fprintf(f, "%llx 40 jit_real_two\n", (unsigned long long)c.jit + 0x40);
+		}
+		fprintf(f, "%llx 20 filler_entry_with_a_long_name_%08d\n",
+			0x100000000000ull + (unsigned long long)i * 0x20, i);
+	}
+	fclose(f);
+	s = symbolizer__new(&o);
+	CHECK(s != NULL);
+	if (!s)
+		goto out;
+	/* The first miss queues the read; the name comes once it is done. */
+	CHECK_EQ_I(symbolizer__user(s, c.pid, c.jit + 0x10, &r), 0);
+	CHECK(r.name == NULL);
+	symbolizer__settle(s);
+	EXPECT_SYM(s, c.pid, c.jit + 0x10, "jit_real_one", perf, c.jit + 0x10);
+	symbolizer__stats(s, &st);
+	CHECK_EQ_U(st.perf_map_sparse, 1);
+	CHECK(st.perf_map_dropped >= 200000);
+	CHECK(st.perf_map_bytes > 0 && st.perf_map_bytes <= 256 << 10);
+	CHECK_EQ_U(st.perf_map_scans, 1);
+
+	/* Another address: found by the next scan, and the first one's entry stays. */
+	CHECK_EQ_I(symbolizer__user(s, c.pid, c.jit + 0x50, &r), 0);
+	symbolizer__settle(s);
+	EXPECT_SYM(s, c.pid, c.jit + 0x50, "jit_real_two", perf, c.jit + 0x50);
+	EXPECT_SYM(s, c.pid, c.jit + 0x10, "jit_real_one", perf, c.jit + 0x10);
+	/* An address the file does not have: one scan, then no more for this version. */
+	CHECK_EQ_I(symbolizer__user(s, c.pid, c.jit + 0x900, &r), 0);
+	symbolizer__settle(s);
+	symbolizer__stats(s, &st);
+	CHECK_EQ_U(st.perf_map_scans, 3);
+	CHECK_EQ_I(symbolizer__user(s, c.pid, c.jit + 0x900, &r), 0);
+	CHECK(r.name == NULL);
+	symbolizer__settle(s);
+	symbolizer__stats(s, &st);
+	CHECK_EQ_U(st.perf_map_scans, 3);
+
+	/* Forgetting the process returns its bytes. */
+	symbolizer__forget_pid(s, c.pid);
+	symbolizer__stats(s, &st);
+	CHECK_EQ_U(st.perf_map_bytes, 0);
+	CHECK_EQ_U(st.perf_map_sparse, 0);
+	symbolizer__free(s);
+out:
+	unlink(perf);
+	child_stop(&c);
+}
 
 /* --- live process: full symbols --------------------------------------------------------------- */
 
@@ -944,6 +1134,8 @@ int main(void)
 
 	test_maps_lines();
 	test_live();
+	test_perf_map_scan();
+	test_perf_map_budget();
 	test_exited();
 	test_debug_files();
 	test_lru();

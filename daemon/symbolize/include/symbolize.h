@@ -37,8 +37,21 @@ struct symbolizer_opts {
 	uint64_t max_sym_bytes;
 	/* How often /proc/modules is compared to re-read kallsyms; 0 means 10 s. */
 	uint64_t kernel_recheck_ns;
+	/*
+	 * Bytes of perf-map symbols kept across processes; 0 means 64 MiB. One map gets at most a
+	 * quarter; a map that does not fit keeps only the entries samples hit.
+	 */
+	uint64_t max_perf_map_bytes;
 	/* Skip /proc/kallsyms (tests, or a kernel that hides addresses). */
 	bool no_kernel;
+};
+
+struct symbolizer_stats {
+	uint64_t perf_map_bytes;   /* symbol bytes of every perf map */
+	uint64_t perf_map_budget;  /* max_perf_map_bytes */
+	uint64_t perf_map_dropped; /* entries left out for the budget, by the maps' last scans */
+	uint64_t perf_map_scans, perf_map_scan_ns; /* reads of perf maps, and their time */
+	uint32_t perf_map_sparse;		   /* maps holding only the entries samples hit */
 };
 
 struct symbolizer;
@@ -54,6 +67,13 @@ int symbolizer__kernel(struct symbolizer *s, uint64_t addr, struct sym_result *o
  * negative errno (e.g. -ESRCH: the process is gone and nothing is cached for it).
  */
 int symbolizer__user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct sym_result *out);
+
+/*
+ * A perf map larger than 1 MiB is read by a worker thread: the first lookups in its code
+ * return no name, the ones after the read do. Wait for every read queued (tests).
+ */
+void symbolizer__settle(struct symbolizer *s);
+void symbolizer__stats(const struct symbolizer *s, struct symbolizer_stats *out);
 
 /* The process replaced its image (exec) or exited: drop what is cached for the pid. */
 void symbolizer__forget_pid(struct symbolizer *s, uint32_t pid);
