@@ -24,6 +24,18 @@
 #define DEFAULT_IDLE_TIMEOUT_MS 30000
 #define DEFAULT_MAX_PENDING_WRITE (4u << 20)
 #define DEFAULT_WRITE_TIMEOUT_MS 60000
+#define DEFAULT_MAX_PENDING_PER_UID (32u << 20)
+/*
+ * Connections past a user's (or the daemon's) client limit that may still become uplinks: a
+ * CUDA library must not be locked out by its user's idle profctl clients.
+ */
+#define MAX_PROBATION 32
+#define MAX_PROBATION_PER_UID 4
+/*
+ * Time non-root requests may take in one turn of the loop; the rest wait for the next turn, so
+ * that the ring buffer is drained and root is answered whatever other users send.
+ */
+#define TURN_BUDGET_NS (20ull * 1000000ull)
 #define LISTEN_BACKLOG 128
 /* One read buffer for the whole server: each read is handed to its callback before the next. */
 #define READ_BUF_SIZE (64u << 10)
@@ -38,6 +50,17 @@ struct server {
 	struct conn *conns;    /* every connection not yet freed, closing ones included */
 	unsigned int nclients; /* admitted connections that are not closing, uplinks not included */
 	unsigned int nuplinks; /* admitted connections marked by server__set_uplink */
+	unsigned int nprobation; /* admitted past the client limits: may only become uplinks */
+	unsigned int nparked;	 /* connections waiting for their uid's replies to drain */
+	/*
+	 * Fairness: turn starts each loop iteration (before polling), when the non-root request
+	 * budget starts again; resume runs the connections that waited for the next turn, FIFO.
+	 */
+	uv_prepare_t turn;
+	uv_idle_t resume;
+	int aux_open; /* of turn and resume */
+	uint64_t turn_ns;
+	struct conn *defer_head, *defer_tail;
 	bool closing;
 	bool listener_closed;
 	dev_t sock_dev; /* the socket file this server bound: the only one it unlinks */
@@ -65,8 +88,13 @@ struct conn {
 	 */
 	uint8_t *backlog;
 	size_t backlog_len, backlog_off, backlog_cap;
-	bool admitted; /* counted in nclients (or nuplinks when uplink) */
-	bool uplink;   /* a long-lived data source (server__set_uplink) */
+	bool
+	    admitted; /* counted in nclients (or nuplinks when uplink, nprobation when probation) */
+	bool uplink;  /* a long-lived data source (server__set_uplink) */
+	bool probation; /* past the client limits: Hello and GpuAttach only */
+	bool deferred;	/* in the server's defer list, for the next turn */
+	bool parked;	/* waiting until its uid's queued replies drain */
+	struct conn *dnext;
 	bool hello_done;
 	bool reading;
 	bool draining; /* a final reply is queued; the connection closes once it is out */
@@ -82,6 +110,8 @@ struct wreq {
 };
 
 static void conn_pump(struct conn *c);
+static void conn_undefer(struct conn *c);
+static void on_resume(uv_idle_t *h);
 static void on_idle(uv_timer_t *t);
 static void on_write_timeout(uv_timer_t *t);
 
@@ -99,7 +129,7 @@ static void conn_write_again(struct conn *c)
 
 static void server_maybe_free(struct server *s)
 {
-	if (s->closing && s->listener_closed && !s->conns) {
+	if (s->closing && s->listener_closed && !s->conns && !s->aux_open) {
 		free(s->path);
 		free(s);
 	}
@@ -124,6 +154,25 @@ static void conn_handle_closed(uv_handle_t *h)
 	server_maybe_free(s);
 }
 
+static void conn_undefer(struct conn *c)
+{
+	struct server *s = c->s;
+	struct conn **pp, *prev = NULL;
+
+	if (!c->deferred)
+		return;
+	for (pp = &s->defer_head; *pp; prev = *pp, pp = &(*pp)->dnext) {
+		if (*pp != c)
+			continue;
+		*pp = c->dnext;
+		if (s->defer_tail == c)
+			s->defer_tail = prev;
+		break;
+	}
+	c->dnext = NULL;
+	c->deferred = false;
+}
+
 /*
  * Close every handle of the connection. Queued writes are cancelled by libuv (their callbacks
  * free the buffers) before the pipe's close callback runs, so the memory goes last.
@@ -133,13 +182,21 @@ static void conn_close(struct conn *c)
 	if (c->closing)
 		return;
 	c->closing = true;
+	conn_undefer(c);
+	if (c->parked) {
+		c->parked = false;
+		c->s->nparked--;
+	}
 	if (c->admitted) {
 		c->admitted = false;
 		if (c->uplink)
 			c->s->nuplinks--;
+		else if (c->probation)
+			c->s->nprobation--;
 		else
 			c->s->nclients--;
-		if (c->s->opts.on_close)
+		/* One on probation was never more than a refusal in waiting: nothing to tell. */
+		if (c->s->opts.on_close && !c->probation)
 			c->s->opts.on_close(c->s->opts.ctx, &c->peer);
 	}
 	pr_debug("server: client pid %d uid %u: closing", c->peer.pid, c->peer.uid);
@@ -198,8 +255,83 @@ static unsigned int conns_of_uid(const struct server *s, uint32_t uid, bool upli
 	unsigned int n = 0;
 
 	for (const struct conn *c = s->conns; c; c = c->next)
-		n += c->admitted && c->uplink == uplink && c->peer.uid == uid;
+		n += c->admitted && !c->probation && c->uplink == uplink && c->peer.uid == uid;
 	return n;
+}
+
+static unsigned int probation_of_uid(const struct server *s, uint32_t uid)
+{
+	unsigned int n = 0;
+
+	for (const struct conn *c = s->conns; c; c = c->next)
+		n += c->admitted && c->probation && c->peer.uid == uid;
+	return n;
+}
+
+/* Reply bytes queued to the connections of one uid. */
+static size_t queued_of_uid(const struct server *s, uint32_t uid)
+{
+	size_t n = 0;
+
+	for (const struct conn *c = s->conns; c; c = c->next)
+		if (c->peer.uid == uid && !c->closing)
+			n += c->queued;
+	return n;
+}
+
+/*
+ * Whether c's next request may be handled now. Root always: the daemon's owner must be able to
+ * see and stop it under any load. Others while this turn's budget lasts and while their user's
+ * queued replies are under max_pending_per_uid.
+ */
+static bool conn_may_handle(const struct conn *c)
+{
+	const struct server *s = c->s;
+
+	if (c->peer.uid == 0)
+		return true;
+	return s->turn_ns < TURN_BUDGET_NS &&
+	       queued_of_uid(s, c->peer.uid) < s->opts.max_pending_per_uid;
+}
+
+/* c has a request it may not handle now: wait for the next turn, or for its user's replies. */
+static void conn_wait(struct conn *c)
+{
+	struct server *s = c->s;
+
+	if (c->deferred || c->parked)
+		return;
+	if (queued_of_uid(s, c->peer.uid) >= s->opts.max_pending_per_uid) {
+		/* Not idle: its request is in. Its user's write timeouts bound the wait. */
+		uv_timer_stop(&c->idle_timer);
+		c->parked = true;
+		s->nparked++;
+		return;
+	}
+	c->deferred = true;
+	c->dnext = NULL;
+	if (s->defer_tail)
+		s->defer_tail->dnext = c;
+	else
+		s->defer_head = c;
+	s->defer_tail = c;
+	if (!uv_is_active((uv_handle_t *)&s->resume))
+		uv_idle_start(&s->resume, on_resume);
+}
+
+/* A reply of uid went out: its parked connections may go on, in the next turn. */
+static void unpark_uid(struct server *s, uint32_t uid)
+{
+	if (!s->nparked || queued_of_uid(s, uid) >= s->opts.max_pending_per_uid)
+		return;
+	for (struct conn *c = s->conns; c; c = c->next) {
+		if (!c->parked || c->peer.uid != uid)
+			continue;
+		c->parked = false;
+		s->nparked--;
+		conn_idle_again(c);
+		conn_wait(c);
+	}
 }
 
 /* Stop taking requests; close once what is queued (a final error) has reached the kernel. */
@@ -224,6 +356,7 @@ static void on_write(uv_write_t *req, int status)
 	c->nwrites--;
 	free(w->buf);
 	free(w);
+	unpark_uid(c->s, c->peer.uid);
 	if (c->closing)
 		return;
 	if (status < 0) {
@@ -241,7 +374,7 @@ static void on_write(uv_write_t *req, int status)
 		if (!c->draining)
 			conn_idle_again(c);
 	}
-	if (!conn_over_limit(c))
+	if (!c->nwrites)
 		conn_pump(c);
 }
 
@@ -381,6 +514,21 @@ static void conn_request(struct conn *c, const uint8_t *body, size_t len)
 		conn_send_error(c, PROFD__ERROR_CODE__ERROR_BAD_REQUEST, "unknown request");
 		goto out;
 	}
+	/*
+	 * Past the client limits, a connection may only become a CUDA library's uplink; the
+	 * handler makes it one (server__set_uplink), or it goes.
+	 */
+	if (c->probation && req->msg_case != PROFD__REQUEST__MSG_GPU_ATTACH) {
+		pr_warn("server: client pid %d uid %u: refused, too many connections (%u clients, "
+			"%u of uid %u)",
+			c->peer.pid, c->peer.uid, s->nclients, conns_of_uid(s, c->peer.uid, false),
+			c->peer.uid);
+		conn_send_error(c, PROFD__ERROR_CODE__ERROR_BUSY,
+				"busy: too many connections from your user or in all, try again "
+				"later");
+		conn_drain_and_close(c);
+		goto out;
+	}
 	/* A data source's connection is not a way around the client limits: data only. */
 	if (c->uplink && req->msg_case != PROFD__REQUEST__MSG_GPU_ATTACH &&
 	    req->msg_case != PROFD__REQUEST__MSG_GPU_BATCH) {
@@ -399,8 +547,20 @@ static void conn_request(struct conn *c, const uint8_t *body, size_t len)
 		goto out;
 	}
 	conn_send(c, frame, frame_len);
+	if (c->probation)
+		conn_drain_and_close(c); /* the attach was refused: its error is the last word */
 out:
 	profd__request__free_unpacked(req, NULL);
+}
+
+/* conn_request, with the time a non-root request takes charged to this turn's budget. */
+static void conn_request_timed(struct conn *c, const uint8_t *body, size_t len)
+{
+	uint64_t t0 = uv_hrtime();
+
+	conn_request(c, body, len);
+	if (c->peer.uid != 0)
+		c->s->turn_ns += uv_hrtime() - t0;
 }
 
 static int backlog_add(struct conn *c, const uint8_t *body, size_t len)
@@ -420,15 +580,26 @@ static bool backlog_empty(const struct conn *c)
 	return c->backlog_off == c->backlog_len;
 }
 
-/* Handle held-back requests while the client keeps up, then read again. */
+/*
+ * One request in flight per connection: the next one held back is handled once the reply to
+ * the last has been written, and the connection is read again only when none is held back and
+ * no reply is pending. A client that pipelines requests gets one answered per loop turn.
+ */
 static void conn_pump(struct conn *c)
 {
-	while (!c->closing && !c->draining && !conn_over_limit(c) && !backlog_empty(c)) {
+	if (c->closing || c->draining)
+		return;
+	if (!c->nwrites && !conn_over_limit(c) && !backlog_empty(c)) {
 		const uint8_t *p = c->backlog + c->backlog_off;
 		size_t len = frame_get_header(p);
 
+		if (!conn_may_handle(c)) {
+			conn_read_stop(c);
+			conn_wait(c);
+			return;
+		}
 		c->backlog_off += FRAME_HDR_SIZE + len;
-		conn_request(c, p + FRAME_HDR_SIZE, len);
+		conn_request_timed(c, p + FRAME_HDR_SIZE, len);
 	}
 	if (backlog_empty(c)) {
 		c->backlog_len = c->backlog_off = 0;
@@ -438,10 +609,43 @@ static void conn_pump(struct conn *c)
 			c->backlog_cap = 0;
 		}
 	}
-	if (c->closing || c->draining || conn_over_limit(c) || !backlog_empty(c))
+	if (c->closing || c->draining)
 		return;
+	if (c->nwrites || conn_over_limit(c) || !backlog_empty(c)) {
+		conn_read_stop(c);
+		return;
+	}
 	if (conn_read_start(c))
 		conn_close(c);
+}
+
+static void on_turn(uv_prepare_t *h)
+{
+	struct server *s = h->data;
+
+	s->turn_ns = 0;
+}
+
+/* The next turn: the connections that waited for it go on, in the order they came. */
+static void on_resume(uv_idle_t *h)
+{
+	struct server *s = h->data;
+	struct conn *tail = s->defer_tail, *c;
+	bool last = false;
+
+	s->turn_ns = 0;
+	/* Only those waiting now: one that must wait again goes behind them, to the next turn. */
+	while (!last && (c = s->defer_head)) {
+		last = c == tail;
+		s->defer_head = c->dnext;
+		if (!s->defer_head)
+			s->defer_tail = NULL;
+		c->dnext = NULL;
+		c->deferred = false;
+		conn_pump(c);
+	}
+	if (!s->defer_head)
+		uv_idle_stop(&s->resume);
 }
 
 static int on_frame(const uint8_t *body, size_t len, void *ctx)
@@ -451,9 +655,9 @@ static int on_frame(const uint8_t *body, size_t len, void *ctx)
 	c->fed += FRAME_HDR_SIZE + len;
 	if (c->closing || c->draining)
 		return -ECANCELED;
-	if (conn_over_limit(c) || !backlog_empty(c))
+	if (c->nwrites || conn_over_limit(c) || !backlog_empty(c) || !conn_may_handle(c))
 		return backlog_add(c, body, len);
-	conn_request(c, body, len);
+	conn_request_timed(c, body, len);
 	return 0;
 }
 
@@ -517,6 +721,9 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 		conn_close(c);
 	}
 	/* -ECANCELED: the connection is already on its way out. */
+	/* Requests held back: read no more until they are answered. */
+	if (!err)
+		conn_pump(c);
 }
 
 static void on_idle(uv_timer_t *t)
@@ -611,22 +818,24 @@ static void on_connection(uv_stream_t *listener, int status)
 	 * One user must not be able to hold every slot and lock others (root included) out: each
 	 * non-root uid gets a share of the slots. Root is only bound by the global limit.
 	 */
-	if (c->peer.uid != 0 &&
-	    conns_of_uid(s, c->peer.uid, false) >= s->opts.max_clients_per_uid) {
-		pr_warn("server: client pid %d uid %u: refused, uid %u already has %u connections",
-			c->peer.pid, c->peer.uid, c->peer.uid, s->opts.max_clients_per_uid);
-		conn_send_error(c, PROFD__ERROR_CODE__ERROR_BUSY,
-				"busy: too many connections from your user, try again later");
-		conn_drain_and_close(c);
-		return;
-	}
-	if (s->nclients >= s->opts.max_clients) {
-		pr_warn("server: client pid %d uid %u: refused, %u clients already connected",
-			c->peer.pid, c->peer.uid, s->nclients);
-		conn_send_error(c, PROFD__ERROR_CODE__ERROR_BUSY,
-				"busy: too many clients connected, try again later");
-		conn_drain_and_close(c);
-		return;
+	if ((c->peer.uid != 0 &&
+	     conns_of_uid(s, c->peer.uid, false) >= s->opts.max_clients_per_uid) ||
+	    s->nclients >= s->opts.max_clients) {
+		/* It may be a CUDA library about to become an uplink: hear what it asks first. */
+		if (s->nprobation >= MAX_PROBATION ||
+		    (c->peer.uid != 0 &&
+		     probation_of_uid(s, c->peer.uid) >= MAX_PROBATION_PER_UID)) {
+			pr_warn("server: client pid %d uid %u: refused, too many connections (%u "
+				"clients, %u of uid %u)",
+				c->peer.pid, c->peer.uid, s->nclients,
+				conns_of_uid(s, c->peer.uid, false), c->peer.uid);
+			conn_send_error(c, PROFD__ERROR_CODE__ERROR_BUSY,
+					"busy: too many connections from your user or in all, try "
+					"again later");
+			conn_drain_and_close(c);
+			return;
+		}
+		c->probation = true;
 	}
 	c->reader = frame_reader__new(FRAME_MAX_REQUEST);
 	if (!c->reader) {
@@ -640,7 +849,10 @@ static void on_connection(uv_stream_t *listener, int status)
 		goto fail;
 	}
 	c->admitted = true;
-	s->nclients++;
+	if (c->probation)
+		s->nprobation++;
+	else
+		s->nclients++;
 	conn_idle_again(c);
 	pr_debug("server: client pid %d uid %u gid %u connected (%u clients)", c->peer.pid,
 		 c->peer.uid, c->peer.gid, s->nclients);
@@ -849,6 +1061,14 @@ static void listener_closed(uv_handle_t *h)
 	server_maybe_free(s);
 }
 
+static void aux_closed(uv_handle_t *h)
+{
+	struct server *s = h->data;
+
+	s->aux_open--;
+	server_maybe_free(s);
+}
+
 struct server *server__new(uv_loop_t *loop, const struct server_opts *opts)
 {
 	struct server *s;
@@ -887,6 +1107,8 @@ struct server *server__new(uv_loop_t *loop, const struct server_opts *opts)
 		s->opts.max_pending_write = DEFAULT_MAX_PENDING_WRITE;
 	if (!s->opts.write_timeout_ms)
 		s->opts.write_timeout_ms = DEFAULT_WRITE_TIMEOUT_MS;
+	if (!s->opts.max_pending_per_uid)
+		s->opts.max_pending_per_uid = DEFAULT_MAX_PENDING_PER_UID;
 
 	err = bind_socket(s, &fd);
 	if (err)
@@ -906,6 +1128,13 @@ struct server *server__new(uv_loop_t *loop, const struct server_opts *opts)
 	err = uv_listen((uv_stream_t *)&s->listener, LISTEN_BACKLOG, on_connection);
 	if (err)
 		goto err_handle;
+	uv_prepare_init(loop, &s->turn);
+	uv_idle_init(loop, &s->resume);
+	s->turn.data = s->resume.data = s;
+	s->aux_open = 2;
+	uv_prepare_start(&s->turn, on_turn);
+	/* Marking turns must not keep a loop alive by itself. */
+	uv_unref((uv_handle_t *)&s->turn);
 	pr_debug("server: listening on %s", s->path);
 	return s;
 
@@ -934,6 +1163,8 @@ void server__close(struct server *s)
 	unlink_own_socket(s);
 	for (c = s->conns; c; c = c->next)
 		conn_close(c);
+	uv_close((uv_handle_t *)&s->turn, aux_closed);
+	uv_close((uv_handle_t *)&s->resume, aux_closed);
 	uv_close((uv_handle_t *)&s->listener, listener_closed);
 }
 
@@ -962,7 +1193,12 @@ int server__set_uplink(struct server *s, uint64_t conn_id)
 		return -EBUSY;
 	}
 	c->uplink = true;
-	s->nclients--;
+	if (c->probation) {
+		c->probation = false;
+		s->nprobation--;
+	} else {
+		s->nclients--;
+	}
 	s->nuplinks++;
 	return 0;
 }

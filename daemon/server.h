@@ -2,9 +2,12 @@
 /*
  * The protocol server: a libuv pipe server on a Unix socket. It frames and decodes requests,
  * answers Hello itself (protocol version check), identifies each peer with SO_PEERCRED and hands
- * every other request to the handler. Bad input (garbage, oversized or truncated frames, unknown
- * requests), clients that vanish mid-reply and slow readers cost one connection, never the
- * daemon.
+ * every other request to the handler. Each connection has one request in flight: the next is
+ * handled once the last reply is written, at most one per connection per loop turn; non-root
+ * requests share a time budget per turn and a bound on their user's queued replies, so that
+ * no client load delays root or the draining of the sample ring for long. Bad input (garbage,
+ * oversized or truncated frames, unknown requests), clients that vanish mid-reply and slow readers
+ * cost one connection, never the daemon.
  *
  * Everything runs on the loop's thread; none of these functions may be called from another.
  * The process must ignore SIGPIPE (signal(SIGPIPE, SIG_IGN)): libuv writes replies with write(),
@@ -64,10 +67,13 @@ struct server_opts {
 					   * closed; 0 means 30000 (each request starts the time again, so
 					   * a client that sends regularly, like the CUPTI library's
 					   * batches, stays) */
-	size_t max_pending_write;  /* bytes queued to one client before it is treated as stuck and
-				    * reading from it pauses; 0 means 4 MiB */
-	uint64_t write_timeout_ms; /* a reply not drained in this time closes the connection;
-				    * 0 means 60000 */
+	size_t max_pending_write;   /* bytes queued to one client before it is treated as stuck and
+				     * reading from it pauses; 0 means 4 MiB */
+	uint64_t write_timeout_ms;  /* a reply not drained in this time closes the connection;
+				     * 0 means 60000 */
+	size_t max_pending_per_uid; /* reply bytes queued to one non-root uid's connections
+				     * before its next requests wait for them to drain; 0 means
+				     * 32 MiB */
 };
 
 struct server;

@@ -88,16 +88,21 @@ try:
         check(r.returncode == 0 and "burn" in roots and roots <= {"burn", "profctl", "setpriv"},
               f"nobody's system-wide dump holds only its own processes: {roots}")
         # One user cannot hold every connection slot: its 17th connection is refused as busy
-        # (a quarter of the 64 slots each), and root is still served while it holds 16.
+        # (a quarter of the 64 slots each), and root is still served while it holds 16. Past
+        # the limit a connection may still say Hello and become a CUDA library's uplink, so
+        # the refusal comes with its first other request.
         hog = subprocess.Popen(
             ["setpriv", f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups",
              sys.executable, "-c",
              "import socket, struct, sys\n"
+             "def reply(s):\n"
+             "    n = struct.unpack('>I', s.recv(4))[0]; return s.recv(n)\n"
              "conns = []\n"
              "for i in range(17):\n"
              "    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); conns.append(s)\n"
              "s = conns[-1]; s.settimeout(5)\n"
-             "n = struct.unpack('>I', s.recv(4))[0]; body = s.recv(n)\n"
+             "s.sendall(bytes.fromhex('000000040a020801')); reply(s)\n"
+             "s.sendall(bytes.fromhex('000000021200')); body = reply(s)\n"
              "print('busy' if b'busy' in body else 'served', flush=True)\n"
              "sys.stdin.read()\n", d.sock],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
