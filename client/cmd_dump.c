@@ -360,6 +360,7 @@ static int dump_trace(struct conn *c, const struct dump_args *a)
 		goto out;
 	}
 	fetch_note_filtered(resp->trace->has_only_uid, resp->trace->only_uid);
+	fetch_note_lost(resp->trace->has_samples_lost, resp->trace->samples_lost);
 	if (output_write(a->output, trace_to, resp->trace, &e))
 		ret = cli_error_print(&e);
 out:
@@ -385,6 +386,7 @@ static int dump_flamegraph(struct conn *c, const struct dump_args *a)
 		goto out;
 	}
 	fetch_note_filtered(resp->profile->has_only_uid, resp->profile->only_uid);
+	fetch_note_lost(resp->profile->has_samples_lost, resp->profile->samples_lost);
 	if (!a->nvtx)
 		profile_strip_nvtx(resp->profile);
 	if (a->python_only)

@@ -161,6 +161,7 @@ int cmd_report(int argc, char **argv, const struct global_opts *g)
 		goto fail;
 	}
 	fetch_note_filtered(presp->profile->has_only_uid, presp->profile->only_uid);
+	fetch_note_lost(presp->profile->has_samples_lost, presp->profile->samples_lost);
 	err = report_build(&r, presp->profile, trace);
 	if (err) {
 		cli_error_set(&e, PROFCTL_EXIT_ERROR, "report: %s", strerror(-err));

@@ -7,6 +7,7 @@
 #include "value.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 
 void fetch_dump_request(const struct fetch_query *q, Profd__DumpRequest *d)
@@ -122,6 +123,15 @@ int fetch_select_value(const Profd__Profile *p, int value, uint32_t *index, stru
 	}
 	*index = (uint32_t)idx;
 	return 0;
+}
+
+void fetch_note_lost(bool has_samples_lost, uint64_t samples_lost)
+{
+	if (has_samples_lost && samples_lost)
+		fprintf(stderr,
+			"profctl: note: the daemon lost %" PRIu64 " samples in this window (ring "
+			"buffer full or out of memory): the counts are that much short\n",
+			samples_lost);
 }
 
 void fetch_note_filtered(bool has_only_uid, uint32_t only_uid)

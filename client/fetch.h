@@ -63,5 +63,7 @@ int fetch_select_value(const Profd__Profile *p, int value, uint32_t *index, stru
 
 /* Tell a non-root user, on stderr, that the daemon showed only their own processes. */
 void fetch_note_filtered(bool has_only_uid, uint32_t only_uid);
+/* Tell stderr how many samples the daemon lost in the window, when it says and it is some. */
+void fetch_note_lost(bool has_samples_lost, uint64_t samples_lost);
 
 #endif

@@ -198,6 +198,8 @@ int format_json(const Profd__Profile *p, const struct render_opts *o, FILE *out)
 		",\n  \"period_ns\": %" PRIu64 ",\n",
 		JSON_FORMAT_VERSION, p->start_ns, p->end_ns, p->realtime_offset_ns, p->frequency_hz,
 		p->period_ns);
+	if (p->has_samples_lost)
+		fprintf(out, "  \"samples_lost\": %" PRIu64 ",\n", p->samples_lost);
 	/* Which column the user chose (--value), so scripts need not repeat the choice. */
 	fputs("  \"value\": ", out);
 	json_write_string(out, profile_value_type(p, o ? o->value_index : 0));

@@ -377,7 +377,7 @@ struct pp_out {
 	Perftools__Profiles__Mapping **mapping_ptrs;
 	Perftools__Profiles__Location **location_ptrs;
 	Perftools__Profiles__Function **function_ptrs;
-	int64_t comment[2];
+	int64_t comment[3];
 };
 
 static void pp_out_free(struct pp_out *o)
@@ -697,6 +697,17 @@ int format_pprof(const Profd__Profile *p, const struct render_opts *ro, FILE *ou
 	o.comment[msg.n_comment++] = id;
 	if (ro && ro->title) {
 		id = str_id(&pp, ro->title);
+		if (id < 0) {
+			err = (int)id;
+			goto out;
+		}
+		o.comment[msg.n_comment++] = id;
+	}
+	if (p->has_samples_lost && p->samples_lost) {
+		char lost[64];
+
+		snprintf(lost, sizeof(lost), "samples lost: %" PRIu64, p->samples_lost);
+		id = str_id(&pp, lost);
 		if (id < 0) {
 			err = (int)id;
 			goto out;

@@ -324,7 +324,15 @@ int format_speedscope(const Profd__Profile *p, const struct render_opts *o, FILE
 	fputs("{\n  \"$schema\": \"" SPEEDSCOPE_SCHEMA "\",\n  \"exporter\": \"profd " PROFD_VERSION
 	      "\",\n  \"name\": ",
 	      out);
-	json_write_string(out, o && o->title ? o->title : "profd profile");
+	if (p->has_samples_lost && p->samples_lost) {
+		char name[256];
+
+		snprintf(name, sizeof(name), "%s (%" PRIu64 " samples lost)",
+			 o && o->title ? o->title : "profd profile", p->samples_lost);
+		json_write_string(out, name);
+	} else {
+		json_write_string(out, o && o->title ? o->title : "profd profile");
+	}
 	fprintf(out, ",\n  \"activeProfileIndex\": %zu,\n", shown);
 	write_shared(&s, out);
 	fputs("  \"profiles\": [", out);

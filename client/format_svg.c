@@ -322,6 +322,8 @@ static void put_subtitle(FILE *out, const Profd__Profile *p, const struct svg_va
 	}
 	if (p->has_frequency_hz && p->frequency_hz)
 		fprintf(out, ", sampled at %" PRIu32 " Hz", p->frequency_hz);
+	if (p->has_samples_lost && p->samples_lost)
+		fprintf(out, ", %" PRIu64 " samples lost", p->samples_lost);
 }
 
 /* Open frame n's group and its tooltip with the name; the caller writes the rest of it. */

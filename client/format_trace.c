@@ -681,7 +681,11 @@ int format_trace(const Profd__Trace *t, FILE *out)
 		err = write_event(&w, &w.evs[i]);
 	if (err)
 		goto out;
-	fputs("\n]}\n", out);
+	fputs("\n]", out);
+	/* Trace viewers show otherData as the trace's metadata. */
+	if (t->has_samples_lost)
+		fprintf(out, ", \"otherData\": {\"samples_lost\": %" PRIu64 "}", t->samples_lost);
+	fputs("}\n", out);
 	if (fflush(out) || ferror(out))
 		err = -EIO;
 out:

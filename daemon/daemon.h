@@ -12,6 +12,7 @@
 #include "sampler.h"
 #include "server.h"
 #include "store.h"
+#include "losses.h"
 #include "symbolize.h"
 #include "timeline.h"
 
@@ -25,6 +26,8 @@ struct daemon {
 	struct server *server;
 	struct gpu *gpu;
 	struct timeline *timeline;
+	/* The loss counters over time: what a dump's window lost (losses.h). */
+	struct loss_log *losses;
 	uint64_t start_ns;
 	/* Where /proc is (NULL: "/proc"); tests point it at a tree of their own. */
 	const char *proc_root;

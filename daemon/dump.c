@@ -721,6 +721,8 @@ static Profd__Profile *lay_out(struct build *bd, struct carver *c, const struct 
 			p->has_period_ns = 1;
 			p->period_ns = 1000000000ull / meta->frequency_hz;
 		}
+		p->has_samples_lost = meta->has_samples_lost;
+		p->samples_lost = meta->samples_lost;
 	}
 	return p;
 }

@@ -20,6 +20,8 @@ struct dump_meta {
 	uint32_t frequency_hz;
 	int64_t realtime_offset_ns;
 	bool hide_kernel_addresses; /* leave kernel frames without addresses (non-root callers) */
+	bool has_samples_lost;	    /* for Profile.samples_lost */
+	uint64_t samples_lost;
 };
 
 /*
@@ -35,6 +37,8 @@ struct trace_meta {
 	int64_t realtime_offset_ns;
 	uint32_t frequency_hz;
 	bool hide_kernel_addresses;
+	bool has_samples_lost; /* for Trace.samples_lost */
+	uint64_t samples_lost;
 };
 /*
  * Build a Trace of the timeline's events in [q->start_ns, q->end_ns) for q's pids, uid-filtered

@@ -425,6 +425,8 @@ int dump__trace(struct store *s, const struct timeline *tl, const struct tl_even
 			tr->has_frequency_hz = true;
 			tr->frequency_hz = meta->frequency_hz;
 		}
+		tr->has_samples_lost = meta->has_samples_lost;
+		tr->samples_lost = meta->samples_lost;
 	}
 	if (q->filter_uid) {
 		tr->has_only_uid = true;

@@ -459,6 +459,9 @@ static int handle_dump(struct daemon *d, const struct server_peer *peer,
 	meta.frequency_hz = d->cfg->frequency_hz;
 	meta.hide_kernel_addresses = peer->uid != 0;
 	meta.realtime_offset_ns = realtime_offset_ns();
+	/* The machine's losses are root's to know, as the status counters are. */
+	meta.has_samples_lost = peer->uid == 0;
+	meta.samples_lost = loss_log__between(d->losses, meta.start_ns, meta.end_ns);
 	err = dump__build(d->store, &q, &meta, &profile);
 	if (err == -ENODATA) {
 		no_data_message(peer, &w, "samples", msg, sizeof(msg));
@@ -505,6 +508,9 @@ static int handle_trace(struct daemon *d, const struct server_peer *peer,
 	meta.frequency_hz = d->cfg->frequency_hz;
 	meta.hide_kernel_addresses = peer->uid != 0;
 	meta.realtime_offset_ns = realtime_offset_ns();
+	meta.has_samples_lost = peer->uid == 0;
+	meta.samples_lost =
+	    loss_log__between(d->losses, q.start_ns, q.end_ns < now ? q.end_ns : now);
 	err = d->gpu ? gpu__open_ranges(d->gpu, &open, &nopen) : 0;
 	if (!err)
 		err = dump__trace(d->store, d->timeline, open, nopen, &q, &meta, &tr);

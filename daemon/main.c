@@ -169,6 +169,17 @@ static void compact_store(struct app *app)
 	failing = err < 0;
 }
 
+/* Samples lost so far (ring buffer full, no memory to store them), for the dumps' windows. */
+static void note_losses(struct app *app)
+{
+	uint64_t cnt[PROFD_CNT__MAX] = {0};
+	struct ingest_stats is;
+
+	sampler__counters(app->d.sampler, cnt);
+	ingest__stats(app->d.ingest, &is);
+	loss_log__note(app->d.losses, mono_ns(), cnt[PROFD_CNT_RINGBUF_FULL] + is.store_errors);
+}
+
 /*
  * The regular drain: the kernel side only wakes us when the ring buffer fills up. The GPU
  * module's periodic work follows it, so the samples just drained are held or released at once,
@@ -183,6 +194,7 @@ static void on_drain_timer(uv_timer_t *h)
 		pr_warn("ring buffer: %s", strerror(-n));
 	gpu__tick(app->d.gpu, mono_ns());
 	compact_store(app);
+	note_losses(app);
 }
 
 static int gpu_attach_probe(void *ctx, uint32_t pid, const char *library_path)
@@ -374,6 +386,11 @@ int main(int argc, char **argv)
 		pr_err("timeline: %s", strerror(errno));
 		goto out;
 	}
+	app.d.losses = loss_log__new(0);
+	if (!app.d.losses) {
+		pr_err("loss log: %s", strerror(errno));
+		goto out;
+	}
 	app.d.gpu = gpu__new(&(struct gpu_opts){
 	    .store = app.d.store,
 	    .timeline = app.d.timeline,
@@ -478,6 +495,7 @@ out:
 	sampler__free(app.d.sampler);
 	ingest__free(app.d.ingest);
 	timeline__free(app.d.timeline);
+	loss_log__free(app.d.losses);
 	handlers__fini(&app.d);
 	python__free(app.d.py);
 	symbolizer__free(app.d.sym);
