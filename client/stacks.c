@@ -455,7 +455,8 @@ static int __attribute__((format(printf, 2, 3))) pp_frame(struct pprof *pp, cons
 		size_t room = pp->cap > start ? pp->cap - start : 0;
 
 		va_start(ap, fmt);
-		n = vsnprintf(pp->buf + (room ? start : 0), room, fmt, ap);
+		/* No offset on a NULL buffer (UB, even of 0): vsnprintf(NULL, 0) only counts. */
+		n = vsnprintf(room ? pp->buf + start : pp->buf, room, fmt, ap);
 		va_end(ap);
 		if (n < 0)
 			return -EINVAL;

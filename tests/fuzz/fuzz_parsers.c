@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The daemon's readers of files a profiled process controls: its ELF images (symbols, program
+ * headers, build-id, debug links, the stapsdt notes of a launch probe library), its
+ * /proc/PID/maps lines and its perf map. The first byte of an input picks the reader, the rest
+ * is the file:
+ *
+ *	0  ELF image from memory (elf_image__load_mem, as the vdso), then lookups and names
+ *	1  ELF file on a memfd: build-id, elf_image__load with an empty debug directory, and
+ *	   sampler__count_launch_notes
+ *	2  maps: each line through procfs_parse_maps_line, then the file as PROC/PID/maps
+ *	   through procfs_read_maps
+ *	3  perf map on a memfd through perf_map__scan; the first byte after the selector picks
+ *	   the budget and the read bound, the next the number of wanted addresses (8 bytes
+ *	   each, little-endian) that follow
+ *
+ * Files are written only under a temporary directory and into a memfd; nothing is kept
+ * between inputs.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "perf_map.h"
+#include "procfs.h"
+#include "sampler.h"
+#include "symbolize_elf.h"
+
+#define MAPS_PID 4242
+
+static char tmp_root[64], maps_path[128], debug_root[128];
+static int memfd = -1;
+
+static void log_discard(enum log_level level, const char *msg, void *ctx)
+{
+}
+
+static void cleanup(void)
+{
+	char path[160];
+
+	unlink(maps_path);
+	snprintf(path, sizeof(path), "%s/%u", tmp_root, MAPS_PID);
+	rmdir(path);
+	rmdir(debug_root);
+	rmdir(tmp_root);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	char path[160];
+
+	log_set_level(LOG_LVL_DEBUG);
+	log_set_sink(log_discard, NULL);
+	snprintf(tmp_root, sizeof(tmp_root), "%s/profd-fuzz-parsers-XXXXXX",
+		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (!mkdtemp(tmp_root)) {
+		perror("fuzz_parsers: mkdtemp");
+		abort();
+	}
+	snprintf(path, sizeof(path), "%s/%u", tmp_root, MAPS_PID);
+	snprintf(maps_path, sizeof(maps_path), "%s/maps", path);
+	snprintf(debug_root, sizeof(debug_root), "%s/debug", tmp_root);
+	if (mkdir(path, 0755) || mkdir(debug_root, 0755))
+		abort();
+	atexit(cleanup);
+	memfd = memfd_create("profd-fuzz", MFD_CLOEXEC);
+	if (memfd < 0) {
+		perror("fuzz_parsers: memfd_create");
+		abort();
+	}
+	return 0;
+}
+
+/* The memfd holds exactly data, read from its start. */
+static int memfd_fill(const uint8_t *data, size_t size)
+{
+	if (ftruncate(memfd, 0) || (size && pwrite(memfd, data, size, 0) != (ssize_t)size) ||
+	    lseek(memfd, 0, SEEK_SET))
+		abort();
+	return memfd;
+}
+
+/* What the symbolizer does with an image once loaded: look addresses up, name them. */
+static void use_image(struct elf_image *img)
+{
+	uint64_t vaddr;
+
+	for (size_t i = 0; i < img->syms.n && i < 64; i++) {
+		struct sym_entry *e = sym_table__find(&img->syms, img->syms.syms[i].addr);
+
+		if (!e)
+			abort(); /* an address the table holds must be found */
+		sym_table__name(&img->syms, e);
+	}
+	sym_table__find(&img->syms, 0);
+	sym_table__find(&img->syms, UINT64_MAX);
+	for (size_t i = 0; i < img->n_loads; i++)
+		elf_image__vaddr(img, img->loads[i].offset + img->loads[i].filesz / 2, &vaddr);
+	elf_image__vaddr(img, 0x1000, &vaddr);
+}
+
+static void fuzz_elf_mem(const uint8_t *data, size_t size)
+{
+	struct elf_image img;
+
+	if (!elf_image__load_mem(&img, data, size, "[fuzz]"))
+		use_image(&img);
+	elf_image__fini(&img);
+}
+
+static void fuzz_elf_fd(const uint8_t *data, size_t size)
+{
+	struct elf_debug_ctx dbg = {
+	    .debug_root = debug_root, .fs_root = tmp_root, .path = "/usr/lib/libfuzz.so"};
+	char hex[2 * BUILD_ID_MAX + 1];
+	struct elf_image img;
+	int fd = memfd_fill(data, size);
+
+	elf_read_build_id_fd(fd, hex);
+	if (!elf_image__load(&img, fd, &dbg))
+		use_image(&img);
+	elf_image__fini(&img);
+	sampler__count_launch_notes(fd);
+}
+
+static void fuzz_maps(const uint8_t *data, size_t size)
+{
+	struct proc_map *maps = NULL, m;
+	char *text = malloc(size + 1), *line, *next;
+	size_t n = 0;
+	FILE *f;
+
+	if (!text)
+		abort();
+	memcpy(text, data, size);
+	text[size] = '\0';
+	for (line = text; line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		procfs_parse_maps_line(line, &m);
+	}
+	free(text);
+
+	f = fopen(maps_path, "w");
+	if (!f || (size && fwrite(data, 1, size, f) != size) || fclose(f))
+		abort();
+	if (!procfs_read_maps(tmp_root, MAPS_PID, size & 1, &maps, &n)) {
+		for (size_t i = 1; i < n; i++)
+			if (maps[i].start < maps[i - 1].end) /* sorted, no overlaps: as promised */
+				abort();
+		procfs_free_maps(maps, n);
+	}
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void fuzz_perf_map(const uint8_t *data, size_t size)
+{
+	static const uint64_t budgets[4] = {0, 256, 64 << 10, UINT64_MAX};
+	static const uint64_t reads[4] = {UINT64_MAX, 17, 4096, 100000};
+	struct perf_map_scan_opts o = {0};
+	struct perf_map_scan_stats st;
+	struct sym_table t = {0};
+	uint64_t wanted[8];
+	size_t nw;
+	int err;
+
+	if (size < 2)
+		return;
+	o.budget = budgets[data[0] & 3];
+	o.max_read = reads[(data[0] >> 2) & 3];
+	nw = data[1] & 7;
+	data += 2;
+	size -= 2;
+	if (size < nw * 8)
+		nw = size / 8;
+	memcpy(wanted, data, nw * 8);
+	qsort(wanted, nw, sizeof(wanted[0]), cmp_u64);
+	data += nw * 8;
+	size -= nw * 8;
+	o.wanted = wanted;
+	o.n_wanted = nw;
+
+	err = perf_map__scan(memfd_fill(data, size), &o, &t, &st);
+	if (!err) {
+		for (size_t i = 0; i < nw; i++) {
+			struct sym_entry *e = sym_table__find(&t, wanted[i]);
+
+			if (e)
+				sym_table__name(&t, e);
+		}
+		for (size_t i = 0; i < t.n && i < 64; i++)
+			sym_table__name(&t, &t.syms[i]);
+		perf_map__table_bytes(&t);
+	}
+	sym_table__fini(&t);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size < 1)
+		return 0;
+	switch (data[0] & 3) {
+	case 0:
+		fuzz_elf_mem(data + 1, size - 1);
+		break;
+	case 1:
+		fuzz_elf_fd(data + 1, size - 1);
+		break;
+	case 2:
+		fuzz_maps(data + 1, size - 1);
+		break;
+	case 3:
+		fuzz_perf_map(data + 1, size - 1);
+		break;
+	}
+	return 0;
+}
