@@ -12,6 +12,13 @@
         emulated hour of system-wide 99 Hz samples (999 Hz, 100 ms buckets, every CPU busy with
         exec-heavy shell loops or with the CPU-bound program) and the latency of `profctl dump`
         over all of it
+  sudo bench/run.py churn [--minutes 30] [--every 10] [--perf-map-mib 150]
+        daemon RSS (VmRSS, VmHWM), CPU and counters every 10 s at 99 Hz system-wide on a hostile
+        machine: exec storms, forks, thread storms, a binary replaced under its path while it
+        runs, corrupted copies of a library mapped and run, and, from a user created for the
+        run (and removed after it), code named only by a huge, growing perf map full of garbage
+        and a perf map that is a symbolic link to a root-only file; then RSS, CPU per sample and
+        status/dump latency (loads in bench/churn.c and bench/churn_load.py)
 
 profd always runs system-wide (no --pid). Every timing is a median over runs made in the same
 invocation, reported beside a baseline from the same invocation: the machine is shared and
@@ -21,12 +28,14 @@ import argparse
 import json
 import os
 import platform
+import pwd
 import random
 import re
 import shutil
 import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -74,9 +83,16 @@ def build_work(tmp):
 
 
 class Profd:
-    def __init__(self, tmp, *args):
+    def __init__(self, tmp, *args, log=None):
+        """With log (a path), profd logs at its default level into that file instead of
+        logging only errors to our stderr."""
         self.sock = os.path.join(tmp, f"profd-{random.randrange(1 << 30)}.sock")
-        self.proc = subprocess.Popen([PROFD, "--socket", self.sock, "--quiet", *args])
+        if log:
+            with open(log, "w") as f:
+                self.proc = subprocess.Popen([PROFD, "--socket", self.sock, *args], stdout=f,
+                                             stderr=f)
+        else:
+            self.proc = subprocess.Popen([PROFD, "--socket", self.sock, "--quiet", *args])
         deadline = time.time() + 20
         while not os.path.exists(self.sock):
             if time.time() > deadline or self.proc.poll() is not None:
@@ -412,6 +428,348 @@ def hour(args):
         d.stop()
 
 
+def proc_status(pid, keys):
+    """Fields of /proc/PID/status in bytes (those given in kB) or as numbers."""
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in keys:
+                v = v.split()
+                out[k] = int(v[0]) * (1024 if len(v) > 1 and v[1] == "kB" else 1)
+    return out
+
+
+def processes_created():
+    """Processes and threads the machine created since boot (every engineer's, not only ours)."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("processes "):
+                return int(line.split()[1])
+    return 0
+
+
+def build_churn(tmp):
+    src = os.path.join(ROOT, "bench")
+    out = {"churn": os.path.join(tmp, "churn"), "churn_b": os.path.join(tmp, "churn_b"),
+           "lib": os.path.join(tmp, "libchurn.so")}
+    fp = ["-g", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls"]
+    subprocess.run(["cc", "-O1", *fp, "-fno-inline", os.path.join(src, "churn.c"), "-o",
+                    out["churn"], "-pthread", "-ldl"], check=True)
+    subprocess.run(["cc", "-O2", *fp, "-DCHURN_VARIANT=2", os.path.join(src, "churn.c"), "-o",
+                    out["churn_b"], "-pthread", "-ldl"], check=True)
+    subprocess.run(["cc", "-O1", *fp, "-fPIC", "-shared", os.path.join(src, "churn_lib.c"), "-o",
+                    out["lib"]], check=True)
+    for p in out.values():
+        os.chmod(p, 0o755)
+    return out
+
+
+# Each churn part and the count (a key of its counts file) whose rate the table at the end shows.
+CHURN_PARTS = [("execs", "processes"), ("forks", "forks"), ("threads", "threads"),
+               ("replace", "replaced"), ("run", "runs"), ("elf", "copies"), ("jit", "appends"),
+               ("jitlink", "jit_calls")]
+
+
+def cpu_seconds(pid):
+    """CPU time of a process and of the children it has reaped, from /proc/PID/stat."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return float("nan")
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def read_counts(cdir):
+    out = {}
+    for name, _ in CHURN_PARTS:
+        try:
+            with open(os.path.join(cdir, name)) as f:
+                out[name] = json.load(f)
+        except (OSError, ValueError):
+            out[name] = {}
+    return out
+
+
+def folded_by_root(text):
+    """Samples per root frame (the process name in a system-wide dump)."""
+    by = {}
+    for line in text.splitlines():
+        stack, _, n = line.rpartition(" ")
+        if stack:
+            root = stack.split(";", 1)[0]
+            by[root] = by.get(root, 0) + int(n)
+    return by
+
+
+def folded_count(text, pred):
+    """Samples whose stack has a frame for which pred holds, and the names of those frames."""
+    total = hit = 0
+    names = {}
+    for line in text.splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not stack:
+            continue
+        total += int(n)
+        frames = [f for f in stack.split(";") if pred(f)]
+        if frames:
+            hit += int(n)
+            for f in set(frames):
+                names[f] = names.get(f, 0) + int(n)
+    return total, hit, names
+
+
+def churn(args):
+    """A system-wide daemon on a hostile, churning machine: exec storms, forks, thread storms,
+    binaries replaced under their path, corrupted ELFs mapped and run, huge and hostile perf
+    maps of a non-root user. Prints the daemon's memory and counters every --every s."""
+    machine()
+    tmp = args.tmp
+    os.chmod(tmp, 0o711)  # the unprivileged user runs the helper and writes its counts
+    bins = build_churn(tmp)
+    cdir = os.path.join(tmp, "counts")
+    os.mkdir(cdir)
+    os.chmod(cdir, 0o1777)
+    elf_dir = os.path.join(tmp, "elf")
+    os.mkdir(elf_dir)
+    rdir = os.path.join(tmp, "replaced")
+    os.mkdir(rdir)
+    victim = os.path.join(rdir, "victim")
+    shutil.copy(bins["churn"], victim)
+    os.chmod(victim, 0o755)
+    # Root-only, in perf-map syntax, covering every address: whatever the daemon names from it
+    # it read through the symlink that it must not follow.
+    secret = os.path.join(tmp, "root-only.map")
+    with open(os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        f.write("0 7fffffffffff ROOT_ONLY_SECRET_SYMBOL\n")
+    log = os.path.join(tmp, "profd.log")
+    load_py = [sys.executable, os.path.join(ROOT, "bench", "churn_load.py")]
+    user = f"profd-churn-{os.getpid()}"
+    made_user = False
+    loads, perf_maps = [], []
+    d = None
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+
+    old_term = signal.signal(signal.SIGTERM, on_term)
+    old_hup = signal.signal(signal.SIGHUP, on_term)
+    try:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
+                        "/usr/sbin/nologin", user], check=True)
+        made_user = True
+        pw = pwd.getpwnam(user)
+        d = Profd(tmp, "--frequency", str(args.hz), log=log)
+        d.settle()
+
+        def spawn(argv, as_user=False):
+            kw = dict(user=pw.pw_uid, group=pw.pw_gid, extra_groups=[], cwd="/") \
+                if as_user else {}
+            p = subprocess.Popen(argv, start_new_session=True, stdin=subprocess.DEVNULL, **kw)
+            loads.append(p)
+            return p
+
+        def c(name):
+            return os.path.join(cdir, name)
+
+        spawn([*load_py, "execs", str(args.exec_rate), c("execs")])
+        spawn([bins["churn"], "forks", str(args.fork_rate), c("forks")])
+        spawn([bins["churn"], "threads", str(args.thread_rate), c("threads")])
+        spawn([*load_py, "replace", victim, c("replace"), bins["churn"], bins["churn_b"]])
+        spawn([*load_py, "run", victim, c("run")])
+        elf = spawn([bins["churn"], "elf", bins["lib"], elf_dir, c("elf")])
+        jit = spawn([bins["churn"], "jit", str(args.perf_map_mib), c("jit")], as_user=True)
+        link = spawn([bins["churn"], "jitlink", secret, c("jitlink")], as_user=True)
+        perf_maps += [f"/tmp/perf-{jit.pid}.map", f"/tmp/perf-{link.pid}.map"]
+        print(f"churn: pids execs {loads[0].pid}, forks {loads[1].pid}, threads "
+              f"{loads[2].pid}, replace {loads[3].pid}, run {loads[4].pid}, elf {elf.pid}, "
+              f"jit {jit.pid} and jitlink {link.pid} (user {user}), daemon {d.proc.pid}",
+              flush=True)
+
+        st0 = d.status()
+        p0 = processes_created()
+        t0 = time.time()
+        series = []  # (t, VmRSS, VmHWM, status)
+        exited = set()
+        next_counts = 60
+        while time.time() - t0 < args.minutes * 60:
+            time.sleep(args.every)
+            if d.proc.poll() is not None:
+                raise SystemExit(f"bench: profd exited with {d.proc.returncode} after "
+                                 f"{time.time() - t0:.0f} s (log: see below)")
+            for p in loads:
+                if p.poll() is not None and p.pid not in exited:
+                    exited.add(p.pid)
+                    print(f"churn: load {' '.join(p.args[:3])} exited with {p.returncode}",
+                          flush=True)
+            st = d.status()
+            vm = proc_status(d.proc.pid, ("VmRSS", "VmHWM"))
+            t = time.time() - t0
+            prev = series[-1][3] if series else st0
+            pct = (st["daemon_cpu_ns"] - prev["daemon_cpu_ns"]) / 1e7 / \
+                (t - (series[-1][0] if series else 0))
+            series.append((t, vm["VmRSS"], vm["VmHWM"], st))
+            print(f"t={t:5.0f}s rss={vm['VmRSS'] / MiB:6.1f} MiB hwm={vm['VmHWM'] / MiB:6.1f} "
+                  f"MiB cpu={(st['daemon_cpu_ns'] - st0['daemon_cpu_ns']) / 1e9:6.1f}s "
+                  f"({pct:4.1f}%) samples={st['samples_received']} "
+                  f"lost={st['samples_lost_ringbuf']} "
+                  f"dropped={st.get('samples_dropped', 0)} stacks={st['stacks']} "
+                  f"procs={st['processes']} perf_map={st.get('perf_map_reads', 0)} reads/"
+                  f"{st.get('perf_map_bytes', 0) / 1024:.0f} KiB "
+                  f"new_procs={processes_created() - p0}", flush=True)
+            if t >= next_counts:
+                next_counts += 60
+                print("  done: " + "; ".join(
+                    f"{k} " + " ".join(f"{n}={v}" for n, v in cs.items())
+                    for k, cs in read_counts(cdir).items() if k != "elf") , flush=True)
+
+        counts = read_counts(cdir)
+        elapsed = time.time() - t0
+        created = processes_created() - p0
+        load_cpu = [cpu_seconds(p.pid) for p in loads]
+        stop_loads(loads)
+        loads = []
+        time.sleep(1)
+        st1 = d.status()
+        vm1 = proc_status(d.proc.pid, ("VmRSS", "VmHWM"))
+        lat_s = []
+        for _ in range(5):
+            t = time.perf_counter()
+            d.status()
+            lat_s.append(time.perf_counter() - t)
+        folded = os.path.join(tmp, "churn.folded")
+        lat_d = time_dump(d, "folded", folded, 5)
+        whole = open(folded, errors="replace").read()
+        jit_f = d.ctl("dump", "flamegraph", "--format", "folded", "--pid", str(jit.pid))
+        link_f = d.ctl("dump", "flamegraph", "--format", "folded", "--pid", str(link.pid))
+        elf_f = d.ctl("dump", "flamegraph", "--format", "folded", "--pid", str(elf.pid))
+        elf_j = json.loads(d.ctl("dump", "flamegraph", "--format", "json", "--pid",
+                                 str(elf.pid)))
+
+        print(f"\nchurn: {elapsed / 60:.1f} min system-wide at {args.hz} Hz; daemon RSS "
+              f"(VmRSS) and peak (VmHWM) from /proc/{d.proc.pid}/status")
+        print(f"{'part':<8} {'CPU s':>6} {'rate':>22}  counts")
+        for (name, key), cpu_s in zip(CHURN_PARTS, load_cpu):
+            cs = counts.get(name, {})
+            rate = f"{cs.get(key, 0) / elapsed:.1f} {key}/s"
+            print(f"{name:<8} {cpu_s:6.1f} {rate:>22}  " +
+                  " ".join(f"{k}={v}" for k, v in cs.items()))
+        print(f"processes and threads created on the machine: {created} "
+              f"({created / elapsed:.0f}/s, everyone's)")
+        rss = [s[1] for s in series]
+        half = rss[len(rss) // 2:]
+        at1 = next((s[1] for s in series if s[0] >= 60 - args.every / 2), None)
+        print(f"RSS second half: min {min(half) / MiB:.1f}, median "
+              f"{statistics.median(half) / MiB:.1f}, max {max(half) / MiB:.1f} MiB; at minute 1 "
+              + (f"{at1 / MiB:.1f}" if at1 else "-") + f" MiB, at the end "
+              f"{rss[-1] / MiB:.1f} MiB (after the loads stopped {vm1['VmRSS'] / MiB:.1f}); "
+              f"peak VmHWM {vm1['VmHWM'] / MiB:.1f} MiB")
+        cpu, nsamples = cpu_per_sample(st0, st1)
+        print(f"daemon CPU: {(st1['daemon_cpu_ns'] - st0['daemon_cpu_ns']) / 1e9:.1f} s, "
+              f"{cpu:.0f} ns per sample over {nsamples} samples; lost "
+              f"{st1['samples_lost_ringbuf']}, dropped {st1.get('samples_dropped', 0)}, "
+              f"evicted {st1['samples_evicted']}, task events lost {st1['task_events_lost']}, "
+              f"malformed {st1['records_malformed']}, stack errors kernel "
+              f"{st1['kstack_errors']} user {st1['ustack_errors']}")
+        print(f"store: {st1['stacks']} stacks, {st1['frames']} frames, {st1['processes']} "
+              f"processes, {st1['store_bytes'] / MiB:.1f} MiB; perf maps: "
+              f"{st1.get('perf_map_reads', 0)} reads in "
+              f"{st1.get('perf_map_read_ns', 0) / 1e9:.2f} s, "
+              f"{st1.get('perf_map_bytes', 0) / 1024:.1f} KiB held of "
+              f"{st1.get('perf_map_budget_bytes', 0) / MiB:.0f}, "
+              f"{st1.get('perf_map_entries_dropped', 0)} entries left out, "
+              f"{st1.get('perf_maps_sparse', 0)} sparse")
+        for name, lat in (("status", lat_s), ("dump --format folded", lat_d)):
+            print(f"profctl {name:<21} median {statistics.median(lat) * 1000:7.1f} ms of "
+                  f"{len(lat)} (min {min(lat) * 1000:.1f}, max {max(lat) * 1000:.1f}), "
+                  f"loads stopped")
+        print(f"folded dump: {len(whole) / MiB:.1f} MiB, {whole.count(chr(10))} lines")
+        by = folded_by_root(whole)
+        print("samples by process name (top 12): " + ", ".join(
+            f"{k} {v}" for k, v in sorted(by.items(), key=lambda kv: -kv[1])[:12]))
+        total, named, names = folded_count(jit_f, lambda f: f.startswith("churn_jit_"))
+        stale = sum(v for k, v in names.items() if "stale" in k)
+        print(f"jit (perf map {counts['jit'].get('map_bytes', 0) / MiB:.0f} MiB, "
+              f"{counts['jit'].get('appends', 0)} appends): {total} samples, {named} in named "
+              f"JIT code ({len(names)} names, {stale} under a stale name), e.g. "
+              + ", ".join(sorted(names, key=lambda k: -names[k])[:4]))
+        total, leaked, _ = folded_count(link_f + whole, lambda f: "ROOT_ONLY_SECRET" in f)
+        print(f"jitlink (perf map a symlink to a root-only file): "
+              f"{sum(int(l.rpartition(' ')[2]) for l in link_f.splitlines() if l)} samples; "
+              f"frames named from the root-only file: {leaked}")
+        total, hit, names = folded_count(
+            elf_f, lambda f: "churn_lib" in f or "libchurn" in f or "libm-churn" in f)
+        print(f"elf: {total} samples, {hit} with a frame in a corrupted copy; those frames: "
+              + ", ".join(f"{k} {v}" for k, v in sorted(names.items(),
+                                                         key=lambda kv: -kv[1])[:6]))
+        # Each copy is mapped for one spin of about 80 ms (8 samples at 99 Hz): many more
+        # samples on one copy are samples of later copies charged to it. A copy is named when
+        # its kind leaves the build-id (then the pristine library's symbols apply) and symbols.
+        kinds = list(counts["elf"])[4:]
+        per_copy, named_kind, all_kind = {}, {}, {}
+        for smp in elf_j["samples"]:
+            for fi in elf_j["stacks"][smp["stack"]]:
+                fr = elf_j["frames"][fi]
+                m = re.search(r"libchurn-(\d+)\.so", fr.get("module") or "")
+                if m:
+                    n, k = int(m.group(1)), int(m.group(1)) % max(1, len(kinds))
+                    per_copy[n] = per_copy.get(n, 0) + smp["values"][0]
+                    all_kind[k] = all_kind.get(k, 0) + smp["values"][0]
+                    if fr["name"] != "[unknown]":
+                        named_kind[k] = named_kind.get(k, 0) + smp["values"][0]
+                    break
+        if per_copy and kinds:
+            top = max(per_copy, key=per_copy.get)
+            print(f"elf: samples in {len(per_copy)} distinct copies of "
+                  f"{counts['elf'].get('copies', 0)} made; per copy median "
+                  f"{statistics.median(per_copy.values()):.0f}, most {per_copy[top]} "
+                  f"(libchurn-{top}.so, {kinds[top % len(kinds)]}); named/all by kind: " +
+                  ", ".join(f"{kinds[k]} {named_kind.get(k, 0)}/{all_kind[k]}"
+                            for k in sorted(all_kind)))
+        vstacks = [line.rpartition(" ") for line in whole.splitlines()
+                   if line.startswith("victim;")]
+        ok = sum(int(n) for st, _, n in vstacks
+                 if "mode_victim;victim_spin_a" in st or "main;victim_spin_b" in st)
+        mixed = sum(int(n) for st, _, n in vstacks if "victim_spin" in st) - ok
+        print(f"replaced binary: {by.get('victim', 0)} samples under 'victim', {ok} in the "
+              f"spin of either variant with its own call chain, {mixed} with a chain of the "
+              f"other variant (symbols read from the wrong file), "
+              f"{sum(int(n) for st, _, n in vstacks if st == 'victim;[unknown]')} only "
+              f"'[unknown]'")
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        stop_loads(loads)
+        for p in perf_maps:
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+        if made_user:
+            for _ in range(10):
+                if subprocess.run(["userdel", user]).returncode in (0, 6):
+                    break
+                time.sleep(0.5)
+            else:
+                print(f"bench: could not remove user {user}", file=sys.stderr)
+        if d:
+            d.stop()
+            lines = open(log, errors="replace").read().splitlines()
+            print(f"daemon: exit status {d.proc.returncode}, {len(lines)} log lines"
+                  + (" (its errors and warnings first, then the last lines):" if lines else ""))
+            levels = {}
+            for line in lines:
+                m = re.search(r"\b(error|warning|warn|info|debug)\b", line, re.I)
+                levels[m.group(1).lower() if m else "?"] = \
+                    levels.get(m.group(1).lower() if m else "?", 0) + 1
+            print("  by level: " + ", ".join(f"{k} {v}" for k, v in levels.items()))
+            bad = [line for line in lines if re.search(r"\b(error|warning|warn)\b", line, re.I)]
+            for line in bad[:args.log_tail] + lines[-args.log_tail:]:
+                print("  " + line[:300])
+        signal.signal(signal.SIGTERM, old_term)
+        signal.signal(signal.SIGHUP, old_hup)
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -433,12 +791,24 @@ def main():
     h.add_argument("--load", choices=["exec", "steady"], default="exec",
                    help="exec: many short-lived programs (worst case for distinct stacks); "
                    "steady: the CPU-bound work program on every CPU (few stacks)")
+    c = sub.add_parser("churn")
+    c.add_argument("--minutes", type=float, default=30)
+    c.add_argument("--every", type=float, default=10)
+    c.add_argument("--hz", type=int, default=99)
+    c.add_argument("--exec-rate", type=float, default=75,
+                   help="new processes a second from the exec loop")
+    c.add_argument("--fork-rate", type=float, default=100, help="forks a second (no exec)")
+    c.add_argument("--thread-rate", type=float, default=3000, help="threads a second")
+    c.add_argument("--perf-map-mib", type=float, default=150,
+                   help="size of the hostile perf map at start")
+    c.add_argument("--log-tail", type=int, default=15, help="daemon log lines shown at the end")
     a = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("bench: run as root (profd needs BPF)")
     # Removed at the end: an hour's folded dump alone is hundreds of MiB.
     with tempfile.TemporaryDirectory(prefix="profd-bench-") as a.tmp:
-        {"overhead": overhead, "busy": busy, "soak": soak, "hour": hour}[a.cmd](a)
+        {"overhead": overhead, "busy": busy, "soak": soak, "hour": hour,
+         "churn": churn}[a.cmd](a)
 
 
 if __name__ == "__main__":
