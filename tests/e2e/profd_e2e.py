@@ -4,7 +4,9 @@
 A test that cannot run here (not root, BPF refused) exits 77 so ctest reports a skip; with
 CI=true such a skip is a failure, because CI runs as root on a machine where BPF works.
 """
+import atexit
 import os
+import pwd
 import signal
 import socket
 import struct
@@ -49,6 +51,22 @@ def check(cond, what):
 def require_root():
     if os.geteuid() != 0:
         skip("needs root for BPF and perf events")
+
+
+def temp_user(name):
+    """A system user and its group, made for the test (an older one of that name removed
+    first) and removed when the test's process exits. Returns its passwd entry."""
+    require_root()
+    subprocess.run(["userdel", name], capture_output=True)
+    subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--shell",
+                    "/usr/sbin/nologin", name], check=True)
+    atexit.register(subprocess.run, ["userdel", name], capture_output=True)
+    return pwd.getpwnam(name)
+
+
+def as_user(pw):
+    """The command prefix that runs a command as pw's user, with its group and no others."""
+    return ["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups"]
 
 
 def fixture(name):

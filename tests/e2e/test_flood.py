@@ -11,17 +11,14 @@ import threading
 import time
 
 from profd_e2e import (SANITIZED, Daemon, check, connect, error_of, fixture, log, read_frame,
-                       req_dump, req_hello, req_status, require_root, top_fields)
+                       req_dump, req_hello, req_status, temp_user, top_fields)
 
 USER = "profd-e2e-flood"
 CONNS = 8
 PER_CONN = 4000
 MiB = 2**20
 
-require_root()
-subprocess.run(["userdel", USER], capture_output=True)
-subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--shell",
-                "/usr/sbin/nologin", USER], check=True)
+pw = temp_user(USER)
 procs = []
 stop = threading.Event()
 
@@ -71,9 +68,7 @@ def flooder(path, uid, gid, reads, results, i):
 
 try:
     import grp
-    import pwd
 
-    pw = pwd.getpwnam(USER)
     group = grp.getgrgid(pw.pw_gid).gr_name
     burn = subprocess.Popen([fixture("burn"), "30"])
     procs.append(burn)
@@ -124,5 +119,4 @@ finally:
     for p in procs:
         p.kill()
         p.wait()
-    subprocess.run(["userdel", USER], capture_output=True)
 log("all ok")

@@ -7,16 +7,13 @@ import os
 import subprocess
 import time
 
-from profd_e2e import SANITIZED, Daemon, check, fixture, log, parse_folded, require_root
+from profd_e2e import SANITIZED, Daemon, as_user, check, fixture, log, parse_folded, temp_user
 
 USER = "profd-e2e-jit"
 MAP_MIB = 150
 MiB = 2**20
 
-require_root()
-subprocess.run(["userdel", USER], capture_output=True)
-subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--shell",
-                "/usr/sbin/nologin", USER], check=True)
+pw = temp_user(USER)
 procs = []
 
 
@@ -38,13 +35,9 @@ def vm(pid, key):
 
 
 try:
-    import pwd
-
-    pw = pwd.getpwnam(USER)
-    as_user = ["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups"]
     pids = []
     for _ in range(2):
-        p = subprocess.Popen([*as_user, fixture("jit"), str(MAP_MIB), "60"], cwd="/",
+        p = subprocess.Popen([*as_user(pw), fixture("jit"), str(MAP_MIB), "60"], cwd="/",
                              stdout=subprocess.PIPE, text=True)
         procs.append(p)
         line = p.stdout.readline().split()
@@ -110,5 +103,4 @@ finally:
             os.unlink(f"/tmp/perf-{p.pid}.map")
         except OSError:
             pass
-    subprocess.run(["userdel", USER], capture_output=True)
 log("all ok")

@@ -8,20 +8,17 @@ import subprocess
 import tempfile
 import time
 
-from profd_e2e import Daemon, check, fixture, log, parse_folded, require_root
+from profd_e2e import Daemon, as_user, check, fixture, log, parse_folded, temp_user
 
 USER = "profd-e2e-maps"
 
-require_root()
-subprocess.run(["userdel", USER], capture_output=True)
-subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--shell",
-                "/usr/sbin/nologin", USER], check=True)
+pw = temp_user(USER)
 tmp = tempfile.mkdtemp(prefix="profd-maps-")
 procs = []
 
 
 def start(env):
-    p = subprocess.Popen([*as_user, "env", *env, fixture("jit"), "0", "40"], cwd="/",
+    p = subprocess.Popen([*as_user(pw), "env", *env, fixture("jit"), "0", "40"], cwd="/",
                          stdout=subprocess.PIPE, text=True)
     procs.append(p)
     line = p.stdout.readline().split()
@@ -35,10 +32,6 @@ def frames_of(d, pid):
 
 
 try:
-    import pwd
-
-    pw = pwd.getpwnam(USER)
-    as_user = ["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups"]
     secret = os.path.join(tmp, "secret.map")
     late, late_pid, _ = start(["JIT_MAP_AFTER=4"])
     linked, linked_pid, linked_code = start([f"JIT_MAP_LINK={secret}"])
@@ -78,5 +71,4 @@ finally:
         except OSError:
             pass
     subprocess.run(["rm", "-rf", tmp])
-    subprocess.run(["userdel", USER], capture_output=True)
 log("all ok")

@@ -9,24 +9,18 @@ import subprocess
 import tempfile
 import time
 
-from profd_e2e import Daemon, check, fixture, log, parse_folded, require_root
+from profd_e2e import Daemon, as_user, check, fixture, log, parse_folded, temp_user
 
 EXIT_DENIED = 4
 USER = "profd-e2e-suid"
 
-require_root()
-subprocess.run(["userdel", USER], capture_output=True)
-subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--shell",
-                "/usr/sbin/nologin", USER], check=True)
+pw = temp_user(USER)
 tmp = tempfile.mkdtemp(prefix="profd-suid-")
 procs = []
 try:
     import grp
-    import pwd
 
-    pw = pwd.getpwnam(USER)
     group = grp.getgrgid(pw.pw_gid).gr_name
-    as_user = ["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups"]
     os.chmod(tmp, 0o755)
     # A setuid-root copy of the busy fixture, under its own name.
     suid = os.path.join(tmp, "suidburn")
@@ -39,10 +33,10 @@ try:
     os.chmod(mine, 0o755)
 
     with Daemon("--frequency", "199", "--socket-group", group) as d:
-        p_suid = subprocess.Popen([*as_user, suid, "30"])
-        p_mine = subprocess.Popen([*as_user, mine, "30"])
+        p_suid = subprocess.Popen([*as_user(pw), suid, "30"])
+        p_mine = subprocess.Popen([*as_user(pw), mine, "30"])
         # One that makes itself undumpable (PR_SET_DUMPABLE 0) after 2 s of being profiled.
-        p_undump = subprocess.Popen([*as_user, "env", "BURN_UNDUMPABLE_AFTER=2", mine, "30"])
+        p_undump = subprocess.Popen([*as_user(pw), "env", "BURN_UNDUMPABLE_AFTER=2", mine, "30"])
         procs = [p_suid, p_mine, p_undump]
         time.sleep(1)
         st = os.stat(f"/proc/{p_suid.pid}")
@@ -76,5 +70,4 @@ finally:
         p.kill()
         p.wait()
     shutil.rmtree(tmp, ignore_errors=True)
-    subprocess.run(["userdel", USER], capture_output=True)
 log("all ok")
