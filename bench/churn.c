@@ -274,8 +274,8 @@ static int read_file(const char *path, struct blob *b)
 static struct {
 	Elf64_Phdr load[8];
 	int nload;
-	uint64_t span;       /* bytes of address space all PT_LOADs need */
-	uint64_t fn_vaddr;   /* churn_lib_spin */
+	uint64_t span;		   /* bytes of address space all PT_LOADs need */
+	uint64_t fn_vaddr;	   /* churn_lib_spin */
 	uint64_t text_lo, text_hi; /* file range of the executable segment: never corrupted */
 } lib;
 
@@ -321,8 +321,19 @@ static uint64_t garbage64(void)
 }
 
 static const char *const kinds[] = {
-    "flip",     "ehdr",     "shdrs", "strtabs", "symtabs", "notes",    "compressed",
-    "cut_text", "cut_tail", "random", "class",  "dynamic", "changed_while_mapped",
+    "flip",
+    "ehdr",
+    "shdrs",
+    "strtabs",
+    "symtabs",
+    "notes",
+    "compressed",
+    "cut_text",
+    "cut_tail",
+    "random",
+    "class",
+    "dynamic",
+    "changed_while_mapped",
 };
 #define NKINDS (int)(sizeof(kinds) / sizeof(kinds[0]))
 
@@ -441,8 +452,8 @@ static size_t corrupt(struct blob *b, int kind)
 		eh->e_ident[EI_DATA] = rnd() % 2 ? ELFDATA2MSB : (unsigned char)rnd();
 		break;
 	case 11:
-		for (i = 0; i < (size_t)lib.nload + 8 && eh->e_phoff + (i + 1) * sizeof(Elf64_Phdr) <=
-							      b->n && i < eh->e_phnum;
+		for (i = 0; i < (size_t)lib.nload + 8 &&
+			    eh->e_phoff + (i + 1) * sizeof(Elf64_Phdr) <= b->n && i < eh->e_phnum;
 		     i++) {
 			Elf64_Phdr *ph = (Elf64_Phdr *)(b->p + eh->e_phoff) + i;
 			Elf64_Dyn *dyn;
@@ -512,7 +523,8 @@ static char *map_lib(int fd, size_t size)
 			prot |= PROT_EXEC;
 		if (ph->p_flags & PF_W)
 			prot |= PROT_WRITE;
-		if (mmap(base + va, len, prot, MAP_PRIVATE | MAP_FIXED, fd, (off_t)off) == MAP_FAILED) {
+		if (mmap(base + va, len, prot, MAP_PRIVATE | MAP_FIXED, fd, (off_t)off) ==
+		    MAP_FAILED) {
 			munmap(base, lib.span);
 			return NULL;
 		}
@@ -644,12 +656,13 @@ static int mode_elf(const char *libpath, const char *dir)
 			sysbase = NULL;
 		}
 		unlink(path);
-		k = snprintf(json, sizeof(json),
-			     "{\"copies\": %llu, \"mapped\": %llu, \"ran\": %llu, \"libm_copies\": %llu",
-			     iter, mapped, ran, sysmaps);
+		k = snprintf(
+		    json, sizeof(json),
+		    "{\"copies\": %llu, \"mapped\": %llu, \"ran\": %llu, \"libm_copies\": %llu",
+		    iter, mapped, ran, sysmaps);
 		for (i = 0; i < NKINDS && k < (int)sizeof(json) - 64; i++)
-			k += snprintf(json + k, sizeof(json) - (size_t)k, ", \"%s\": %llu", kinds[i],
-				      per_kind[i]);
+			k += snprintf(json + k, sizeof(json) - (size_t)k, ", \"%s\": %llu",
+				      kinds[i], per_kind[i]);
 		counts(0, "%s}", json);
 	}
 }
@@ -661,8 +674,8 @@ static int mode_elf(const char *libpath, const char *dir)
 
 #if defined(__x86_64__)
 /* push rbp; mov rbp, rsp; mov rax, rdi; 1: dec rax; jnz 1b; pop rbp; ret */
-static const unsigned char jit_code[] = {0x55, 0x48, 0x89, 0xe5, 0x48, 0x89, 0xf8, 0x48,
-					 0xff, 0xc8, 0x75, 0xfb, 0x5d, 0xc3};
+static const unsigned char jit_code[] = {0x55, 0x48, 0x89, 0xe5, 0x48, 0x89, 0xf8,
+					 0x48, 0xff, 0xc8, 0x75, 0xfb, 0x5d, 0xc3};
 #elif defined(__aarch64__)
 /* stp x29, x30, [sp, #-16]!; mov x29, sp; 1: subs x0, x0, #1; b.ne 1b; ldp x29, x30, [sp], #16;
  * ret */
@@ -802,8 +815,9 @@ static void garbage_line(struct out *o, unsigned long long i)
 
 static void filler_line(struct out *o, unsigned long long i)
 {
-	static const char pad[] = "_LLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLL"
-				  "LLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLL";
+	static const char pad[] =
+	    "_LLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLL"
+	    "LLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLL";
 
 	/* Code that is not there: addresses far from the real region. */
 	out_line(o, "%llx %x fake::jit::Method%llu(int, long)%.*s\n", 0x100000000000ull + i * 0x40,
@@ -890,8 +904,8 @@ static int mode_jit(double map_mib, const char *link_target)
 #ifdef JIT_NONE
 			burn(fn_iters);
 #else
-			((unsigned long (*)(unsigned long))(uintptr_t)jit_addr((int)(calls % (unsigned)jit_n)))(
-			    fn_iters);
+			((unsigned long (*)(unsigned long))(uintptr_t)jit_addr(
+			    (int)(calls % (unsigned)jit_n)))(fn_iters);
 #endif
 			calls++;
 		}
@@ -906,8 +920,9 @@ static int mode_jit(double map_mib, const char *link_target)
 			}
 			if (jit_n < JIT_SLOTS) {
 				jit_emit(jit_n);
-				out_line(o, "%llx %zx churn_jit_late_%d\n", (unsigned long long)jit_addr(jit_n),
-					 sizeof(jit_code), jit_n);
+				out_line(o, "%llx %zx churn_jit_late_%d\n",
+					 (unsigned long long)jit_addr(jit_n), sizeof(jit_code),
+					 jit_n);
 				jit_n++;
 			}
 			out_flush(o);
