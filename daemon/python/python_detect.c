@@ -10,6 +10,7 @@
 #include "log.h"
 #include "procfs.h"
 #include "symbolize_elf.h"
+#include "timeutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -334,9 +335,25 @@ static size_t find_candidates(const struct proc_map *maps, size_t n, const char 
 	return nc;
 }
 
-static void log_unsupported(uint32_t pid, unsigned int major, unsigned int minor, bool ft,
-			    const char *why)
+/*
+ * Say once that pid runs an interpreter we do not read. Once per pid and version for a minute:
+ * a process is looked at again when its exec record arrives after its first samples (records
+ * of different CPUs come out of the ring in any order), and that is not news.
+ */
+static void log_unsupported(struct python *py, uint32_t pid, unsigned int major, unsigned int minor,
+			    bool ft, const char *why)
 {
+	uint32_t ver = major << 16 | minor << 1 | ft;
+	uint64_t now = mono_ns();
+	size_t i;
+
+	for (i = 0; i < PY_LOGGED_MAX; i++) {
+		if (py->logged[i].pid == pid && py->logged[i].ver == ver &&
+		    now - py->logged[i].ns < 60 * NSEC_PER_SEC)
+			return;
+	}
+	py->logged[py->logged_next] = (struct py_logged){.pid = pid, .ver = ver, .ns = now};
+	py->logged_next = (py->logged_next + 1) % PY_LOGGED_MAX;
 	if (major)
 		pr_info("python: pid %u: CPython %u.%u%s is not supported%s%s: native frames only",
 			pid, major, minor, ft ? "t (free-threaded)" : "", why ? ": " : "",
@@ -392,39 +409,39 @@ static int detect_in(struct python *py, struct py_proc *p, const struct py_candi
 	if (major)
 		p->version = PY_VER(major, minor);
 	if (ft) {
-		log_unsupported(p->pid, major, minor, true, NULL);
+		log_unsupported(py, p->pid, major, minor, true, NULL);
 		return PYTHON_UNSUPPORTED;
 	}
 	if (!major) {
-		log_unsupported(p->pid, 0, 0, false, "no Py_Version and no usable file name");
+		log_unsupported(py, p->pid, 0, 0, false, "no Py_Version and no usable file name");
 		return PYTHON_UNSUPPORTED;
 	}
 	if (p->version < PY_VER_MIN || p->version > PY_VER_MAX) {
-		log_unsupported(p->pid, major, minor, false, NULL);
+		log_unsupported(py, p->pid, major, minor, false, NULL);
 		return PYTHON_UNSUPPORTED;
 	}
 	if (minor >= 13) {
 		if (dbg_err == 0 && (dbg_hex >> 16) != (uint32_t)(0x0300 | minor)) {
-			log_unsupported(p->pid, major, minor, false,
+			log_unsupported(py, p->pid, major, minor, false,
 					"_Py_DebugOffsets names another version");
 			return PYTHON_UNSUPPORTED;
 		}
 		if (dbg_err) {
-			log_unsupported(p->pid, major, minor, false,
+			log_unsupported(py, p->pid, major, minor, false,
 					dbg_err == -EPROTO ? "no _Py_DebugOffsets cookie"
 							   : "implausible _Py_DebugOffsets");
 			return PYTHON_UNSUPPORTED;
 		}
 	} else if (py_layout_static(p->version, &p->layout)) {
-		log_unsupported(p->pid, major, minor, false, NULL);
+		log_unsupported(py, p->pid, major, minor, false, NULL);
 		return PYTHON_UNSUPPORTED;
 	}
 	if (!pe->has_code_type) {
-		log_unsupported(p->pid, major, minor, false, "no PyCode_Type symbol");
+		log_unsupported(py, p->pid, major, minor, false, "no PyCode_Type symbol");
 		return PYTHON_UNSUPPORTED;
 	}
 	if (!py_layout_plausible(&p->layout)) {
-		log_unsupported(p->pid, major, minor, false,
+		log_unsupported(py, p->pid, major, minor, false,
 				"object fields beyond what profd reads");
 		return PYTHON_UNSUPPORTED;
 	}
@@ -466,7 +483,7 @@ int python_detect_proc(struct python *py, struct py_proc *p)
 		/* Before 3.7 there is no _PyRuntime; the name still tells the version. */
 		if (cand[i].libpython || (cand[i].major && !pe.needs_libpython)) {
 			p->version = PY_VER(cand[i].major, cand[i].minor);
-			log_unsupported(p->pid, cand[i].major, cand[i].minor, cand[i].ft,
+			log_unsupported(py, p->pid, cand[i].major, cand[i].minor, cand[i].ft,
 					"no _PyRuntime");
 			ret = PYTHON_UNSUPPORTED;
 			goto out;

@@ -46,12 +46,21 @@ struct py_proc {
 	struct py_proc *next;
 };
 
+/* An interpreter reported as not supported: each pid and version is told once (a minute). */
+#define PY_LOGGED_MAX 16
+struct py_logged {
+	uint32_t pid, ver;
+	uint64_t ns;
+};
+
 struct python {
 	char proc_root[PATH_MAX];
 	unsigned int max_code;
 	python_read_fn read_mem;
 	void *read_ctx;
 	struct py_proc *procs[PROC_BUCKETS];
+	struct py_logged logged[PY_LOGGED_MAX];
+	unsigned int logged_next;
 };
 
 /* Reads len bytes of pid's memory at addr into buf. Returns 0 or a negative errno. */
