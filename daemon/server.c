@@ -441,6 +441,20 @@ static void conn_send_error(struct conn *c, Profd__ErrorCode code, const char *m
 	conn_send(c, buf, len);
 }
 
+/* Past the client limits: say busy, then close once that is out. */
+static void conn_refuse_busy(struct conn *c)
+{
+	struct server *s = c->s;
+
+	pr_warn("server: client pid %d uid %u: refused, too many connections (%u clients, %u of "
+		"uid %u)",
+		c->peer.pid, c->peer.uid, s->nclients, conns_of_uid(s, c->peer.uid, false),
+		c->peer.uid);
+	conn_send_error(c, PROFD__ERROR_CODE__ERROR_BUSY,
+			"busy: too many connections from your user or in all, try again later");
+	conn_drain_and_close(c);
+}
+
 static void conn_hello(struct conn *c, const Profd__Hello *hello)
 {
 	Profd__Response resp = PROFD__RESPONSE__INIT;
@@ -519,14 +533,7 @@ static void conn_request(struct conn *c, const uint8_t *body, size_t len)
 	 * handler makes it one (server__set_uplink), or it goes.
 	 */
 	if (c->probation && req->msg_case != PROFD__REQUEST__MSG_GPU_ATTACH) {
-		pr_warn("server: client pid %d uid %u: refused, too many connections (%u clients, "
-			"%u of uid %u)",
-			c->peer.pid, c->peer.uid, s->nclients, conns_of_uid(s, c->peer.uid, false),
-			c->peer.uid);
-		conn_send_error(c, PROFD__ERROR_CODE__ERROR_BUSY,
-				"busy: too many connections from your user or in all, try again "
-				"later");
-		conn_drain_and_close(c);
+		conn_refuse_busy(c);
 		goto out;
 	}
 	/* A data source's connection is not a way around the client limits: data only. */
@@ -825,14 +832,7 @@ static void on_connection(uv_stream_t *listener, int status)
 		if (s->nprobation >= MAX_PROBATION ||
 		    (c->peer.uid != 0 &&
 		     probation_of_uid(s, c->peer.uid) >= MAX_PROBATION_PER_UID)) {
-			pr_warn("server: client pid %d uid %u: refused, too many connections (%u "
-				"clients, %u of uid %u)",
-				c->peer.pid, c->peer.uid, s->nclients,
-				conns_of_uid(s, c->peer.uid, false), c->peer.uid);
-			conn_send_error(c, PROFD__ERROR_CODE__ERROR_BUSY,
-					"busy: too many connections from your user or in all, try "
-					"again later");
-			conn_drain_and_close(c);
+			conn_refuse_busy(c);
 			return;
 		}
 		c->probation = true;

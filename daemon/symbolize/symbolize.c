@@ -551,12 +551,6 @@ static int cmp_u64(const void *pa, const void *pb)
 	return a < b ? -1 : a > b;
 }
 
-static bool version_same(const struct perf_map_version *v, const struct stat *st)
-{
-	return v->valid && v->ino == (uint64_t)st->st_ino && v->size == st->st_size &&
-	       v->mtime.tv_sec == st->st_mtim.tv_sec && v->mtime.tv_nsec == st->st_mtim.tv_nsec;
-}
-
 static void version_set(struct perf_map_version *v, const struct stat *st)
 {
 	*v = (struct perf_map_version){
@@ -565,6 +559,21 @@ static void version_set(struct perf_map_version *v, const struct stat *st)
 	    .size = st->st_size,
 	    .mtime = st->st_mtim,
 	};
+}
+
+static bool version_eq(const struct perf_map_version *a, const struct perf_map_version *b)
+{
+	return a->valid && b->valid && a->ino == b->ino && a->size == b->size &&
+	       a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
+}
+
+/* Whether the file st describes is the version v was read from. */
+static bool version_same(const struct perf_map_version *v, const struct stat *st)
+{
+	struct perf_map_version now;
+
+	version_set(&now, st);
+	return version_eq(v, &now);
 }
 
 /* A quarter of the whole budget, less when the others hold the rest, never below the floor. */
@@ -636,9 +645,7 @@ static void perf_map_install(struct symbolizer *s, uint32_t pid, struct perf_map
 	s->perf_dropped += pm->dropped;
 	s->perf_sparse += pm->sparse;
 
-	if (!pm->ver.valid || pm->ver.ino != ver->ino || pm->ver.size != ver->size ||
-	    pm->ver.mtime.tv_sec != ver->mtime.tv_sec ||
-	    pm->ver.mtime.tv_nsec != ver->mtime.tv_nsec)
+	if (!version_eq(&pm->ver, ver))
 		pm->n_absent = 0;
 	pm->ver = *ver;
 	for (i = 0; i < res->n_wanted; i++)
@@ -779,6 +786,7 @@ static void perf_map_miss(struct symbolizer *s, struct pid_state *ps, uint64_t a
 	uint32_t nspid = ps->pid;
 	struct stat st;
 	uint64_t t0;
+	bool same;
 	int fd;
 
 	if (!pm) {
@@ -805,7 +813,8 @@ static void perf_map_miss(struct symbolizer *s, struct pid_state *ps, uint64_t a
 	fd = perf_map_open(s, ps, &st);
 	if (fd < 0)
 		return;
-	if (version_same(&pm->ver, &st) && (!pm->sparse || !pm->n_wanted)) {
+	same = version_same(&pm->ver, &st);
+	if (same && (!pm->sparse || !pm->n_wanted)) {
 		/* All of this version is in the table: what it lacks, the file lacks. */
 		close(fd);
 		pm->n_wanted = 0;
@@ -818,7 +827,7 @@ static void perf_map_miss(struct symbolizer *s, struct pid_state *ps, uint64_t a
 		return;
 	}
 	/* Small enough to read here and now: the frames are named from this sample on. */
-	res.wanted = scan_wanted(pm, !version_same(&pm->ver, &st), &res.n_wanted);
+	res.wanted = scan_wanted(pm, !same, &res.n_wanted);
 	t0 = mono_ns();
 	res.err = perf_map__scan(fd,
 				 &(struct perf_map_scan_opts){

@@ -69,6 +69,15 @@ def as_user(pw):
     return ["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups"]
 
 
+def vm_bytes(pid, key):
+    """A memory figure of /proc/PID/status (VmRSS, VmHWM, ...) in bytes; 0 when absent."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def fixture(name):
     path = os.path.join(FIXTURES, name)
     if not os.path.exists(path):

@@ -11,7 +11,7 @@ import threading
 import time
 
 from profd_e2e import (SANITIZED, Daemon, check, connect, error_of, fixture, log, read_frame,
-                       req_dump, req_hello, req_status, temp_user, top_fields)
+                       req_dump, req_hello, req_status, temp_user, top_fields, vm_bytes)
 
 USER = "profd-e2e-flood"
 CONNS = 8
@@ -30,14 +30,6 @@ def status_fields(s):
     dt = time.monotonic() - t0
     check(body is not None and error_of(body) is None, "root's status is answered")
     return top_fields(top_fields(body)[2]), dt
-
-
-def vm(pid, key):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 def flooder(path, uid, gid, reads, results, i):
@@ -78,7 +70,7 @@ try:
         read_frame(root)
         time.sleep(1)
         st0, _ = status_fields(root)
-        rss0 = vm(d.proc.pid, "VmRSS")
+        rss0 = vm_bytes(d.proc.pid, "VmRSS")
         pids = [0] * CONNS
         # Half read their replies, half never do (their replies pile up until the write
         # timeout or the per-user bound).
@@ -91,7 +83,7 @@ try:
             worst = max(worst, dt)
             n += 1
             time.sleep(0.05)
-        hwm = vm(d.proc.pid, "VmHWM")
+        hwm = vm_bytes(d.proc.pid, "VmHWM")
         codes = []
         for pid in pids:
             _, status = os.waitpid(pid, 0)

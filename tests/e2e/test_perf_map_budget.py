@@ -7,7 +7,8 @@ import os
 import subprocess
 import time
 
-from profd_e2e import SANITIZED, Daemon, as_user, check, fixture, log, parse_folded, temp_user
+from profd_e2e import (SANITIZED, Daemon, as_user, check, fixture, log, parse_folded, temp_user,
+                       vm_bytes)
 
 USER = "profd-e2e-jit"
 MAP_MIB = 150
@@ -24,14 +25,6 @@ def status(d):
     if r.returncode != 0:
         check(False, f"status answers: {r.stderr}")
     return json.loads(r.stdout), dt
-
-
-def vm(pid, key):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 try:
@@ -51,7 +44,7 @@ try:
     for pid in pids:
         args += ["--pid", str(pid)]
     with Daemon("--frequency", "199", *args) as d:
-        base_rss = vm(d.proc.pid, "VmRSS")
+        base_rss = vm_bytes(d.proc.pid, "VmRSS")
         named = {}
         worst = 0.0
         deadline = time.monotonic() + 40
@@ -75,7 +68,7 @@ try:
             check(worst < 0.5, f"status answered within 500 ms throughout: {worst * 1000:.0f} ms")
 
         st, _ = status(d)
-        hwm = vm(d.proc.pid, "VmHWM")
+        hwm = vm_bytes(d.proc.pid, "VmHWM")
         log(f"daemon RSS {base_rss / MiB:.1f} MiB at start, peak {hwm / MiB:.1f} MiB; "
             f"perf maps {st.get('perf_map_bytes', 0) / MiB:.2f} of "
             f"{st.get('perf_map_budget_bytes', 0) / MiB:.0f} MiB, "
