@@ -415,6 +415,78 @@ static int sort_children(struct flame *f)
 	return 0;
 }
 
+/*
+ * Leaf node of each (process node, stack) already walked: samples of one stack in many threads
+ * and processes of one name walk the tree once. Keys are parent node << 32 | stack index.
+ */
+struct leaf_memo {
+	uint64_t *keys;
+	uint32_t *leaf; /* node index + 1; 0: empty */
+	size_t mask;
+	size_t n;
+};
+
+static uint64_t memo_hash(uint64_t k)
+{
+	k *= 0x9e3779b97f4a7c15ull;
+	return k ^ (k >> 31);
+}
+
+static int memo_grow(struct leaf_memo *m)
+{
+	size_t ncap = m->mask ? 2 * (m->mask + 1) : 4096;
+	uint64_t *keys = malloc(ncap * sizeof(*keys));
+	uint32_t *leaf = calloc(ncap, sizeof(*leaf));
+
+	if (!keys || !leaf) {
+		free(keys);
+		free(leaf);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; m->mask && i <= m->mask; i++) {
+		size_t j;
+
+		if (!m->leaf[i])
+			continue;
+		for (j = memo_hash(m->keys[i]) & (ncap - 1); leaf[j]; j = (j + 1) & (ncap - 1))
+			;
+		keys[j] = m->keys[i];
+		leaf[j] = m->leaf[i];
+	}
+	free(m->keys);
+	free(m->leaf);
+	m->keys = keys;
+	m->leaf = leaf;
+	m->mask = ncap - 1;
+	return 0;
+}
+
+/* The slot of key: its leaf when set, else where to put it. NULL when out of memory. */
+static uint32_t *memo_slot(struct leaf_memo *m, uint64_t key)
+{
+	size_t j;
+
+	if ((m->n + 1) * 2 > m->mask + 1 && memo_grow(m))
+		return NULL;
+	for (j = memo_hash(key) & m->mask; m->leaf[j]; j = (j + 1) & m->mask)
+		if (m->keys[j] == key)
+			return &m->leaf[j];
+	m->keys[j] = key;
+	return &m->leaf[j];
+}
+
+/* Fill every node's value from the selves: a child's index is always above its parent's. */
+static void sum_values(struct flame *f)
+{
+	for (size_t i = f->n_nodes; i-- > 0;) {
+		struct flame_node *n = &f->nodes[i];
+
+		sat_inc(&n->value, n->self);
+		if (n->parent != FLAME_NONE)
+			sat_inc(&f->nodes[n->parent].value, n->value);
+	}
+}
+
 /* Interned name of pid's process; "[pid N]" when the profile does not name it. */
 static int64_t process_name_id(struct flame *f, const struct proc_name *procs, size_t n,
 			       uint32_t pid)
@@ -441,6 +513,7 @@ struct flame *flame__new(const Profd__Profile *p, const struct flame_opts *opts)
 {
 	uint32_t *frame_name = NULL;
 	struct proc_name *procs = NULL;
+	struct leaf_memo memo = {0};
 	char *buf = NULL;
 	size_t buf_len = 4096;
 	struct flame *f;
@@ -505,10 +578,10 @@ struct flame *flame__new(const Profd__Profile *p, const struct flame_opts *opts)
 		const Profd__Stack *st = p->stacks[s->stack];
 		uint64_t v = opts->value_index < s->n_values ? s->values[opts->value_index] : 0;
 		int64_t cur = 0;
+		uint32_t *leaf;
 
 		if (!v)
 			continue;
-		sat_inc(&f->nodes[0].value, v);
 		if (opts->process_root) {
 			id = process_name_id(f, procs, p->n_processes, s->pid);
 			if (id < 0 ||
@@ -516,7 +589,15 @@ struct flame *flame__new(const Profd__Profile *p, const struct flame_opts *opts)
 				err = (int)(id < 0 ? id : cur);
 				goto out;
 			}
-			sat_inc(&f->nodes[cur].value, v);
+		}
+		leaf = memo_slot(&memo, (uint64_t)cur << 32 | s->stack);
+		if (!leaf) {
+			err = -ENOMEM;
+			goto out;
+		}
+		if (*leaf) {
+			sat_inc(&f->nodes[*leaf - 1].self, v);
+			continue;
 		}
 		if (st->n_frames == 0) {
 			/* Keep the samples (and the totals honest) even when no frame was read. */
@@ -529,7 +610,6 @@ struct flame *flame__new(const Profd__Profile *p, const struct flame_opts *opts)
 				err = (int)cur;
 				goto out;
 			}
-			sat_inc(&f->nodes[cur].value, v);
 		}
 		for (size_t j = st->n_frames; j-- > 0;) {
 			uint32_t fi = st->frames[j];
@@ -539,12 +619,17 @@ struct flame *flame__new(const Profd__Profile *p, const struct flame_opts *opts)
 				err = (int)cur;
 				goto out;
 			}
-			sat_inc(&f->nodes[cur].value, v);
 		}
+		/* Nothing touched the memo since memo_slot(): the slot is still ours. */
+		*leaf = (uint32_t)cur + 1;
+		memo.n++;
 		sat_inc(&f->nodes[cur].self, v);
 	}
+	sum_values(f);
 	err = sort_children(f);
 out:
+	free(memo.keys);
+	free(memo.leaf);
 	free(procs);
 	free(frame_name);
 	free(buf);

@@ -229,6 +229,90 @@ static void test_flame_tree(void)
 	flame__free(f);
 }
 
+/*
+ * A stack met again (another thread, another process of the same name) adds to the leaf it
+ * reached the first time; totals come out the same whatever the order and however the
+ * daemon split the rows (per thread, or merged per process name).
+ */
+static void shared_stacks(struct fixture *fx, uint32_t *s_work, uint32_t *s_comp, uint32_t *s_none)
+{
+	uint32_t f_main, f_work, f_comp;
+
+	fx_init(fx);
+	f_main = fx_frame(fx, PROFD__FRAME_KIND__FRAME_NATIVE, "main");
+	f_work = fx_frame(fx, PROFD__FRAME_KIND__FRAME_NATIVE, "work");
+	f_comp = fx_frame(fx, PROFD__FRAME_KIND__FRAME_NATIVE, "compute");
+	*s_work = fx_stack(fx, 2, (uint32_t[]){f_main, f_work});
+	*s_comp = fx_stack(fx, 3, (uint32_t[]){f_main, f_work, f_comp});
+	*s_none = fx_stack(fx, 0, NULL);
+}
+
+static void test_flame_shared_stacks(void)
+{
+	struct flame_opts o = {.process_root = true};
+	const struct flame_node *n;
+	struct fixture fx, merged;
+	uint32_t s_work, s_comp, s_none;
+	struct flame *f;
+	size_t cnt;
+	char *out;
+
+	shared_stacks(&fx, &s_work, &s_comp, &s_none);
+	fx_sample_tid(&fx, s_comp, 100, 101, 1);
+	fx_sample_tid(&fx, s_work, 100, 100, 2);
+	fx_sample_tid(&fx, s_work, 300, 301, 3);
+	fx_sample_tid(&fx, s_none, 300, 300, 4);
+	fx_sample_tid(&fx, s_comp, 100, 102, 5);
+	fx_sample_tid(&fx, s_work, 400, 400, 6);
+	fx_proc(&fx, 100, "python3");
+	fx_proc(&fx, 300, "python3");
+	fx_proc(&fx, 400, "bash");
+
+	out = render(format_folded, &fx.p, true);
+	CHECK_STREQ(out, "bash;main;work 6\n"
+			 "python3;[no stack] 4\n"
+			 "python3;main;work 5\n"
+			 "python3;main;work;compute 6\n");
+	free(out);
+	out = render(format_folded, &fx.p, false);
+	CHECK_STREQ(out, "[no stack] 4\n"
+			 "main;work 11\n"
+			 "main;work;compute 6\n");
+	free(out);
+
+	f = flame__new(&fx.p, &o);
+	if (CHECK(f != NULL)) {
+		n = flame__nodes(f, &cnt);
+		/* all, python3, main, work, compute, [no stack], bash, main, work */
+		CHECK_EQ_U(cnt, 9);
+		CHECK_EQ_U(n[0].value, 21);
+		for (size_t i = 0; i < cnt; i++) {
+			uint64_t below = 0;
+
+			for (uint32_t c = n[i].first_child; c != FLAME_NONE; c = n[c].next_sibling)
+				below += n[c].value;
+			CHECK_EQ_U(n[i].value, n[i].self + below);
+		}
+		flame__free(f);
+	}
+
+	/* The same samples as the daemon sends them merged: one row per name and stack. */
+	shared_stacks(&merged, &s_work, &s_comp, &s_none);
+	fx_sample_tid(&merged, s_comp, 100, 0, 6);
+	fx_sample_tid(&merged, s_work, 100, 0, 5);
+	fx_sample_tid(&merged, s_none, 100, 0, 4);
+	fx_sample_tid(&merged, s_work, 400, 0, 6);
+	fx_proc(&merged, 100, "python3");
+	fx_proc(&merged, 400, "bash");
+	merged.p.has_merged_processes = merged.p.merged_processes = 1;
+	out = render(format_folded, &merged.p, true);
+	CHECK_STREQ(out, "bash;main;work 6\n"
+			 "python3;[no stack] 4\n"
+			 "python3;main;work 5\n"
+			 "python3;main;work;compute 6\n");
+	free(out);
+}
+
 /* Run xmllint on text; 0 valid, 1 invalid, 77 when xmllint is not installed. */
 static int xmllint(const char *text)
 {
@@ -385,6 +469,7 @@ int main(void)
 	test_check();
 	test_folded();
 	test_folded_sanitize();
+	test_flame_shared_stacks();
 	test_flame_tree();
 	test_svg();
 	test_svg_escaping();
