@@ -287,7 +287,7 @@ static void owner_check(struct ingest *in, struct pid_entry *e, uint32_t euid, u
 	store__set_process(in->store, e->pid, uid, comm);
 }
 
-static struct pid_entry *see_process(struct ingest *in, uint32_t pid, uint32_t uid,
+static struct pid_entry *see_process(struct ingest *in, uint32_t pid, uint32_t tid, uint32_t uid,
 				     const char *thread_comm, uint64_t now)
 {
 	struct pid_entry *e = pid_find(in, pid);
@@ -303,7 +303,11 @@ static struct pid_entry *see_process(struct ingest *in, uint32_t pid, uint32_t u
 	e->seen_ns = now;
 	e->uid = uid = proc_owner(in, pid, uid);
 	e->owner_checked_ns = now;
-	read_comm(in, pid, comm, sizeof(comm), thread_comm);
+	/* The main thread's name is the process's: /proc is read only for other threads'. */
+	if (tid == pid)
+		snprintf(comm, sizeof(comm), "%s", thread_comm);
+	else
+		read_comm(in, pid, comm, sizeof(comm), thread_comm);
 	store__set_process(in->store, pid, uid, comm);
 	return e;
 }
@@ -475,13 +479,20 @@ static size_t python_frames(struct ingest *in, const struct pid_entry *pe,
 	    (const struct profd_py_frame *)&rec->ips[rec->nr_kernel + rec->nr_user];
 	uint16_t ver = pe->py_version;
 	size_t nact = 0, m = 0, start = 0;
+	bool gone = false;
 
 	for (uint32_t i = 0; i < rec->nr_py; i++) {
 		struct py_frame_sym sym;
 		bool boundary = ver >= 0x030c && (pf[i].flags & PROFD_PYF_BOUNDARY);
 		bool close = ver < 0x030b || (ver == 0x030b && (pf[i].flags & PROFD_PYF_ENTRY));
+		int err = -ESRCH;
 
-		if (!boundary && python__symbolize(in->py, rec->pid, &pf[i], &sym) == 0) {
+		/* A process that exited before its samples were read: no use trying every frame. */
+		if (!boundary && !gone) {
+			err = python__symbolize(in->py, rec->pid, &pf[i], &sym);
+			gone = err == -ESRCH;
+		}
+		if (!boundary && !err) {
 			if (!sym.skip) {
 				struct frame_key key = {
 				    .kind = FRAME_KIND_PYTHON,
@@ -717,7 +728,7 @@ static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, 
 	}
 
 	comm_copy(comm, rec->comm);
-	pe = see_process(in, rec->pid, rec->uid, comm, now);
+	pe = see_process(in, rec->pid, rec->tid, rec->uid, comm, now);
 	if (!pe) {
 		in->stats.store_errors++;
 		return -ENOMEM;
