@@ -31,7 +31,7 @@ static void usage(FILE *f)
 	    "      --ringbuf-size SIZE kernel-to-daemon ring buffer (default 8M; a power of two)\n"
 	    "      --bucket DURATION   time resolution of stored data (default 1s)\n"
 	    "      --gpu-ring-size SIZE  recent raw events kept for traces (CPU samples, CUDA\n"
-	    "                          calls, kernels, copies, NVTX; default 32M)\n"
+	    "                          calls, kernels, copies, NVTX; default 8M)\n"
 	    "      --libcuda PATH      count kernel launches of processes without the CUPTI\n"
 	    "                          library through uprobes on this libcuda (repeatable: the\n"
 	    "                          first that can be probed is used; default: libcuda.so.1\n"
@@ -93,7 +93,7 @@ int config_parse(int argc, char **argv, struct config *cfg)
 	cfg->mem_cap = 256ull << 20;
 	cfg->ringbuf_size = 8ull << 20;
 	cfg->bucket_ns = NSEC_PER_SEC;
-	cfg->gpu_ring_size = 32ull << 20;
+	cfg->gpu_ring_size = 8ull << 20;
 	cfg->socket_path = wire_socket_path(NULL);
 
 	opterr = 0;

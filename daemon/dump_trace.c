@@ -323,8 +323,9 @@ int dump__trace(struct store *s, const struct timeline *tl, const struct tl_even
 	struct trace_build b = {.store = s};
 	struct timeline_stats ts;
 	struct tfilter f = {0};
+	struct tl_event *evs = NULL, e;
 	const struct tl_event **sel = NULL;
-	size_t nsel = 0, nring = timeline__count(tl), counts[6] = {0}, next[6] = {0};
+	size_t nsel = 0, evs_cap = 0, nring = timeline__count(tl), counts[6] = {0}, next[6] = {0};
 	uint64_t oldest = UINT64_MAX, newest = 0;
 	Profd__Trace *tr = NULL;
 	int err = 0;
@@ -333,39 +334,41 @@ int dump__trace(struct store *s, const struct timeline *tl, const struct tl_even
 	err = tfilter_init(&f, q);
 	if (err)
 		goto out;
-	if (nring > SIZE_MAX / sizeof(*sel) - nextra - 1) {
-		err = -ENOMEM;
-		goto out;
-	}
-	sel = malloc((nring + nextra + 1) * sizeof(*sel));
-	if (!sel) {
-		err = -ENOMEM;
-		goto out;
-	}
-	for (size_t i = 0; i < nring; i++) {
-		const struct tl_event *e = timeline__event(tl, i);
-
-		/* Only what the caller may see tells how far back the ring goes. */
-		if (!ev_visible(&f, e))
-			continue;
-		if (e->start < oldest)
-			oldest = e->start;
-		if (ev_wanted(&f, e))
-			sel[nsel++] = e;
-	}
-	for (size_t i = 0; i < nextra; i++) {
-		const struct tl_event *e = &extra[i];
-
-		if (!ev_wanted(&f, e))
-			continue;
-		if (e->start < oldest)
-			oldest = e->start;
-		sel[nsel++] = e;
+	/* Copies of the events in the window (the ring keeps samples compact). */
+	for (size_t i = 0; i < nring + nextra; i++) {
+		if (i < nring) {
+			timeline__get(tl, i, &e);
+			/* Only what the caller may see tells how far back the ring goes. */
+			if (!ev_visible(&f, &e))
+				continue;
+			if (e.start < oldest)
+				oldest = e.start;
+			if (!ev_wanted(&f, &e))
+				continue;
+		} else {
+			e = extra[i - nring];
+			if (!ev_wanted(&f, &e))
+				continue;
+			if (e.start < oldest)
+				oldest = e.start;
+		}
+		if (GROW(evs, evs_cap, nsel + 1)) {
+			err = -ENOMEM;
+			goto out;
+		}
+		evs[nsel++] = e;
 	}
 	if (!nsel) {
 		err = -ENODATA;
 		goto out;
 	}
+	sel = malloc(nsel * sizeof(*sel));
+	if (!sel) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < nsel; i++)
+		sel[i] = &evs[i];
 	qsort(sel, nsel, sizeof(*sel), ev_cmp);
 	for (size_t i = 0; i < nsel; i++) {
 		counts[sel[i]->type - 1]++;
@@ -446,6 +449,7 @@ out:
 	free(b.pid_list);
 	free(b.thread_keys);
 	free(sel);
+	free(evs);
 	free(f.pids);
 	return err;
 }

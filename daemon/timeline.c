@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * The timeline's ring (see timeline.h): a circular array of events that grows up to what the
- * byte bound allows, and an open-addressing table of refcounted names.
+ * The timeline's rings (see timeline.h): two circular arrays that grow up to what the byte bound
+ * allows, one of compact CPU samples and one of every other event, and an open-addressing table
+ * of refcounted names.
  */
 #include "timeline.h"
 
@@ -12,7 +13,7 @@
 
 #include "hash.h"
 
-#define DEFAULT_BYTES (32u << 20)
+#define DEFAULT_BYTES (8u << 20)
 
 /* A name shared by events; events point at s. */
 struct tname {
@@ -21,18 +22,64 @@ struct tname {
 	char s[];
 };
 
-struct timeline {
-	struct tl_event *ev;
-	size_t cap;  /* slots allocated (grows up to max) */
+/* A CPU sample as the ring keeps it: a third of a struct tl_event. */
+struct tl_sample {
+	uint64_t ts;
+	uint32_t pid;
+	uint32_t tid;
+	uint32_t uid;
+	uint32_t stack;
+};
+
+/* A circular array of fixed-size items that grows by doubling up to max. */
+struct ring {
+	char *p;
+	size_t item;
+	size_t cap;  /* slots allocated */
 	size_t max;  /* slots allowed */
 	size_t head; /* oldest */
 	size_t n;
-	size_t limit; /* bytes: slots + names */
+};
+
+struct timeline {
+	struct ring ev;	 /* struct tl_event: everything but plain CPU samples */
+	struct ring smp; /* struct tl_sample */
+	size_t limit;	 /* bytes: slots in use + names */
 	size_t name_bytes;
 	struct tname **names; /* open addressing by string */
 	size_t name_mask, nnames;
 	uint64_t overwritten;
 };
+
+static void *ring_at(const struct ring *r, size_t i)
+{
+	return r->p + ((r->head + i) % r->cap) * r->item;
+}
+
+/* Double the slots (up to max), unrolling the ring so the oldest item is at 0. */
+static int ring_grow(struct ring *r)
+{
+	size_t ncap = r->cap ? r->cap * 2 : 1024;
+	char *np;
+
+	if (ncap > r->max)
+		ncap = r->max;
+	np = calloc(ncap, r->item);
+	if (!np)
+		return -ENOMEM;
+	for (size_t i = 0; i < r->n; i++)
+		memcpy(np + i * r->item, ring_at(r, i), r->item);
+	free(r->p);
+	r->p = np;
+	r->cap = ncap;
+	r->head = 0;
+	return 0;
+}
+
+static size_t used_bytes(const struct timeline *t)
+{
+	return t->ev.n * t->ev.item + t->smp.n * t->smp.item + t->name_bytes;
+}
 
 static size_t tname_cost(size_t len)
 {
@@ -51,9 +98,15 @@ struct timeline *timeline__new(const struct timeline_opts *opts)
 	if (!t)
 		return NULL;
 	t->limit = opts && opts->bytes ? opts->bytes : DEFAULT_BYTES;
-	t->max = t->limit / sizeof(struct tl_event);
-	if (t->max < 16)
-		t->max = 16;
+	t->ev.item = sizeof(struct tl_event);
+	t->smp.item = sizeof(struct tl_sample);
+	/* Either kind alone may fill the bytes. */
+	t->ev.max = t->limit / t->ev.item;
+	t->smp.max = t->limit / t->smp.item;
+	if (t->ev.max < 16)
+		t->ev.max = 16;
+	if (t->smp.max < 16)
+		t->smp.max = 16;
 	return t;
 }
 
@@ -135,45 +188,68 @@ static const char *name_get(struct timeline *t, const char *name)
 	return s->s;
 }
 
-static void drop_oldest(struct timeline *t)
+static void drop_oldest_event(struct timeline *t)
 {
-	struct tl_event *e = &t->ev[t->head];
+	struct tl_event *e = ring_at(&t->ev, 0);
 
 	name_unref(t, e->name);
 	e->name = NULL;
-	t->head = (t->head + 1) % t->cap;
-	t->n--;
+	t->ev.head = (t->ev.head + 1) % t->ev.cap;
+	t->ev.n--;
 	t->overwritten++;
+}
+
+static void drop_oldest_sample(struct timeline *t)
+{
+	t->smp.head = (t->smp.head + 1) % t->smp.cap;
+	t->smp.n--;
+	t->overwritten++;
+}
+
+/* The older of the two rings' oldest: the ring stays a window of recent time. */
+static void drop_oldest(struct timeline *t)
+{
+	if (!t->smp.n || (t->ev.n && ((const struct tl_event *)ring_at(&t->ev, 0))->start <=
+					 ((const struct tl_sample *)ring_at(&t->smp, 0))->ts))
+		drop_oldest_event(t);
+	else
+		drop_oldest_sample(t);
 }
 
 void timeline__free(struct timeline *t)
 {
 	if (!t)
 		return;
-	while (t->n)
-		drop_oldest(t);
-	free(t->ev);
+	while (t->ev.n)
+		drop_oldest_event(t);
+	free(t->ev.p);
+	free(t->smp.p);
 	free(t->names);
 	free(t);
 }
 
-/* Double the slots (up to max), unrolling the ring so the oldest event is at 0. */
-static int slots_grow(struct timeline *t)
+/* Room for one more item in r, after need more bytes: the oldest go first. */
+static int make_room(struct timeline *t, struct ring *r, size_t need)
 {
-	size_t ncap = t->cap ? t->cap * 2 : 1024;
-	struct tl_event *ne;
-
-	if (ncap > t->max)
-		ncap = t->max;
-	ne = calloc(ncap, sizeof(*ne));
-	if (!ne)
+	while (t->ev.n + t->smp.n && used_bytes(t) + need > t->limit)
+		drop_oldest(t);
+	if (r->n == r->cap && r->cap < r->max && ring_grow(r))
 		return -ENOMEM;
-	for (size_t i = 0; i < t->n; i++)
-		ne[i] = t->ev[(t->head + i) % t->cap];
-	free(t->ev);
-	t->ev = ne;
-	t->cap = ncap;
-	t->head = 0;
+	if (r->n == r->cap)
+		r == &t->ev ? drop_oldest_event(t) : drop_oldest_sample(t);
+	return 0;
+}
+
+static int push_sample(struct timeline *t, const struct tl_event *e)
+{
+	struct tl_sample *slot;
+
+	if (make_room(t, &t->smp, t->smp.item))
+		return -ENOMEM;
+	slot = ring_at(&t->smp, t->smp.n);
+	*slot = (struct tl_sample){
+	    .ts = e->start, .pid = e->pid, .tid = e->tid, .uid = e->uid, .stack = e->stack};
+	t->smp.n++;
 	return 0;
 }
 
@@ -184,6 +260,9 @@ int timeline__push(struct timeline *t, const struct tl_event *e)
 	struct tl_event *slot;
 	char cut[4096];
 
+	/* A plain CPU sample (all it has is in struct tl_sample) takes the compact ring. */
+	if (e->type == TL_SAMPLE && !name && e->end == e->start && !e->corr)
+		return push_sample(t, e);
 	/*
 	 * One name never takes more than a 64th of the ring: a huge one would otherwise push out
 	 * every other event. Cut names end with "...".
@@ -201,35 +280,44 @@ int timeline__push(struct timeline *t, const struct tl_event *e)
 		name = cut;
 		need = tname_cost(max + 3);
 	}
-	/* Room in bytes: slots in use plus names; one event always fits. */
-	while (t->n && (t->n + 1) * sizeof(*e) + t->name_bytes + need > t->limit)
-		drop_oldest(t);
-	if (t->n == t->cap && t->cap < t->max && slots_grow(t))
+	if (make_room(t, &t->ev, t->ev.item + need))
 		return -ENOMEM;
-	if (t->n == t->cap)
-		drop_oldest(t);
 	if (name) {
 		kept = name_get(t, name);
 		if (!kept)
 			return -ENOMEM;
 	}
-	slot = &t->ev[(t->head + t->n) % t->cap];
+	slot = ring_at(&t->ev, t->ev.n);
 	*slot = *e;
 	slot->name = kept;
-	t->n++;
+	t->ev.n++;
 	return 0;
 }
 
 size_t timeline__count(const struct timeline *t)
 {
-	return t ? t->n : 0;
+	return t ? t->ev.n + t->smp.n : 0;
 }
 
-const struct tl_event *timeline__event(const struct timeline *t, size_t i)
+bool timeline__get(const struct timeline *t, size_t i, struct tl_event *out)
 {
-	if (!t || i >= t->n)
-		return NULL;
-	return &t->ev[(t->head + i) % t->cap];
+	const struct tl_sample *s;
+
+	if (!t || i >= t->ev.n + t->smp.n)
+		return false;
+	if (i < t->ev.n) {
+		*out = *(const struct tl_event *)ring_at(&t->ev, i);
+		return true;
+	}
+	s = ring_at(&t->smp, i - t->ev.n);
+	*out = (struct tl_event){.type = TL_SAMPLE,
+				 .pid = s->pid,
+				 .tid = s->tid,
+				 .uid = s->uid,
+				 .stack = s->stack,
+				 .start = s->ts,
+				 .end = s->ts};
+	return true;
 }
 
 void timeline__stats(const struct timeline *t, struct timeline_stats *out)
@@ -237,24 +325,30 @@ void timeline__stats(const struct timeline *t, struct timeline_stats *out)
 	memset(out, 0, sizeof(*out));
 	if (!t)
 		return;
-	out->events = t->n;
+	out->events = t->ev.n + t->smp.n;
 	out->overwritten = t->overwritten;
-	out->bytes = t->n * sizeof(struct tl_event) + t->name_bytes;
+	out->bytes = used_bytes(t);
 }
 
 /* Every stack id the events hold: kept in mark, or (mark NULL) renumbered through remap. */
+static void gc_stack(uint32_t *stack, struct store_gc *mark, const struct store_gc *remap)
+{
+	if (!*stack)
+		return;
+	if (mark)
+		store_gc__keep(mark, *stack);
+	else
+		*stack = store_gc__map(remap, *stack);
+}
+
 static void timeline_gc(struct timeline *t, struct store_gc *mark, const struct store_gc *remap)
 {
-	for (size_t i = 0; t && i < t->n; i++) {
-		struct tl_event *e = &t->ev[(t->head + i) % t->cap];
-
-		if (!e->stack)
-			continue;
-		if (mark)
-			store_gc__keep(mark, e->stack);
-		else
-			e->stack = store_gc__map(remap, e->stack);
-	}
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->ev.n; i++)
+		gc_stack(&((struct tl_event *)ring_at(&t->ev, i))->stack, mark, remap);
+	for (size_t i = 0; i < t->smp.n; i++)
+		gc_stack(&((struct tl_sample *)ring_at(&t->smp, i))->stack, mark, remap);
 }
 
 void timeline__gc_mark(struct timeline *t, struct store_gc *gc)

@@ -1,12 +1,17 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * The timeline: one bounded ring of raw events in arrival order for trace dumps, written by
- * ingest (CPU samples, launch stacks) and the GPU module (kernels, copies, CUDA API calls, NVTX
- * ranges), read by the trace dump. Later sources (off-CPU intervals) append new event types.
+ * The timeline: bounded rings of raw events for trace dumps, written by ingest (CPU samples,
+ * launch stacks) and the GPU module (kernels, copies, CUDA API calls, NVTX ranges), read by the
+ * trace dump. Later sources (off-CPU intervals) append new event types.
  *
- * Bounded in bytes: event slots plus their names. The oldest events are overwritten first and
- * counted. Names are interned and refcounted, so a kernel launched a million times costs its
- * name once, and a single name never takes more than a 64th of the ring.
+ * CPU samples, the bulk of it, are kept in a compact ring of their own (24 bytes each against
+ * 72 for a struct tl_event); every other event in the second ring. Each ring is in arrival
+ * order; readers that need time order sort.
+ *
+ * Bounded in bytes: the slots of both rings plus the names. The oldest events (by start time,
+ * whichever ring holds them) are overwritten first and counted. Names are interned and
+ * refcounted, so a kernel launched a million times costs its name once, and a single name never
+ * takes more than a 64th of the ring.
  *
  * Events hold store stack ids (samples, launches): the store's compaction asks the timeline which
  * ids it keeps and tells it their new numbers (timeline__gc_mark, timeline__gc_remap).
@@ -61,7 +66,7 @@ struct tl_event {
 };
 
 struct timeline_opts {
-	size_t bytes; /* slots + names; 0: 32 MiB */
+	size_t bytes; /* slots + names; 0: 8 MiB */
 };
 
 struct timeline_stats {
@@ -82,9 +87,13 @@ void timeline__free(struct timeline *t);
  */
 int timeline__push(struct timeline *t, const struct tl_event *e);
 
-/* Events now in the ring; timeline__event(t, 0) is the oldest. Valid until the next push. */
+/*
+ * Events now in the timeline: indices 0 .. count - 1 give first the events of the second ring,
+ * then the CPU samples, each in arrival order. timeline__get copies event i into *out (its name
+ * stays valid until the next push) and returns false past the end.
+ */
 size_t timeline__count(const struct timeline *t);
-const struct tl_event *timeline__event(const struct timeline *t, size_t i);
+bool timeline__get(const struct timeline *t, size_t i, struct tl_event *out);
 
 void timeline__stats(const struct timeline *t, struct timeline_stats *out);
 

@@ -946,7 +946,8 @@ static void test_ring_bad(void)
 		CHECK_EQ_I(t_cpu_sample(f.g, i * 10, OTHER_PID, 201, st), 0);
 	timeline__stats(f.tl, &ts);
 	CHECK(ts.overwritten > 0);
-	CHECK(ts.events * 32 <= 64 << 10); /* an event takes at least 32 bytes */
+	CHECK(ts.events * 24 <= 64 << 10);	 /* a CPU sample takes 24 bytes */
+	CHECK(ts.events * 24 > (64 << 10) - 24); /* and nothing else: the ring is full */
 	CHECK_EQ_U(ts.events + ts.overwritten, n);
 	CHECK_EQ_I(t_trace(f.g, &q, NULL, &t), 0);
 	if (t) {

@@ -230,6 +230,7 @@ static void test_launch(void)
 	struct timeline *tl = timeline__new(&(struct timeline_opts){.bytes = 1 << 20});
 	uint32_t me = (uint32_t)getpid();
 	const struct tl_event *ev;
+	struct tl_event evbuf;
 	struct ingest *plain, *in;
 	struct profd_task_rec task;
 	struct ingest_stats st;
@@ -291,7 +292,7 @@ static void test_launch(void)
 	CHECK_STREQ(store__thread_name(store, me, me + 10), "test_ingest");
 	/* ... and the timeline has the launch, filed under the process's owner. */
 	CHECK_EQ_U(timeline__count(tl), 1);
-	ev = timeline__event(tl, 0);
+	ev = timeline__get(tl, 0, &evbuf) ? &evbuf : NULL;
 	CHECK(ev != NULL);
 	if (!ev)
 		goto out;
@@ -333,7 +334,9 @@ static void test_launch(void)
 	CHECK_EQ_U(value_of(store, me, me + 12, launch_stack, STORE_VALUE_CPU_SAMPLES), 1);
 	/* Every one of them is on the timeline, held or not. */
 	CHECK_EQ_U(timeline__count(tl), 4);
-	ev = timeline__event(tl, 3);
+	/* Launches come first (their ring), then the samples, each in arrival order. */
+	ev = timeline__get(tl, 3, &evbuf) ? &evbuf : NULL;
+	CHECK(ev != NULL);
 	if (ev) {
 		CHECK_EQ_I(ev->type, TL_SAMPLE);
 		CHECK_EQ_U(ev->tid, me + 12);
