@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "parse.h"
 #include "timeutil.h"
@@ -28,7 +29,8 @@ static void usage(FILE *f)
 	    "      --socket-group GROUP  let members of GROUP connect (socket mode 0660)\n"
 	    "      --memory-cap SIZE   memory for profile data, oldest evicted first\n"
 	    "                          (default 256M; K, M, G suffixes)\n"
-	    "      --ringbuf-size SIZE kernel-to-daemon ring buffer (default 8M; a power of two)\n"
+	    "      --ringbuf-size SIZE kernel-to-daemon ring buffer, a power of two (default:\n"
+	    "                          512K per CPU, from 4M to 32M)\n"
 	    "      --bucket DURATION   time resolution of stored data (default 1s)\n"
 	    "      --gpu-ring-size SIZE  recent raw events kept for traces (CPU samples, CUDA\n"
 	    "                          calls, kernels, copies, NVTX; default 8M)\n"
@@ -91,7 +93,7 @@ int config_parse(int argc, char **argv, struct config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->frequency_hz = 99;
 	cfg->mem_cap = 256ull << 20;
-	cfg->ringbuf_size = 8ull << 20;
+	cfg->ringbuf_size = 0; /* set by the CPU count below unless given */
 	cfg->bucket_ns = NSEC_PER_SEC;
 	cfg->gpu_ring_size = 8ull << 20;
 	cfg->socket_path = wire_socket_path(NULL);
@@ -201,6 +203,18 @@ int config_parse(int argc, char **argv, struct config *cfg)
 				"(see profd --help)\n");
 		return -EINVAL;
 	}
+	if (!cfg->ringbuf_size)
+		cfg->ringbuf_size = config_default_ringbuf(sysconf(_SC_NPROCESSORS_CONF));
 	cfg->log_level = quiet ? LOG_LVL_ERROR : verbose ? LOG_LVL_DEBUG : LOG_LVL_INFO;
 	return CONFIG_RUN;
+}
+
+uint64_t config_default_ringbuf(long ncpus)
+{
+	uint64_t want = (uint64_t)(ncpus > 0 ? ncpus : 1) * (512ull << 10), size = 4ull << 20;
+
+	/* 512 KiB a CPU as a power of two, from 4 MiB (a burst of launch records) to 32 MiB. */
+	while (size < want && size < (32ull << 20))
+		size <<= 1;
+	return size;
 }

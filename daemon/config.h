@@ -19,7 +19,7 @@ struct config {
 	const char *socket_path;
 	const char *socket_group; /* NULL: the socket keeps root's group */
 	uint64_t mem_cap;
-	uint64_t ringbuf_size;
+	uint64_t ringbuf_size; /* a power of two; by the CPU count unless given */
 	uint64_t bucket_ns;
 	enum log_level log_level;
 	bool log_journal;
@@ -40,5 +40,7 @@ enum config_result {
  * printing one line that says what is wrong.
  */
 int config_parse(int argc, char **argv, struct config *cfg);
+/* The ring buffer's size when --ringbuf-size is not given, for ncpus CPUs. */
+uint64_t config_default_ringbuf(long ncpus);
 
 #endif

@@ -38,7 +38,7 @@ struct sampler_opts {
  * the launching thread 2-9 us (the stack walk) and the daemon 1-2 us, so a process that
  * launches without end costs itself at most 1-5% of a CPU in records and the daemon 1% (a libcuda
  * uprobe's trap, about 1 us, is paid by every launch still). A burst of 1000 records of up to
- * 3 KiB stays well within the default 8 MiB ring buffer.
+ * 3 KiB fits the smallest default ring buffer (4 MiB).
  */
 #define SAMPLER_LAUNCH_RATE 5000
 #define SAMPLER_LAUNCH_BURST 1000
