@@ -285,6 +285,9 @@ static int fetch_window(struct conn *c, const struct diff_args *a, const struct 
 	dreq.start_ns = now > w->from_ns ? now - w->from_ns : 0;
 	dreq.has_end_ns = 1;
 	dreq.end_ns = now > w->to_ns ? now - w->to_ns : 0;
+	/* The diff compares stacks under process names only. */
+	dreq.has_merge_processes = 1;
+	dreq.merge_processes = 1;
 	err = fetch_profile(c, &dreq, false, &resp, e);
 	if (err == -ENODATA || (err && e->code == PROFCTL_EXIT_NO_SAMPLES)) {
 		cli_error_set(e, PROFCTL_EXIT_NO_SAMPLES,

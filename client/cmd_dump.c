@@ -375,10 +375,13 @@ static int dump_flamegraph(struct conn *c, const struct dump_args *a)
 	Profd__Response *resp = NULL;
 	struct cli_error e = {0};
 	struct render_ctx rc;
+	struct fetch_query q = a->q;
 	uint32_t vi = 0;
 	int ret = PROFCTL_EXIT_OK;
 
-	fetch_dump_request(&a->q, &dreq);
+	/* Flame graphs name processes but never tell two of one name apart. */
+	q.merge_processes = a->format == DUMP_FORMAT_FOLDED || a->format == DUMP_FORMAT_SVG;
+	fetch_dump_request(&q, &dreq);
 	if (fetch_profile(c, &dreq, false, &resp, &e))
 		return cli_error_print(&e);
 	if (fetch_select_value(resp->profile, a->value, &vi, &e)) {

@@ -18,6 +18,8 @@ void fetch_dump_request(const struct fetch_query *q, Profd__DumpRequest *d)
 	d->tid = q->tid;
 	d->has_since_ns = q->has_since;
 	d->since_ns = q->since_ns;
+	d->has_merge_processes = q->merge_processes;
+	d->merge_processes = q->merge_processes;
 }
 
 void fetch_trace_request(const struct fetch_query *q, Profd__TraceRequest *t)

@@ -25,6 +25,8 @@ struct fetch_query {
 	uint32_t tid;
 	bool has_since;
 	uint64_t since_ns;
+	/* Dumps only: one row per process name and stack (DumpRequest.merge_processes). */
+	bool merge_processes;
 };
 
 /* Fill d, initialised by the caller, from q. d points at q's pids: keep q while d is used. */

@@ -530,8 +530,9 @@ struct build {
 	struct vec rows;	/* struct row */
 	struct idxmap procs;	/* pid -> dense index */
 	struct idxmap threads;	/* pid << 32 | tid -> dense index */
-	struct vec proc_pids;	/* uint32_t */
+	struct vec proc_pids;	/* uint32_t: the Profile's processes */
 	struct vec thread_keys; /* uint64_t */
+	bool merge;		/* merge_processes: rows by (process name, stack), no threads */
 };
 
 static int collect_row(uint32_t pid, uint32_t tid, uint32_t stack,
@@ -567,6 +568,8 @@ static int collect_row(uint32_t pid, uint32_t tid, uint32_t stack,
 			return -ENOMEM;
 		*p = pid;
 	}
+	if (bd->merge)
+		return 0;
 	created = false;
 	if (idxmap_get_or_add(&bd->threads, (uint64_t)pid << 32 | tid, &created) < 0)
 		return -ENOMEM;
@@ -723,6 +726,8 @@ static Profd__Profile *lay_out(struct build *bd, struct carver *c, const struct 
 		}
 		p->has_samples_lost = meta->has_samples_lost;
 		p->samples_lost = meta->samples_lost;
+		p->has_merged_processes = meta->merge_processes;
+		p->merged_processes = meta->merge_processes;
 	}
 	return p;
 }
@@ -730,7 +735,8 @@ static Profd__Profile *lay_out(struct build *bd, struct carver *c, const struct 
 int dump__build(struct store *s, const struct store_query *q, const struct dump_meta *meta,
 		Profd__Profile **out)
 {
-	struct build bd = {.s = s};
+	struct build bd = {.s = s, .merge = meta && meta->merge_processes};
+	struct store_query mq;
 	struct carver c = {0};
 	int err;
 
@@ -745,7 +751,9 @@ int dump__build(struct store *s, const struct store_query *q, const struct dump_
 	err = number_value_types(&bd);
 	if (err)
 		goto out;
-	err = store__query(s, q, collect_row, &bd);
+	mq = *q;
+	mq.merge_processes = bd.merge;
+	err = store__query(s, &mq, collect_row, &bd);
 	if (err)
 		goto out;
 	if (!bd.rows.n) {

@@ -392,21 +392,21 @@ static int agg_add_more(struct agg *a, struct agg_row *r, enum store_value col, 
 	return 0;
 }
 
-/* Sums an entry into the row of its (pid, tid, stack): the columns of a key meet here. */
-static int agg_add(struct agg *a, const struct entry *e)
+/* Sums v into column col of the row of (pid, tid, stack): the columns of a key meet here. */
+static int agg_add(struct agg *a, uint32_t pid, uint32_t tid, uint32_t stack, enum store_value col,
+		   uint64_t v)
 {
-	uint32_t pid = entry_pid(e), h = store_entry_hash(pid, e->tid, e->stack), i, k;
-	enum store_value col = entry_col(e);
+	uint32_t h = store_entry_hash(pid, tid, stack), i, k;
 	struct agg_row *r;
 
 	for (i = h & a->mask; (k = a->tab[i]); i = (i + 1) & a->mask) {
 		r = &a->rows[k - 1];
-		if (r->stack == e->stack && r->tid == e->tid && r->pid == pid) {
+		if (r->stack == stack && r->tid == tid && r->pid == pid) {
 			if (col == STORE_VALUE_CPU_SAMPLES) {
-				r->cpu = sat_add(r->cpu, e->v);
+				r->cpu = sat_add(r->cpu, v);
 				return 0;
 			}
-			return agg_add_more(a, r, col, e->v);
+			return agg_add_more(a, r, col, v);
 		}
 	}
 	if (a->n == a->cap && (a->n == UINT32_MAX - 1 || GROW32(a->rows, a->cap, (size_t)a->n + 1)))
@@ -419,16 +419,99 @@ static int agg_add(struct agg *a, const struct entry *e)
 	}
 	r = &a->rows[a->n];
 	r->pid = pid;
-	r->tid = e->tid;
-	r->stack = e->stack;
+	r->tid = tid;
+	r->stack = stack;
 	r->more = 0;
 	r->cpu = 0;
 	a->tab[i] = ++a->n;
 	if (col == STORE_VALUE_CPU_SAMPLES) {
-		r->cpu = e->v;
+		r->cpu = v;
 		return 0;
 	}
-	return agg_add_more(a, r, col, e->v);
+	return agg_add_more(a, r, col, v);
+}
+
+/*
+ * merge_processes: each pid's stand-in, the first pid met of its name. pid -> stand-in + 1 in
+ * by_pid; names in an open-addressing table of (hash, stand-in).
+ */
+struct groups {
+	struct ptrmap by_pid;
+	struct group_slot {
+		uint64_t hash;
+		const char *name; /* the store's, valid for the query */
+		uint32_t pid;	  /* stand-in; slot used when name is set */
+	} * tab;
+	uint32_t mask, n;
+	uint32_t last_pid, last_rep; /* entries of one process come in runs */
+	bool have_last;
+};
+
+static const char *comm_of(const struct store *s, uint32_t pid)
+{
+	struct store_process_info pi;
+
+	return store__process(s, pid, &pi) ? pi.comm : "";
+}
+
+static int groups_grow(struct groups *g)
+{
+	uint32_t nslots = g->mask ? 2 * (g->mask + 1) : 64;
+	struct group_slot *tab = calloc(nslots, sizeof(*tab));
+
+	if (!tab)
+		return -ENOMEM;
+	for (uint32_t j = 0; g->mask && j <= g->mask; j++) {
+		uint32_t i;
+
+		if (!g->tab[j].name)
+			continue;
+		for (i = (uint32_t)g->tab[j].hash & (nslots - 1); tab[i].name;
+		     i = (i + 1) & (nslots - 1))
+			;
+		tab[i] = g->tab[j];
+	}
+	free(g->tab);
+	g->tab = tab;
+	g->mask = nslots - 1;
+	return 0;
+}
+
+/* The stand-in pid of pid's name into *rep. Returns 0 or -ENOMEM. */
+static int group_of(const struct store *s, struct groups *g, uint32_t pid, uint32_t *rep)
+{
+	const char *name;
+	uint64_t h;
+	uintptr_t v;
+	uint32_t i;
+
+	if (g->have_last && g->last_pid == pid) {
+		*rep = g->last_rep;
+		return 0;
+	}
+	v = (uintptr_t)ptrmap_get(&g->by_pid, pid);
+	if (v) {
+		*rep = (uint32_t)(v - 1);
+	} else {
+		name = comm_of(s, pid);
+		h = hash_bytes(name, strlen(name));
+		if ((g->n + 1) * 2 > g->mask + 1 && groups_grow(g))
+			return -ENOMEM;
+		for (i = (uint32_t)h & g->mask; g->tab[i].name; i = (i + 1) & g->mask)
+			if (g->tab[i].hash == h && !strcmp(g->tab[i].name, name))
+				break;
+		if (!g->tab[i].name) {
+			g->tab[i] = (struct group_slot){.hash = h, .name = name, .pid = pid};
+			g->n++;
+		}
+		*rep = g->tab[i].pid;
+		if (ptrmap_put(&g->by_pid, pid, (void *)(uintptr_t)(*rep + 1ull)))
+			return -ENOMEM;
+	}
+	g->last_pid = pid;
+	g->last_rep = *rep;
+	g->have_last = true;
+	return 0;
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -458,6 +541,7 @@ static bool pid_listed(const uint32_t *sorted, size_t n, uint32_t pid)
 int store__query(struct store *s, const struct store_query *q, store_query_cb cb, void *ctx)
 {
 	struct agg a = {0};
+	struct groups g = {0};
 	uint32_t *pids = NULL, first, last;
 	uint64_t first_idx, nentries = 0;
 	int err = 0;
@@ -508,7 +592,16 @@ int store__query(struct store *s, const struct store_query *q, store_query_cb cb
 				continue;
 			if (q->filter_uid && e->uid != q->uid)
 				continue;
-			err = agg_add(&a, e);
+			if (q->merge_processes) {
+				uint32_t rep;
+
+				err = group_of(s, &g, entry_pid(e), &rep);
+				if (!err)
+					err = agg_add(&a, rep, 0, e->stack, entry_col(e), e->v);
+			} else {
+				err =
+				    agg_add(&a, entry_pid(e), e->tid, e->stack, entry_col(e), e->v);
+			}
 			if (err)
 				goto out;
 		}
@@ -529,6 +622,8 @@ out:
 	free(a.rows);
 	free(a.more);
 	free(a.tab);
+	free(g.tab);
+	ptrmap_fini(&g.by_pid);
 	free(pids);
 	return err;
 }

@@ -528,9 +528,85 @@ static void test_tables_empty(void)
 	store__free(s);
 }
 
+/* The row of stack `stack` (a dense index) in p, or NULL. */
+static const Profd__Sample *row_of(const Profd__Profile *p, uint32_t pid, uint32_t stack)
+{
+	for (size_t i = 0; i < p->n_samples; i++)
+		if (p->samples[i]->pid == pid && p->samples[i]->stack == stack)
+			return p->samples[i];
+	return NULL;
+}
+
+/* merge_processes: one row per (process name, stack), every column and thread summed. */
+static void test_merged(void)
+{
+	struct fixture fx;
+	struct store_query q = {.start_ns = 0, .end_ns = SEC};
+	struct dump_meta meta = {.start_ns = 0, .end_ns = SEC, .merge_processes = true};
+	const Profd__Sample *r;
+	Profd__Profile *p = NULL;
+	uint32_t st1 = UINT32_MAX, st2 = UINT32_MAX;
+
+	fixture_init(&fx);
+	/* A second "app" (another run of the program) and its GPU time on the first stack. */
+	CHECK_EQ_I(store__set_process(fx.s, 300, 1000, "app"), 0);
+	CHECK_EQ_I(store__add(fx.s, 6, 300, 305, fx.s1, STORE_VALUE_CPU_SAMPLES, 4), 0);
+	CHECK_EQ_I(store__add(fx.s, 7, 300, 300, fx.s1, STORE_VALUE_GPU_NS, 500), 0);
+	CHECK_EQ_I(dump__build(fx.s, &q, &meta, &p), 0);
+	CHECK(p != NULL);
+	if (!p) {
+		store__free(fx.s);
+		return;
+	}
+	CHECK(p->has_merged_processes && p->merged_processes);
+	CHECK_EQ_U(p->n_threads, 0);
+	/* Two names: "app" (pid 100 speaks for 100 and 300) and pid 200's, which has none. */
+	CHECK_EQ_U(p->n_processes, 2);
+	CHECK_EQ_U(p->processes[0]->pid, 100);
+	CHECK_STREQ(str(p, p->processes[0]->name), "app");
+	CHECK_EQ_U(p->processes[1]->pid, 200);
+	CHECK_STREQ(str(p, p->processes[1]->name), "");
+	for (uint32_t i = 0; i < p->n_stacks; i++) {
+		const Profd__Stack *st = p->stacks[i];
+
+		if (st->n_frames == 2 &&
+		    !strcmp(str(p, p->frames[st->frames[0]]->name), "schedule"))
+			st1 = i;
+		if (st->n_frames == 2 && !strcmp(str(p, p->frames[st->frames[0]]->name), "run"))
+			st2 = i;
+	}
+	CHECK(st1 != UINT32_MAX && st2 != UINT32_MAX);
+	CHECK_EQ_U(p->n_samples, 3);
+	for (size_t i = 0; i < p->n_samples; i++)
+		CHECK_EQ_U(p->samples[i]->tid, 0);
+	r = row_of(p, 100, st1);
+	CHECK(r != NULL);
+	if (r) {
+		CHECK_EQ_U(r->values[STORE_VALUE_CPU_SAMPLES], 3 + 10 + 4);
+		CHECK_EQ_U(r->values[STORE_VALUE_GPU_NS], 500);
+	}
+	r = row_of(p, 100, st2);
+	CHECK(r && r->values[STORE_VALUE_CPU_SAMPLES] == 2 && r->values[STORE_VALUE_GPU_NS] == 0);
+	r = row_of(p, 200, st1);
+	CHECK(r && r->values[STORE_VALUE_CPU_SAMPLES] == 1);
+	dump__free(p);
+
+	/* Without the flag the same store gives a row per process and thread. */
+	meta.merge_processes = false;
+	CHECK_EQ_I(dump__build(fx.s, &q, &meta, &p), 0);
+	if (p) {
+		CHECK(!p->merged_processes);
+		CHECK_EQ_U(p->n_samples, 5);
+		CHECK_EQ_U(p->n_processes, 3);
+		dump__free(p);
+	}
+	store__free(fx.s);
+}
+
 int main(void)
 {
 	test_full();
+	test_merged();
 	test_filtered();
 	test_nodata();
 	test_columns();

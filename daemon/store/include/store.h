@@ -160,6 +160,12 @@ struct store_query {
 	uint32_t tid;	 /* 0: any */
 	bool filter_uid; /* only data of processes owned by `uid` when it was sampled */
 	uint32_t uid;
+	/*
+	 * Sum the processes of one name (store__process's comm; "" without one) and all their
+	 * threads: the callback then gets one key per (name, stack), with the pid of the first
+	 * process of that name met and tid 0.
+	 */
+	bool merge_processes;
 };
 
 /* Called once per distinct (pid, tid, stack) with values summed over the range. */
