@@ -34,6 +34,11 @@ struct daemon {
 	/* Connections whose CUPTI library sent GpuAttach (handlers.c). */
 	struct gpu_conn *gpu_conns;
 	size_t n_gpu_conns, gpu_conns_cap;
+	/*
+	 * A large dump or trace was built: its memory goes back to the system (malloc_trim) on
+	 * a tick at or after this time, once its reply is written. 0: none pending.
+	 */
+	uint64_t trim_after_ns;
 };
 
 /* A connection of a CUPTI library: the process it speaks for and that process's owner. */

@@ -433,6 +433,20 @@ static void no_data_message(const struct server_peer *peer, const struct window 
 	}
 }
 
+/*
+ * Building a reply of this size took several times as much heap, freed once it is written: ask
+ * the tick to hand the free pages back (daemon.trim_after_ns), so that a daemon answering an
+ * occasional large dump does not keep its peak for good.
+ */
+#define TRIM_REPLY_BYTES (1u << 20)
+#define TRIM_DELAY_NS (200 * NSEC_PER_MSEC)
+
+static void note_large_reply(struct daemon *d, size_t len)
+{
+	if (len >= TRIM_REPLY_BYTES && !d->trim_after_ns)
+		d->trim_after_ns = mono_ns() + TRIM_DELAY_NS;
+}
+
 static int handle_dump(struct daemon *d, const struct server_peer *peer,
 		       const Profd__DumpRequest *req, uint8_t **frame, size_t *len)
 {
@@ -489,6 +503,7 @@ static int handle_dump(struct daemon *d, const struct server_peer *peer,
 		 peer->uid, profile->n_stacks, profile->n_frames, profile->n_samples,
 		 (double)t_build / 1e6, err ? 0 : *len, (double)t_pack / 1e6);
 	dump__free(profile);
+	note_large_reply(d, err ? 0 : *len);
 	if (err == -EMSGSIZE)
 		return reply_error(PROFD__ERROR_CODE__ERROR_TOO_LARGE,
 				   "the profile is larger than the 256 MiB reply limit: narrow it "
@@ -539,6 +554,7 @@ static int handle_trace(struct daemon *d, const struct server_peer *peer,
 	resp.trace = tr;
 	err = wire_pack_response(&resp, FRAME_MAX_REPLY, frame, len);
 	dump__trace_free(tr);
+	note_large_reply(d, err ? 0 : *len);
 	if (err == -EMSGSIZE)
 		return reply_error(PROFD__ERROR_CODE__ERROR_TOO_LARGE,
 				   "the trace is larger than the 256 MiB reply limit: narrow it "

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <grp.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,6 +196,10 @@ static void on_drain_timer(uv_timer_t *h)
 	gpu__tick(app->d.gpu, mono_ns());
 	compact_store(app);
 	note_losses(app);
+	if (app->d.trim_after_ns && mono_ns() >= app->d.trim_after_ns) {
+		app->d.trim_after_ns = 0;
+		malloc_trim(0);
+	}
 }
 
 static int gpu_attach_probe(void *ctx, uint32_t pid, const char *library_path)
