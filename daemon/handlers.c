@@ -175,6 +175,8 @@ static int status_for_user(struct daemon *d, uint32_t uid, Profd__StatusReply *s
 	st->has_gpu_uprobe_launches = st->has_gpu_launches_limited = false;
 	st->has_perf_map_bytes = st->has_perf_map_entries_dropped = false;
 	st->has_perf_maps_sparse = st->has_perf_map_reads = st->has_perf_map_read_ns = false;
+	st->has_symbol_bytes = st->has_symbol_files = st->has_symbol_budget_bytes = false;
+	st->has_trace_ring_bytes = false;
 	return 0;
 }
 
@@ -187,6 +189,7 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 	uint64_t cnt[PROFD_CNT__MAX] = {0};
 	struct ingest_stats is;
 	struct symbolizer_stats sy;
+	struct timeline_stats tls;
 	struct store_stats ss;
 	struct rusage ru;
 	uint64_t now = mono_ns();
@@ -272,6 +275,15 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 	st.perf_map_reads = sy.perf_map_scans;
 	st.has_perf_map_read_ns = true;
 	st.perf_map_read_ns = sy.perf_map_scan_ns;
+	st.has_symbol_bytes = true;
+	st.symbol_bytes = sy.elf_bytes;
+	st.has_symbol_files = true;
+	st.symbol_files = sy.elf_files;
+	st.has_symbol_budget_bytes = true;
+	st.symbol_budget_bytes = sy.elf_budget;
+	timeline__stats(d->timeline, &tls);
+	st.has_trace_ring_bytes = true;
+	st.trace_ring_bytes = tls.bytes;
 
 	if (d->gpu) {
 		struct gpu_stats gs;

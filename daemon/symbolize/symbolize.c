@@ -875,6 +875,9 @@ void symbolizer__stats(const struct symbolizer *s, struct symbolizer_stats *out)
 	    .perf_map_sparse = s->perf_sparse,
 	    .perf_map_scans = s->perf_scans,
 	    .perf_map_scan_ns = s->perf_scan_ns,
+	    .elf_bytes = s->bytes,
+	    .elf_budget = s->max_bytes,
+	    .elf_files = s->n_used,
 	};
 }
 

@@ -63,11 +63,21 @@ try:
         r = d.ctl("status", "--json", user=user)
         js = json.loads(r.stdout) if r.returncode == 0 else {}
         check(js.get("only_uid") == user[0] and "samples_received" not in js
-              and "processes" not in js and "stacks" not in js,
+              and "processes" not in js and "stacks" not in js
+              and "symbol_bytes" not in js and "trace_ring_bytes" not in js,
               f"and so does its JSON: {sorted(js)}")
         r = d.ctl("status", "--json")
         js = json.loads(r.stdout) if r.returncode == 0 else {}
         check("samples_received" in js and "only_uid" not in js, "root's status has them all")
+        # Memory outside the store: the ELF symbol cache within its bound, the trace ring
+        # within its default 8 MiB and holding the samples taken so far.
+        check(0 < js.get("symbol_bytes", 0) <= js.get("symbol_budget_bytes", 0)
+              and js.get("symbol_files", 0) > 0
+              and 0 < js.get("trace_ring_bytes", 0) <= 8 << 20,
+              f"root's status shows the memory outside the store: {js}")
+        r = d.ctl("status")
+        check("symbols:" in r.stdout and "trace ring:" in r.stdout,
+              f"and its text says so: {r.stdout!r}")
 
         r = d.ctl("dump", "flamegraph", "--format", "folded", "--pid", str(root_burn.pid),
                   user=user)

@@ -52,6 +52,9 @@ struct symbolizer_stats {
 	uint64_t perf_map_dropped; /* entries left out for the budget, by the maps' last scans */
 	uint64_t perf_map_scans, perf_map_scan_ns; /* reads of perf maps, and their time */
 	uint32_t perf_map_sparse;		   /* maps holding only the entries samples hit */
+	uint64_t elf_bytes;			   /* symbol tables of the ELF cache */
+	uint64_t elf_budget;			   /* their bound */
+	uint32_t elf_files;			   /* files in the ELF cache */
 };
 
 struct symbolizer;
