@@ -423,6 +423,11 @@ def hour(args):
                           ("dump --format svg", lat_s)):
             print(f"profctl {name:<21} median {statistics.median(lat) * 1000:7.1f} ms of "
                   f"{len(lat)} (min {min(lat) * 1000:.1f}, max {max(lat) * 1000:.1f})")
+        if args.hold:
+            # Keep the loaded daemon for profiling its dumps by hand.
+            print(f"holding the daemon (pid {d.proc.pid}, socket {d.sock}) for {args.hold:.0f} s",
+                  flush=True)
+            time.sleep(args.hold)
     finally:
         stop_loads(loads)
         d.stop()
@@ -788,6 +793,8 @@ def main():
     h.add_argument("--minutes", type=float, default=8, help="stop loading after this long")
     h.add_argument("--every", type=float, default=10)
     h.add_argument("--dumps", type=int, default=5)
+    h.add_argument("--hold", type=float, default=0,
+                   help="keep the daemon running this many seconds after the dumps")
     h.add_argument("--load", choices=["exec", "steady"], default="exec",
                    help="exec: many short-lived programs (worst case for distinct stacks); "
                    "steady: the CPU-bound work program on every CPU (few stacks)")
