@@ -302,12 +302,12 @@ static void status_print_text(FILE *out, const Profd__StatusReply *st)
 			fmt_duration(st->perf_map_read_ns, c, sizeof(c)));
 	}
 	if (st->has_symbol_bytes)
-		fprintf(out, "%-14s%s in %" PRIu32 " ELF files (bound %s)\n", "symbols:",
-			fmt_bytes(st->symbol_bytes, a, sizeof(a)), st->symbol_files,
+		fprintf(out, "%-14s%s in %" PRIu32 " ELF files (bound %s)\n",
+			"symbols:", fmt_bytes(st->symbol_bytes, a, sizeof(a)), st->symbol_files,
 			fmt_bytes(st->symbol_budget_bytes, b, sizeof(b)));
 	if (st->has_trace_ring_bytes)
-		fprintf(out, "%-14s%s of recent events for traces\n", "trace ring:",
-			fmt_bytes(st->trace_ring_bytes, a, sizeof(a)));
+		fprintf(out, "%-14s%s of recent events for traces\n",
+			"trace ring:", fmt_bytes(st->trace_ring_bytes, a, sizeof(a)));
 	fprintf(out, "%-14s%" PRIu32 "\n", "clients:", st->clients);
 	fprintf(out, "%-14s%s CPU, %s RSS\n",
 		"daemon:", fmt_duration(st->daemon_cpu_ns, a, sizeof(a)),
