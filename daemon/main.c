@@ -339,6 +339,14 @@ int main(int argc, char **argv)
 	char status[128];
 	int err;
 
+	/*
+	 * Blocks of 1 MiB and more (symbol tables being built, a perf map's table, a dump's
+	 * arrays) get their own mapping, returned whole when freed. glibc's default raises this
+	 * threshold to the largest block freed so far (up to 32 MiB), after which such blocks
+	 * come from the heap and, freed, stay in the daemon: under the churn soak that kept RSS
+	 * 30 MiB higher for the same work (bench/RESULTS.md).
+	 */
+	mallopt(M_MMAP_THRESHOLD, 1 << 20);
 	err = config_parse(argc, argv, &cfg);
 	if (err == CONFIG_EXIT)
 		return 0;
