@@ -2,6 +2,7 @@
 #include "profile.h"
 #include "grow.h"
 #include "hash.h"
+#include "ptrmap.h"
 #include "satmath.h"
 
 #include <errno.h>
@@ -415,66 +416,6 @@ static int sort_children(struct flame *f)
 	return 0;
 }
 
-/*
- * Leaf node of each (process node, stack) already walked: samples of one stack in many threads
- * and processes of one name walk the tree once. Keys are parent node << 32 | stack index.
- */
-struct leaf_memo {
-	uint64_t *keys;
-	uint32_t *leaf; /* node index + 1; 0: empty */
-	size_t mask;
-	size_t n;
-};
-
-static uint64_t memo_hash(uint64_t k)
-{
-	k *= 0x9e3779b97f4a7c15ull;
-	return k ^ (k >> 31);
-}
-
-static int memo_grow(struct leaf_memo *m)
-{
-	size_t ncap = m->mask ? 2 * (m->mask + 1) : 4096;
-	uint64_t *keys = malloc(ncap * sizeof(*keys));
-	uint32_t *leaf = calloc(ncap, sizeof(*leaf));
-
-	if (!keys || !leaf) {
-		free(keys);
-		free(leaf);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; m->mask && i <= m->mask; i++) {
-		size_t j;
-
-		if (!m->leaf[i])
-			continue;
-		for (j = memo_hash(m->keys[i]) & (ncap - 1); leaf[j]; j = (j + 1) & (ncap - 1))
-			;
-		keys[j] = m->keys[i];
-		leaf[j] = m->leaf[i];
-	}
-	free(m->keys);
-	free(m->leaf);
-	m->keys = keys;
-	m->leaf = leaf;
-	m->mask = ncap - 1;
-	return 0;
-}
-
-/* The slot of key: its leaf when set, else where to put it. NULL when out of memory. */
-static uint32_t *memo_slot(struct leaf_memo *m, uint64_t key)
-{
-	size_t j;
-
-	if ((m->n + 1) * 2 > m->mask + 1 && memo_grow(m))
-		return NULL;
-	for (j = memo_hash(key) & m->mask; m->leaf[j]; j = (j + 1) & m->mask)
-		if (m->keys[j] == key)
-			return &m->leaf[j];
-	m->keys[j] = key;
-	return &m->leaf[j];
-}
-
 /* Fill every node's value from the selves: a child's index is always above its parent's. */
 static void sum_values(struct flame *f)
 {
@@ -513,7 +454,11 @@ struct flame *flame__new(const Profd__Profile *p, const struct flame_opts *opts)
 {
 	uint32_t *frame_name = NULL;
 	struct proc_name *procs = NULL;
-	struct leaf_memo memo = {0};
+	/*
+	 * Leaf node + 1 of each (process node << 32 | stack index) already walked: samples of one
+	 * stack in many threads and processes of one name walk the tree once.
+	 */
+	struct ptrmap memo = {0};
 	char *buf = NULL;
 	size_t buf_len = 4096;
 	struct flame *f;
@@ -578,7 +523,8 @@ struct flame *flame__new(const Profd__Profile *p, const struct flame_opts *opts)
 		const Profd__Stack *st = p->stacks[s->stack];
 		uint64_t v = opts->value_index < s->n_values ? s->values[opts->value_index] : 0;
 		int64_t cur = 0;
-		uint32_t *leaf;
+		uintptr_t leaf;
+		uint64_t key;
 
 		if (!v)
 			continue;
@@ -590,13 +536,10 @@ struct flame *flame__new(const Profd__Profile *p, const struct flame_opts *opts)
 				goto out;
 			}
 		}
-		leaf = memo_slot(&memo, (uint64_t)cur << 32 | s->stack);
-		if (!leaf) {
-			err = -ENOMEM;
-			goto out;
-		}
-		if (*leaf) {
-			sat_inc(&f->nodes[*leaf - 1].self, v);
+		key = (uint64_t)cur << 32 | s->stack;
+		leaf = (uintptr_t)ptrmap_get(&memo, key);
+		if (leaf) {
+			sat_inc(&f->nodes[leaf - 1].self, v);
 			continue;
 		}
 		if (st->n_frames == 0) {
@@ -620,16 +563,16 @@ struct flame *flame__new(const Profd__Profile *p, const struct flame_opts *opts)
 				goto out;
 			}
 		}
-		/* Nothing touched the memo since memo_slot(): the slot is still ours. */
-		*leaf = (uint32_t)cur + 1;
-		memo.n++;
+		if (ptrmap_put(&memo, key, (void *)(uintptr_t)(cur + 1))) {
+			err = -ENOMEM;
+			goto out;
+		}
 		sat_inc(&f->nodes[cur].self, v);
 	}
 	sum_values(f);
 	err = sort_children(f);
 out:
-	free(memo.keys);
-	free(memo.leaf);
+	ptrmap_fini(&memo);
 	free(procs);
 	free(frame_name);
 	free(buf);
