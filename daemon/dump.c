@@ -532,7 +532,7 @@ struct build {
 	struct idxmap threads;	/* pid << 32 | tid -> dense index */
 	struct vec proc_pids;	/* uint32_t: the Profile's processes */
 	struct vec thread_keys; /* uint64_t */
-	bool merge;		/* merge_processes: rows by (process name, stack), no threads */
+	bool merge;		/* q->merge_processes: rows by (process name, stack), no threads */
 };
 
 static int collect_row(uint32_t pid, uint32_t tid, uint32_t stack,
@@ -726,17 +726,16 @@ static Profd__Profile *lay_out(struct build *bd, struct carver *c, const struct 
 		}
 		p->has_samples_lost = meta->has_samples_lost;
 		p->samples_lost = meta->samples_lost;
-		p->has_merged_processes = meta->merge_processes;
-		p->merged_processes = meta->merge_processes;
 	}
+	p->has_merged_processes = bd->merge;
+	p->merged_processes = bd->merge;
 	return p;
 }
 
 int dump__build(struct store *s, const struct store_query *q, const struct dump_meta *meta,
 		Profd__Profile **out)
 {
-	struct build bd = {.s = s, .merge = meta && meta->merge_processes};
-	struct store_query mq;
+	struct build bd = {.s = s, .merge = q && q->merge_processes};
 	struct carver c = {0};
 	int err;
 
@@ -751,9 +750,7 @@ int dump__build(struct store *s, const struct store_query *q, const struct dump_
 	err = number_value_types(&bd);
 	if (err)
 		goto out;
-	mq = *q;
-	mq.merge_processes = bd.merge;
-	err = store__query(s, &mq, collect_row, &bd);
+	err = store__query(s, q, collect_row, &bd);
 	if (err)
 		goto out;
 	if (!bd.rows.n) {

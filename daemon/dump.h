@@ -22,8 +22,6 @@ struct dump_meta {
 	bool hide_kernel_addresses; /* leave kernel frames without addresses (non-root callers) */
 	bool has_samples_lost;	    /* for Profile.samples_lost */
 	uint64_t samples_lost;
-	/* One row per (process name, stack): DumpRequest.merge_processes. */
-	bool merge_processes;
 };
 
 /*

@@ -488,7 +488,7 @@ static int handle_dump(struct daemon *d, const struct server_peer *peer,
 	/* The machine's losses are root's to know, as the status counters are. */
 	meta.has_samples_lost = peer->uid == 0;
 	meta.samples_lost = loss_log__between(d->losses, meta.start_ns, meta.end_ns);
-	meta.merge_processes = req->has_merge_processes && req->merge_processes;
+	q.merge_processes = req->has_merge_processes && req->merge_processes;
 	t_build = mono_ns();
 	err = dump__build(d->store, &q, &meta, &profile);
 	t_build = mono_ns() - t_build;

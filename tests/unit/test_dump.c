@@ -541,8 +541,8 @@ static const Profd__Sample *row_of(const Profd__Profile *p, uint32_t pid, uint32
 static void test_merged(void)
 {
 	struct fixture fx;
-	struct store_query q = {.start_ns = 0, .end_ns = SEC};
-	struct dump_meta meta = {.start_ns = 0, .end_ns = SEC, .merge_processes = true};
+	struct store_query q = {.start_ns = 0, .end_ns = SEC, .merge_processes = true};
+	struct dump_meta meta = {.start_ns = 0, .end_ns = SEC};
 	const Profd__Sample *r;
 	Profd__Profile *p = NULL;
 	uint32_t st1 = UINT32_MAX, st2 = UINT32_MAX;
@@ -592,7 +592,7 @@ static void test_merged(void)
 	dump__free(p);
 
 	/* Without the flag the same store gives a row per process and thread. */
-	meta.merge_processes = false;
+	q.merge_processes = false;
 	CHECK_EQ_I(dump__build(fx.s, &q, &meta, &p), 0);
 	if (p) {
 		CHECK(!p->merged_processes);
