@@ -28,7 +28,23 @@ enum profd_record_type {
 	 * nr_kernel is 0; the user and Python stacks are the launching thread's.
 	 */
 	PROFD_REC_LAUNCH = 4,
+	/*
+	 * struct profd_task_rec: a followed process forked a new process (pid: the child, ppid:
+	 * the parent), which the filter now covers too. Only when sampling a target list.
+	 */
+	PROFD_REC_FORK = 5,
 };
+
+/*
+ * Values of the target_pids map (bits): the process is sampled; the processes it forks are
+ * added with PROFD_TARGET_SAMPLE | PROFD_TARGET_FOLLOW | PROFD_TARGET_TRANSIENT (and theirs);
+ * a transient entry leaves the map when its process exits, so a reused pid is not sampled.
+ */
+#define PROFD_TARGET_SAMPLE (1u << 0)
+#define PROFD_TARGET_FOLLOW (1u << 1)
+#define PROFD_TARGET_TRANSIENT (1u << 2)
+/* Processes the filter holds at most (--pid targets, their descendants, followed commands). */
+#define PROFD_MAX_TARGETS 16384
 
 /* Flags of struct profd_sample_rec. */
 #define PROFD_SAMPLE_KSTACK_ERR (1u << 0)    /* bpf_get_stack() failed for the kernel stack */
@@ -143,15 +159,17 @@ struct profd_py_proc {
 };
 _Static_assert(sizeof(struct profd_py_proc) == 48, "profd_py_proc layout");
 
-/* Process lifecycle, from tp_btf/sched_process_exec and sched_process_exit. */
+/* Process lifecycle, from tp_btf/sched_process_exec, sched_process_exit and sched_process_fork. */
 struct profd_task_rec {
 	struct profd_rec_hdr hdr;
 	__u64 ts_ns;
 	__u32 pid;
 	__u32 uid;		   /* effective uid */
-	char comm[PROFD_COMM_LEN]; /* process name after exec, or at exit */
+	char comm[PROFD_COMM_LEN]; /* process name after exec, at exit, or at fork (the parent's) */
+	__u32 ppid;		   /* the parent process (real_parent's tgid); 0: unknown */
+	__u32 __pad;
 };
-_Static_assert(sizeof(struct profd_task_rec) == 40, "profd_task_rec layout");
+_Static_assert(sizeof(struct profd_task_rec) == 48, "profd_task_rec layout");
 
 /* Indices of the per-CPU counters array map "counters". */
 enum profd_counter {
@@ -161,6 +179,7 @@ enum profd_counter {
 	PROFD_CNT_USTACK_ERR = 3,     /* user stack reads that failed */
 	PROFD_CNT_TASK_DROPPED = 4,   /* exec/exit records dropped (ring buffer full) */
 	PROFD_CNT_LAUNCH_LIMITED = 5, /* launch records over their process's rate limit */
+	PROFD_CNT_FOLLOW_FULL = 6,    /* new processes of followed ones not followed: map full */
 	PROFD_CNT__MAX = 8,
 };
 

@@ -12,7 +12,7 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-/* Set before load: true restricts sampling to the tgids in target_pids. */
+/* Set before load: true restricts sampling to the tgids in target_pids (PROFD_TARGET_*). */
 const volatile bool filter_pids = false;
 /*
  * Wake the daemon only when this much data waits; otherwise it drains on its own timer. A
@@ -28,7 +28,7 @@ static __always_inline __u64 rb_flags(void *rb)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
+	__uint(max_entries, PROFD_MAX_TARGETS);
 	__type(key, __u32);
 	__type(value, __u8);
 } target_pids SEC(".maps");
@@ -189,14 +189,11 @@ int profd_sample(struct bpf_perf_event_data *ctx)
 
 #include "launch.bpf.h"
 
-static __always_inline void task_event(__u32 type)
+/* A lifecycle record for process pid, whose leader is task; ppid 0 reads the parent's. */
+static __always_inline void task_record(__u32 type, struct task_struct *task, __u32 pid, __u32 ppid)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
 	struct profd_task_rec *rec;
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
-	if (!wanted(tgid))
-		return;
 	rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
 	if (!rec) {
 		count(PROFD_CNT_TASK_DROPPED);
@@ -205,8 +202,10 @@ static __always_inline void task_event(__u32 type)
 	rec->hdr.type = type;
 	rec->hdr.size = sizeof(*rec);
 	rec->ts_ns = bpf_ktime_get_ns();
-	rec->pid = tgid;
+	rec->pid = pid;
 	rec->uid = current_euid();
+	rec->ppid = ppid ? ppid : BPF_CORE_READ(task, group_leader, real_parent, tgid);
+	rec->__pad = 0;
 	bpf_probe_read_kernel_str(rec->comm, sizeof(rec->comm), task->group_leader->comm);
 	bpf_ringbuf_submit(rec, rb_flags(&events));
 }
@@ -214,16 +213,53 @@ static __always_inline void task_event(__u32 type)
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(profd_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	task_event(PROFD_REC_EXEC);
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (wanted(tgid))
+		task_record(PROFD_REC_EXEC, bpf_get_current_task_btf(), tgid, 0);
 	return 0;
 }
 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(profd_exit, struct task_struct *p)
 {
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u8 *target;
+
 	/* Only the last thread of the group: signal->live reached zero before this tracepoint. */
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
 		return 0;
-	task_event(PROFD_REC_EXIT);
+	/* Followed processes leave the map, also where it filters nothing (system-wide). */
+	target = bpf_map_lookup_elem(&target_pids, &tgid);
+	if (target && (*target & PROFD_TARGET_TRANSIENT))
+		bpf_map_delete_elem(&target_pids, &tgid);
+	if (wanted(tgid))
+		task_record(PROFD_REC_EXIT, bpf_get_current_task_btf(), tgid, 0);
+	return 0;
+}
+
+/*
+ * A new process of a followed one is sampled from its first instruction: it enters the filter
+ * here, in the parent's fork, before it can run. New threads (same tgid) need nothing. A
+ * daemon that samples every process follows only the commands it records, for the parent
+ * links of their process trees (the record names the parent).
+ */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(profd_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u8 flags = PROFD_TARGET_SAMPLE | PROFD_TARGET_FOLLOW | PROFD_TARGET_TRANSIENT;
+	__u32 ptgid = parent->tgid, ctgid = child->tgid;
+	__u8 *target;
+
+	if (child->pid != ctgid)
+		return 0;
+	target = bpf_map_lookup_elem(&target_pids, &ptgid);
+	if (!target || !(*target & PROFD_TARGET_FOLLOW))
+		return 0;
+	if (bpf_map_update_elem(&target_pids, &ctgid, &flags, BPF_ANY)) {
+		count(PROFD_CNT_FOLLOW_FULL);
+		return 0;
+	}
+	task_record(PROFD_REC_FORK, child, ctgid, ptgid);
 	return 0;
 }

@@ -27,7 +27,8 @@ void cmd_dump_usage(FILE *f)
 {
 	fputs("Usage: profctl [--socket PATH] dump flamegraph [--pid N]... [--tid N]\n"
 	      "               [--since DURATION] [--format FORMAT] [-o FILE] [--python-only]\n"
-	      "               [--value VALUE | --gpu-idle] [--nvtx] [--timeout DURATION]\n"
+	      "               [--value VALUE | --gpu-idle] [--nvtx] [--children]\n"
+	      "               [--timeout DURATION]\n"
 	      "       profctl [--socket PATH] dump trace [--pid N]... [--since DURATION]\n"
 	      "               [-o FILE] [--timeout DURATION]\n"
 	      "\n"
@@ -41,6 +42,8 @@ void cmd_dump_usage(FILE *f)
 	      "  --pid N              only process N (repeat for more); without it every process\n"
 	      "                       you may see, each under its own root frame (its name)\n"
 	      "  --tid N              only thread N\n"
+	      "  --children           with --pid: the processes they started too (and theirs,\n"
+	      "                       alive or exited), each under a root frame 'pid N (NAME)'\n"
 	      "  --since DURATION     only the last DURATION (30s, 5m, 1h, 500ms; bare number: s)\n"
 	      "  --format FORMAT      one of:\n"
 	      "                         folded      folded stacks for flamegraph.pl and inferno\n"
@@ -102,12 +105,19 @@ static const struct {
 };
 
 static const struct option dump_longopts[] = {
-    {"pid", required_argument, NULL, 'p'},    {"tid", required_argument, NULL, 'T'},
-    {"since", required_argument, NULL, 's'},  {"format", required_argument, NULL, 'f'},
-    {"output", required_argument, NULL, 'o'}, {"timeout", required_argument, NULL, 't'},
-    {"python-only", no_argument, NULL, 'P'},  {"help", no_argument, NULL, 'h'},
-    {"value", required_argument, NULL, 'v'},  {"gpu-idle", no_argument, NULL, 'I'},
-    {"nvtx", no_argument, NULL, 'N'},	      {0},
+    {"pid", required_argument, NULL, 'p'},
+    {"tid", required_argument, NULL, 'T'},
+    {"since", required_argument, NULL, 's'},
+    {"format", required_argument, NULL, 'f'},
+    {"output", required_argument, NULL, 'o'},
+    {"timeout", required_argument, NULL, 't'},
+    {"python-only", no_argument, NULL, 'P'},
+    {"help", no_argument, NULL, 'h'},
+    {"value", required_argument, NULL, 'v'},
+    {"gpu-idle", no_argument, NULL, 'I'},
+    {"nvtx", no_argument, NULL, 'N'},
+    {"children", no_argument, NULL, 'C'},
+    {0},
 };
 
 /* The word after "dump": flamegraph or trace. Returns 0, 1 for --help, or -EINVAL. */
@@ -145,7 +155,7 @@ static int parse_since(const char *val, struct fetch_query *q, struct cli_error 
 	return 0;
 }
 
-static int parse_format(const char *val, enum dump_format *out, struct cli_error *e)
+int dump_format_parse(const char *val, enum dump_format *out)
 {
 	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
 		if (strcmp(val, formats[i].name) == 0) {
@@ -153,7 +163,15 @@ static int parse_format(const char *val, enum dump_format *out, struct cli_error
 			return 0;
 		}
 	}
-	return bad_value(e, "--format", val, "is not folded, svg, pprof, speedscope or json");
+	return -EINVAL;
+}
+
+static int parse_format(const char *val, enum dump_format *out, struct cli_error *e)
+{
+	if (dump_format_parse(val, out))
+		return bad_value(e, "--format", val,
+				 "is not folded, svg, pprof, speedscope or json");
+	return 0;
 }
 
 /*
@@ -193,6 +211,10 @@ static int parse_option(int opt, char **argv, struct dump_args *a, const char **
 	case 'N':
 		a->nvtx = true;
 		return 0;
+	case 'C':
+		a->children = true;
+		a->q.children = true;
+		return 0;
 	case 'h':
 		return 1;
 	default:
@@ -214,6 +236,12 @@ static int check_options(struct dump_args *a, const char *value_opt, struct cli_
 	}
 	if (a->gpu_idle)
 		a->value = VALUE_GPU_IDLE;
+	if (a->children && !a->q.n_pids) {
+		cli_error_set(e, PROFCTL_EXIT_USAGE,
+			      "dump: --children goes with --pid (without --pid every process is in "
+			      "the dump); see 'profctl dump --help'");
+		return -EINVAL;
+	}
 	if (a->kind != DUMP_KIND_TRACE)
 		return 0;
 	bad = a->q.has_tid			 ? "--tid"
@@ -222,6 +250,7 @@ static int check_options(struct dump_args *a, const char *value_opt, struct cli_
 	      : value_opt			 ? "--value"
 	      : a->gpu_idle			 ? "--gpu-idle"
 	      : a->nvtx				 ? "--nvtx"
+	      : a->children			 ? "--children"
 						 : NULL;
 	if (bad) {
 		cli_error_set(e, PROFCTL_EXIT_USAGE,
@@ -288,7 +317,8 @@ static const char *value_title(int v)
 static int render(const Profd__Profile *p, const struct dump_args *a, uint32_t value_index,
 		  FILE *out)
 {
-	struct render_opts ro = {.process_root = a->q.n_pids == 0, .value_index = value_index};
+	struct render_opts ro = {.process_root = a->q.n_pids == 0 || a->children,
+				 .value_index = value_index};
 	const char *what = value_title(a->value);
 	char title[160];
 	size_t pos;
@@ -369,7 +399,7 @@ out:
 }
 
 /* dump flamegraph: fetch, pick the column, trim frames, render. Returns an exit code. */
-static int dump_flamegraph(struct conn *c, const struct dump_args *a)
+int dump_flamegraph(struct conn *c, const struct dump_args *a)
 {
 	Profd__DumpRequest dreq = PROFD__DUMP_REQUEST__INIT;
 	Profd__Response *resp = NULL;
@@ -379,8 +409,12 @@ static int dump_flamegraph(struct conn *c, const struct dump_args *a)
 	uint32_t vi = 0;
 	int ret = PROFCTL_EXIT_OK;
 
-	/* Flame graphs name processes but never tell two of one name apart. */
-	q.merge_processes = a->format == DUMP_FORMAT_FOLDED || a->format == DUMP_FORMAT_SVG;
+	/*
+	 * Flame graphs name processes but never tell two of one name apart, unless --children
+	 * puts each process under a root of its own.
+	 */
+	q.merge_processes =
+	    !a->children && (a->format == DUMP_FORMAT_FOLDED || a->format == DUMP_FORMAT_SVG);
 	fetch_dump_request(&q, &dreq);
 	if (fetch_profile(c, &dreq, false, &resp, &e))
 		return cli_error_print(&e);
@@ -394,6 +428,11 @@ static int dump_flamegraph(struct conn *c, const struct dump_args *a)
 		profile_strip_nvtx(resp->profile);
 	if (a->python_only)
 		profile_python_only(resp->profile);
+	if (a->children && profile_name_processes_by_pid(resp->profile)) {
+		cli_error_set(&e, PROFCTL_EXIT_ERROR, "dump: out of memory");
+		ret = cli_error_print(&e);
+		goto out;
+	}
 	rc = (struct render_ctx){resp->profile, a, vi};
 	if (output_write(a->output, render_to, &rc, &e))
 		ret = cli_error_print(&e);

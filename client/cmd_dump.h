@@ -26,6 +26,7 @@ struct dump_args {
 	int value;		 /* enum value_kind (value.h): the column drawn */
 	bool gpu_idle;		 /* --gpu-idle: the gpu_idle_samples column */
 	bool nvtx;		 /* keep NVTX frames */
+	bool children;		 /* --children: the pids' descendants, each under its own root */
 };
 
 /*
@@ -34,5 +35,15 @@ struct dump_args {
  * strings are borrowed.
  */
 int dump_parse_args(int argc, char **argv, struct dump_args *a, struct cli_error *e);
+
+/* A --format name (folded, svg, pprof, speedscope, json). Returns 0 or -EINVAL. */
+int dump_format_parse(const char *val, enum dump_format *out);
+
+struct conn;
+/*
+ * Fetch the flame graph profile a asks for on c and write it as a asks (a->format, a->output;
+ * a->kind must be DUMP_KIND_FLAMEGRAPH). Returns an exit code, any error printed.
+ */
+int dump_flamegraph(struct conn *c, const struct dump_args *a);
 
 #endif

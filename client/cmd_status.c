@@ -241,6 +241,16 @@ static void status_print_text(FILE *out, const Profd__StatusReply *st)
 			fprintf(out, "%s %" PRIu32, i ? "," : "", st->target_pids[i]);
 		fputc('\n', out);
 	}
+	if (!st->system_wide && st->has_follows_children) {
+		fprintf(out, "%-14s", "children:");
+		if (!st->follows_children)
+			fputs("not followed (--no-children)\n", out);
+		else
+			fprintf(out,
+				"followed: %" PRIu64 " children followed, %" PRIu64
+				" not followed (too many processes)\n",
+				st->children_followed, st->children_not_followed);
+	}
 	if (!st->has_samples_received) {
 		/* A non-root client: the machine's counters tell what other users run. */
 		fprintf(out, "%-14sthe whole machine's counters are shown to root only",

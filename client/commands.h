@@ -17,6 +17,7 @@ int cmd_top(int argc, char **argv, const struct global_opts *g);
 int cmd_table(int argc, char **argv, const struct global_opts *g);
 int cmd_diff(int argc, char **argv, const struct global_opts *g);
 int cmd_report(int argc, char **argv, const struct global_opts *g);
+int cmd_record(int argc, char **argv, const struct global_opts *g);
 /* Each command's --help text, written to f. */
 void cmd_status_usage(FILE *f);
 void cmd_dump_usage(FILE *f);
@@ -24,5 +25,6 @@ void cmd_top_usage(FILE *f);
 void cmd_table_usage(FILE *f);
 void cmd_diff_usage(FILE *f);
 void cmd_report_usage(FILE *f);
+void cmd_record_usage(FILE *f);
 
 #endif

@@ -20,6 +20,10 @@ void fetch_dump_request(const struct fetch_query *q, Profd__DumpRequest *d)
 	d->since_ns = q->since_ns;
 	d->has_merge_processes = q->merge_processes;
 	d->merge_processes = q->merge_processes;
+	d->has_children = q->children;
+	d->children = q->children;
+	d->has_start_ns = q->has_start;
+	d->start_ns = q->start_ns;
 }
 
 void fetch_trace_request(const struct fetch_query *q, Profd__TraceRequest *t)

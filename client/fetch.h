@@ -27,6 +27,11 @@ struct fetch_query {
 	uint64_t since_ns;
 	/* Dumps only: one row per process name and stack (DumpRequest.merge_processes). */
 	bool merge_processes;
+	/* Dumps only: the descendants of the pids too (DumpRequest.children). */
+	bool children;
+	/* Dumps only: CLOCK_MONOTONIC start of the window at the daemon (DumpRequest.start_ns). */
+	bool has_start;
+	uint64_t start_ns;
 };
 
 /* Fill d, initialised by the caller, from q. d points at q's pids: keep q while d is used. */

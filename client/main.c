@@ -23,6 +23,7 @@ static const struct command commands[] = {
     {"table", cmd_table, cmd_table_usage, "one-shot table of the hottest functions"},
     {"diff", cmd_diff, cmd_diff_usage, "differential flame graph of two profiles"},
     {"report", cmd_report, cmd_report_usage, "GPU busy time, top kernels, idle CPU stacks"},
+    {"record", cmd_record, cmd_record_usage, "run a command and write its profile"},
 };
 
 static void usage(FILE *f)
@@ -63,6 +64,7 @@ static void usage(FILE *f)
 	      "  profctl report --pid 1234\n"
 	      "  profctl top --pid 1234\n"
 	      "  profctl table --pid 1234 --since 30s\n"
+	      "  profctl record -o train.svg -- python train.py\n"
 	      "  PROFD_SOCKET=/tmp/profd.sock profctl status --json\n",
 	      f);
 }

@@ -636,3 +636,33 @@ void profile_python_only(Profd__Profile *p)
 		st->n_frames = n;
 	}
 }
+
+int profile_name_processes_by_pid(Profd__Profile *p)
+{
+	size_t n = p->n_strings;
+	char **grown;
+
+	if (!p->n_processes)
+		return 0;
+	/* The strings array is the unpacker's (malloc): free_unpacked frees what is added. */
+	grown = realloc(p->strings, (n + p->n_processes) * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	p->strings = grown;
+	for (size_t i = 0; i < p->n_processes; i++) {
+		Profd__Process *proc = p->processes[i];
+		const char *name = profile_string(p, proc->name);
+		char *s;
+
+		size_t len = strlen(name) + 32;
+
+		/* Processes renamed so far keep their new names: all strings stay valid. */
+		s = malloc(len);
+		if (!s)
+			return -ENOMEM;
+		snprintf(s, len, "pid %" PRIu32 " (%s)", proc->pid, *name ? name : "?");
+		grown[p->n_strings] = s;
+		proc->name = (uint32_t)p->n_strings++;
+	}
+	return 0;
+}

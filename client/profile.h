@@ -82,6 +82,13 @@ struct flame_node {
  */
 void profile_python_only(Profd__Profile *p);
 
+/*
+ * Rename each process "pid PID (NAME)", so that a view that puts processes at the root
+ * (--children) tells a parent from its workers of the same name. Returns 0 or -ENOMEM (p is
+ * unchanged then).
+ */
+int profile_name_processes_by_pid(Profd__Profile *p);
+
 struct flame_opts {
 	bool process_root;    /* put each sample's process name under the root */
 	uint32_t value_index; /* which column of Sample.values to sum */

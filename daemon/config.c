@@ -22,8 +22,15 @@ static void usage(FILE *f)
 	    "Sampling profiler daemon: samples CPU stacks with eBPF and serves profiles on a Unix\n"
 	    "socket to profctl.\n"
 	    "\n"
-	    "  -p, --pid N             profile process N (all its threads); repeatable.\n"
-	    "                          Without --pid every process on the machine is sampled.\n"
+	    "  -p, --pid N             profile process N (all its threads) and the processes\n"
+	    "                          it starts; repeatable. Without --pid every process on\n"
+	    "                          the machine is sampled.\n"
+	    "      --no-children       with --pid: not the processes the targets start\n"
+	    "      --record [-o FILE] [--format FORMAT] [--duration D] -- CMD [ARG]...\n"
+	    "                          run CMD, profile it and the processes it starts until\n"
+	    "                          it exits (or Ctrl-C, or D), write the profile to FILE\n"
+	    "                          (format by its extension: .svg, .folded, .pb.gz,\n"
+	    "                          .speedscope.json, .json) and exit with CMD's status\n"
 	    "  -F, --frequency HZ      samples per second per CPU (default 99, max %d)\n"
 	    "  -s, --socket PATH       socket to serve on (default %s, or $%s)\n"
 	    "      --socket-group GROUP  let members of GROUP connect (socket mode 0660)\n"
@@ -49,6 +56,7 @@ static void usage(FILE *f)
 	    "\n"
 	    "Examples:\n"
 	    "  sudo profd --pid 1234 --frequency 99\n"
+	    "  sudo profd --record -o train.svg -- python train.py --epochs 1\n"
 	    "  sudo profd --socket /tmp/profd.sock --memory-cap 64M\n",
 	    MAX_FREQUENCY, PROFD_DEFAULT_SOCKET, PROFD_SOCKET_ENV);
 }
@@ -68,7 +76,11 @@ int config_parse(int argc, char **argv, struct config *cfg)
 		OPT_LOG,
 		OPT_GROUP,
 		OPT_GPU_RING,
-		OPT_LIBCUDA
+		OPT_LIBCUDA,
+		OPT_NO_CHILDREN,
+		OPT_RECORD,
+		OPT_FORMAT,
+		OPT_DURATION
 	};
 	static const struct option longopts[] = {
 	    {"pid", required_argument, NULL, 'p'},
@@ -81,6 +93,11 @@ int config_parse(int argc, char **argv, struct config *cfg)
 	    {"socket-group", required_argument, NULL, OPT_GROUP},
 	    {"gpu-ring-size", required_argument, NULL, OPT_GPU_RING},
 	    {"libcuda", required_argument, NULL, OPT_LIBCUDA},
+	    {"no-children", no_argument, NULL, OPT_NO_CHILDREN},
+	    {"record", no_argument, NULL, OPT_RECORD},
+	    {"output", required_argument, NULL, 'o'},
+	    {"format", required_argument, NULL, OPT_FORMAT},
+	    {"duration", required_argument, NULL, OPT_DURATION},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -100,7 +117,8 @@ int config_parse(int argc, char **argv, struct config *cfg)
 
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":p:F:s:vqhV", longopts, NULL)) != -1) {
+	/* "+": options end at the first operand, so a recorded command keeps its own. */
+	while ((c = getopt_long(argc, argv, "+:p:F:s:o:vqhV", longopts, NULL)) != -1) {
 		uint64_t v;
 		uint32_t pid;
 
@@ -122,6 +140,30 @@ int config_parse(int argc, char **argv, struct config *cfg)
 				return bad("--socket", optarg,
 					   "a socket path must be 1 to 107 bytes");
 			cfg->socket_path = optarg;
+			cfg->socket_given = true;
+			break;
+		case OPT_NO_CHILDREN:
+			cfg->no_children = true;
+			break;
+		case OPT_RECORD:
+			cfg->record = true;
+			break;
+		case 'o':
+			if (!*optarg)
+				return bad("--output", optarg, "expected a file name");
+			cfg->record_output = optarg;
+			break;
+		case OPT_FORMAT:
+			if (!*optarg)
+				return bad("--format", optarg, "expected a format name");
+			cfg->record_format = optarg;
+			break;
+		case OPT_DURATION:
+			if (parse_duration_ns(optarg, NSEC_PER_MSEC, 366ull * 86400 * NSEC_PER_SEC,
+					      &v))
+				return bad("--duration", optarg,
+					   "expected a duration such as 30s, 5m or 1h");
+			cfg->record_duration = optarg;
 			break;
 		case OPT_MEMCAP:
 			if (parse_size(optarg, 4ull << 20, 1ull << 40, &cfg->mem_cap))
@@ -193,9 +235,30 @@ int config_parse(int argc, char **argv, struct config *cfg)
 			return -EINVAL;
 		}
 	}
-	if (optind < argc) {
+	if (cfg->record) {
+		if (optind >= argc || strcmp(argv[optind - 1], "--") != 0) {
+			fprintf(stderr, "profd: --record needs the command after '--', as in "
+					"profd --record -- python train.py (see profd --help)\n");
+			return -EINVAL;
+		}
+		if (cfg->npids) {
+			fprintf(stderr, "profd: --record and --pid contradict each other: --record "
+					"profiles the command it starts (see profd --help)\n");
+			return -EINVAL;
+		}
+		cfg->record_argv = argv + optind;
+	} else if (cfg->record_output || cfg->record_format || cfg->record_duration) {
+		fprintf(stderr, "profd: --output, --format and --duration go with --record (see "
+				"profd --help)\n");
+		return -EINVAL;
+	} else if (optind < argc) {
 		fprintf(stderr, "profd: unexpected argument '%s' (see profd --help)\n",
 			argv[optind]);
+		return -EINVAL;
+	}
+	if (cfg->no_children && !cfg->npids && !cfg->record) {
+		fprintf(stderr, "profd: --no-children goes with --pid: without it every process "
+				"is sampled (see profd --help)\n");
 		return -EINVAL;
 	}
 	if (cfg->libcuda_none && cfg->nlibcuda) {
@@ -205,7 +268,11 @@ int config_parse(int argc, char **argv, struct config *cfg)
 	}
 	if (!cfg->ringbuf_size)
 		cfg->ringbuf_size = config_default_ringbuf(sysconf(_SC_NPROCESSORS_CONF));
-	cfg->log_level = quiet ? LOG_LVL_ERROR : verbose ? LOG_LVL_DEBUG : LOG_LVL_INFO;
+	/* --record shares the terminal with the command: only what needs saying. */
+	cfg->log_level = quiet	       ? LOG_LVL_ERROR
+			 : verbose     ? LOG_LVL_DEBUG
+			 : cfg->record ? LOG_LVL_WARN
+				       : LOG_LVL_INFO;
 	return CONFIG_RUN;
 }
 

@@ -28,6 +28,17 @@ struct config {
 	const char *libcuda[CONFIG_MAX_LIBCUDA];
 	size_t nlibcuda;
 	bool libcuda_none; /* --libcuda none: no libcuda uprobes */
+	bool no_children;  /* --no-children: the targets' new processes are not followed */
+	/*
+	 * --record -- CMD...: run CMD, profile it and its children until it exits, write the
+	 * profile (through profctl record on a private socket) and exit with CMD's status.
+	 */
+	bool record;
+	char **record_argv;	   /* CMD and its arguments, NULL-terminated (argv's own strings) */
+	const char *record_output; /* -o FILE; NULL: profctl record's default */
+	const char *record_format; /* --format; NULL: from the file name */
+	const char *record_duration; /* --duration; NULL: until CMD exits */
+	bool socket_given;	     /* --socket was given */
 };
 
 enum config_result {

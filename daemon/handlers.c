@@ -208,7 +208,13 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 	st.has_frequency_hz = true;
 	st.frequency_hz = d->cfg->frequency_hz;
 	st.has_system_wide = true;
-	st.system_wide = d->cfg->npids == 0;
+	st.system_wide = d->sampler ? !sampler__filtered(d->sampler) : d->cfg->npids == 0;
+	st.has_follows_children = true;
+	st.follows_children = d->sampler && sampler__follows_children(d->sampler);
+	st.has_children_followed = true;
+	st.children_followed = is.forks;
+	st.has_children_not_followed = true;
+	st.children_not_followed = cnt[PROFD_CNT_FOLLOW_FULL];
 	st.n_target_pids = d->cfg->npids;
 	st.target_pids = (uint32_t *)d->cfg->pids;
 	st.has_ncpus = true;
@@ -459,11 +465,24 @@ static void note_large_reply(struct daemon *d, size_t len)
 		d->trim_after_ns = mono_ns() + TRIM_DELAY_NS;
 }
 
+/* store__descendants' parent for a process whose fork the daemon did not see. */
+static uint32_t parent_from_proc(void *ctx, uint32_t pid)
+{
+	const struct daemon *d = ctx;
+	uint32_t ppid = 0;
+
+	if (procfs_read_ppid(d->proc_root ? d->proc_root : "/proc", pid, &ppid))
+		return 0;
+	return ppid;
+}
+
 static int handle_dump(struct daemon *d, const struct server_peer *peer,
 		       const Profd__DumpRequest *req, uint8_t **frame, size_t *len)
 {
 	Profd__Response resp = PROFD__RESPONSE__INIT;
 	struct window w = WINDOW_OF(req);
+	uint32_t *family = NULL;
+	size_t nfamily = 0;
 	struct store_query q;
 	struct dump_meta meta = {0};
 	Profd__Profile *profile = NULL;
@@ -477,6 +496,22 @@ static int handle_dump(struct daemon *d, const struct server_peer *peer,
 	w.tid = req->tid;
 	if (window_query(d, peer, &w, now, &q, &code, msg, sizeof(msg)))
 		return reply_error(code, msg, frame, len);
+	if (req->has_children && req->children) {
+		if (!w.n_pids)
+			return reply_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
+					   "--children needs --pid: a dump of every process has "
+					   "them already",
+					   frame, len);
+		/* The rights were checked on the pids asked for; the uid filter covers the rest. */
+		err = store__descendants(d->store, w.pids, w.n_pids, parent_from_proc, d, &family,
+					 &nfamily);
+		if (err)
+			return reply_error(
+			    PROFD__ERROR_CODE__ERROR_INTERNAL,
+			    "listing the processes' descendants failed: out of memory", frame, len);
+		q.pids = family;
+		q.npids = nfamily;
+	}
 
 	/* The range the data can cover: not before the oldest sample kept, not after now. */
 	store__stats(d->store, &ss);
@@ -494,11 +529,13 @@ static int handle_dump(struct daemon *d, const struct server_peer *peer,
 	t_build = mono_ns() - t_build;
 	if (err == -ENODATA) {
 		no_data_message(peer, &w, "samples", msg, sizeof(msg));
-		return reply_error(PROFD__ERROR_CODE__ERROR_NO_SAMPLES, msg, frame, len);
+		err = reply_error(PROFD__ERROR_CODE__ERROR_NO_SAMPLES, msg, frame, len);
+		goto out;
 	}
 	if (err) {
 		snprintf(msg, sizeof(msg), "building the profile failed: %s", strerror(-err));
-		return reply_error(PROFD__ERROR_CODE__ERROR_INTERNAL, msg, frame, len);
+		err = reply_error(PROFD__ERROR_CODE__ERROR_INTERNAL, msg, frame, len);
+		goto out;
 	}
 	if (peer->uid != 0) {
 		profile->has_only_uid = true;
@@ -517,10 +554,12 @@ static int handle_dump(struct daemon *d, const struct server_peer *peer,
 	dump__free(profile);
 	note_large_reply(d, err ? 0 : *len);
 	if (err == -EMSGSIZE)
-		return reply_error(PROFD__ERROR_CODE__ERROR_TOO_LARGE,
-				   "the profile is larger than the 256 MiB reply limit: narrow it "
-				   "with --pid or --since",
-				   frame, len);
+		err = reply_error(PROFD__ERROR_CODE__ERROR_TOO_LARGE,
+				  "the profile is larger than the 256 MiB reply limit: narrow it "
+				  "with --pid or --since",
+				  frame, len);
+out:
+	free(family);
 	return err;
 }
 
@@ -717,6 +756,52 @@ static int handle_gpu_batch(struct daemon *d, const struct server_peer *peer,
 	return reply_control(enable, frame, len);
 }
 
+/* Sample a process from now on: `profctl record` asks it for the command it starts. */
+static int handle_follow(struct daemon *d, const struct server_peer *peer,
+			 const Profd__FollowRequest *req, uint8_t **frame, size_t *len)
+{
+	Profd__Response resp = PROFD__RESPONSE__INIT;
+	Profd__FollowReply fr = PROFD__FOLLOW_REPLY__INIT;
+	const char *root = d->proc_root ? d->proc_root : "/proc";
+	char path[300], msg[256];
+	struct stat st;
+	int err;
+
+	if (req->pid == 0 || req->pid > INT32_MAX)
+		return reply_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST, "pid 0 is not a process",
+				   frame, len);
+	snprintf(path, sizeof(path), "%s/%u/stat", root, req->pid);
+	if (stat(path, &st)) {
+		snprintf(msg, sizeof(msg), "no process with pid %u", req->pid);
+		return reply_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST, msg, frame, len);
+	}
+	/* The owner of its /proc files: the process's effective uid while it is dumpable. */
+	if (peer->uid != 0 && st.st_uid != peer->uid) {
+		snprintf(msg, sizeof(msg),
+			 "permission denied: pid %u runs as uid %u and you are uid %u; only root "
+			 "may profile other users' processes",
+			 req->pid, (unsigned int)st.st_uid, peer->uid);
+		return reply_error(PROFD__ERROR_CODE__ERROR_PERMISSION_DENIED, msg, frame, len);
+	}
+	fr.has_system_wide = true;
+	fr.system_wide = !d->sampler || !sampler__filtered(d->sampler);
+	/* System-wide too: its forks then name their parent, for the --children dump. */
+	err = d->sampler ? sampler__follow(d->sampler, req->pid) : 0;
+	if (err) {
+		snprintf(msg, sizeof(msg), "cannot follow pid %u: %s", req->pid,
+			 err == -ENOSPC ? "the daemon follows too many processes" : strerror(-err));
+		return reply_error(PROFD__ERROR_CODE__ERROR_BUSY, msg, frame, len);
+	}
+	pr_info("following pid %u for uid %u", req->pid, peer->uid);
+	fr.has_children = true;
+	fr.children = fr.system_wide || sampler__follows_children(d->sampler);
+	fr.has_now_ns = true;
+	fr.now_ns = mono_ns();
+	resp.msg_case = PROFD__RESPONSE__MSG_FOLLOW;
+	resp.follow = &fr;
+	return wire_pack_response(&resp, FRAME_MAX_REPLY, frame, len);
+}
+
 void handlers__closed(void *ctx, const struct server_peer *peer)
 {
 	struct daemon *d = ctx;
@@ -757,6 +842,8 @@ int handlers__handle(void *ctx, const struct server_peer *peer, const Profd__Req
 		return handle_gpu_attach(d, peer, req->gpu_attach, frame, frame_len);
 	case PROFD__REQUEST__MSG_GPU_BATCH:
 		return handle_gpu_batch(d, peer, req->gpu_batch, frame, frame_len);
+	case PROFD__REQUEST__MSG_FOLLOW:
+		return handle_follow(d, peer, req->follow, frame, frame_len);
 	default:
 		return reply_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST, "unknown request", frame,
 				   frame_len);

@@ -766,8 +766,11 @@ static int handle_task(struct ingest *in, const struct profd_task_rec *rec, size
 		return 0;
 	}
 	comm_copy(comm, rec->comm);
-	if (rec->hdr.type == PROFD_REC_EXEC) {
-		in->stats.execs++;
+	if (rec->hdr.type == PROFD_REC_EXEC || rec->hdr.type == PROFD_REC_FORK) {
+		if (rec->hdr.type == PROFD_REC_EXEC)
+			in->stats.execs++;
+		else
+			in->stats.forks++;
 		/* A new image: new symbols, new name. A new epoch makes old cache entries dead. */
 		forget_process(in, rec->pid);
 		e = pid_insert(in, rec->pid);
@@ -777,6 +780,8 @@ static int handle_task(struct ingest *in, const struct profd_task_rec *rec, size
 		e->uid = proc_owner(in, rec->pid, rec->uid);
 		e->owner_checked_ns = mono_ns();
 		store__set_process(in->store, rec->pid, e->uid, comm);
+		if (rec->ppid && rec->ppid != rec->pid)
+			store__set_parent(in->store, rec->pid, rec->ppid);
 	} else {
 		in->stats.exits++;
 		forget_process(in, rec->pid);
@@ -804,6 +809,7 @@ int ingest__record(struct ingest *in, const void *data, size_t size)
 		break;
 	case PROFD_REC_EXEC:
 	case PROFD_REC_EXIT:
+	case PROFD_REC_FORK:
 		err = handle_task(in, data, hdr->size);
 		break;
 	default:

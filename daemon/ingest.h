@@ -43,6 +43,7 @@ struct ingest_stats {
 	uint64_t samples;
 	uint64_t malformed; /* records that failed validation, dropped and counted */
 	uint64_t execs;
+	uint64_t forks; /* new processes of followed ones (PROFD_REC_FORK) */
 	uint64_t exits;
 	uint64_t store_errors; /* samples the store refused (allocation failure) */
 	uint64_t addr_cache_hits;

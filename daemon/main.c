@@ -21,6 +21,8 @@
 #include "daemon.h"
 #include "log.h"
 #include "notify.h"
+#include "procfs.h"
+#include "record.h"
 #include "route.h"
 #include "timeutil.h"
 #include "wire.h"
@@ -49,6 +51,10 @@ struct app {
 	/* GPU correlation needs pids as the kernel gives them: see check_pid_namespace(). */
 	bool gpu_pids_ok;
 	int exit_code;
+	/* --record: profctl record runs the command; its exit code becomes profd's. */
+	struct record *record;
+	bool record_done;
+	int record_code;
 };
 
 static int effective_caps(uint64_t *caps)
@@ -276,6 +282,14 @@ static void on_signal(uv_signal_t *h, int signum)
 {
 	struct app *app = h->data;
 
+	/*
+	 * Ctrl-C reaches the whole foreground group: the command stops, and profctl record
+	 * writes what it has; profd stops when profctl is done.
+	 */
+	if (app->record && signum == SIGINT && !app->record_done) {
+		pr_info("%s: waiting for the profile to be written", strsignal(signum));
+		return;
+	}
 	pr_info("%s: shutting down", strsignal(signum));
 	notify_stopping();
 	uv_stop(app->loop);
@@ -285,6 +299,59 @@ static void close_walk(uv_handle_t *h, void *arg)
 {
 	if (!uv_is_closing(h))
 		uv_close(h, NULL);
+}
+
+static void on_record_done(void *ctx, int code)
+{
+	struct app *app = ctx;
+
+	app->record_done = true;
+	app->record_code = code;
+	uv_stop(app->loop);
+}
+
+/*
+ * The processes the targets started before profd: the kernel side follows those started from
+ * now on (attached already), these are added here, with their parents for --children dumps.
+ */
+static void follow_existing_children(struct app *app, const struct config *cfg)
+{
+	uint32_t *kids = NULL, ppid;
+	size_t n = 0, added = 0;
+	char path[64], comm[32];
+	struct stat st;
+	FILE *f;
+	int err;
+
+	if (!cfg->npids || cfg->no_children)
+		return;
+	err = procfs_descendants("/proc", cfg->pids, cfg->npids, &kids, &n);
+	if (err) {
+		pr_warn("cannot list the targets' child processes: %s", strerror(-err));
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (sampler__follow(app->d.sampler, kids[i]))
+			continue;
+		added++;
+		snprintf(path, sizeof(path), "/proc/%u/comm", kids[i]);
+		comm[0] = '\0';
+		f = fopen(path, "re");
+		if (f) {
+			if (!fgets(comm, sizeof(comm), f))
+				comm[0] = '\0';
+			comm[strcspn(comm, "\n")] = '\0';
+			fclose(f);
+		}
+		snprintf(path, sizeof(path), "/proc/%u/stat", kids[i]);
+		if (stat(path, &st) || procfs_read_ppid("/proc", kids[i], &ppid))
+			continue;
+		store__set_process(app->d.store, kids[i], (uint32_t)st.st_uid, comm);
+		store__set_parent(app->d.store, kids[i], ppid);
+	}
+	if (n)
+		pr_info("following %zu processes the targets started before profd", added);
+	free(kids);
 }
 
 static int check_targets(const struct config *cfg)
@@ -332,7 +399,7 @@ static int socket_group_gid(const char *path, const char *group, gid_t *gid)
 
 int main(int argc, char **argv)
 {
-	struct app app = {.exit_code = 1};
+	struct app app = {.exit_code = 1, .record_code = 1};
 	struct store_opts sopts = {0};
 	struct config cfg;
 	struct rlimit rl = {RLIM_INFINITY, RLIM_INFINITY};
@@ -363,6 +430,11 @@ int main(int argc, char **argv)
 	}
 	if (check_privileges() || check_targets(&cfg))
 		return 1;
+	if (cfg.record) {
+		app.record = record__new(&cfg);
+		if (!app.record)
+			return 1;
+	}
 	app.gpu_pids_ok = check_pid_namespace();
 
 	/* Replies to clients that hung up must fail with EPIPE, not kill the daemon. */
@@ -463,6 +535,8 @@ int main(int argc, char **argv)
 	app.d.sampler = sampler__new(&(struct sampler_opts){
 	    .pids = cfg.pids,
 	    .npids = cfg.npids,
+	    .targets_only = cfg.record,
+	    .no_children = cfg.no_children,
 	    .frequency_hz = cfg.frequency_hz,
 	    .ringbuf_size = cfg.ringbuf_size,
 	    .on_record = on_record,
@@ -470,6 +544,7 @@ int main(int argc, char **argv)
 	});
 	if (!app.d.sampler)
 		goto out;
+	follow_existing_children(&app, &cfg);
 	attach_libcuda(&app, &cfg);
 
 	uv_poll_init(app.loop, &app.rb_poll, sampler__fd(app.d.sampler));
@@ -481,13 +556,17 @@ int main(int argc, char **argv)
 	uv_timer_start(&app.rb_timer, on_drain_timer, DRAIN_INTERVAL_MS, DRAIN_INTERVAL_MS);
 
 	snprintf(status, sizeof(status), "sampling %s at %u Hz, serving %s",
-		 cfg.npids ? "target processes" : "all processes", cfg.frequency_hz,
-		 cfg.socket_path);
+		 cfg.record  ? "the recorded command"
+		 : cfg.npids ? "target processes"
+			     : "all processes",
+		 cfg.frequency_hz, cfg.socket_path);
 	pr_info("%s", status);
 	notify_ready(status);
+	if (app.record && record__start(app.record, app.loop, &cfg, on_record_done, &app))
+		goto out;
 
 	uv_run(app.loop, UV_RUN_DEFAULT);
-	app.exit_code = 0;
+	app.exit_code = app.record ? app.record_code : 0;
 
 out:
 	/*
@@ -513,5 +592,6 @@ out:
 	python__free(app.d.py);
 	symbolizer__free(app.d.sym);
 	store__free(app.d.store);
+	record__free(app.record);
 	return app.exit_code;
 }

@@ -54,6 +54,9 @@ struct sampler {
 	unsigned int ncpus;
 	struct bpf_link *exec_link;
 	struct bpf_link *exit_link;
+	struct bpf_link *fork_link;
+	bool filtered;
+	bool no_children;
 	/* A handful of processes run the CUPTI library at once: a plain array is enough. */
 	struct launch_probe *probes;
 	size_t nprobes;
@@ -238,7 +241,9 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 		explain_bpf_error("opening the BPF object", err);
 		goto fail;
 	}
-	s->skel->rodata->filter_pids = opts->npids > 0;
+	s->filtered = opts->npids > 0 || opts->targets_only;
+	s->no_children = opts->no_children;
+	s->skel->rodata->filter_pids = s->filtered;
 	s->skel->rodata->launch_interval_ns =
 	    1000000000ull / (opts->launch_rate ? opts->launch_rate : SAMPLER_LAUNCH_RATE);
 	s->skel->rodata->launch_burst_ns =
@@ -267,10 +272,10 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 		s->npids = opts->npids;
 	}
 	for (size_t k = 0; k < opts->npids; k++) {
-		__u8 one = 1;
+		__u8 flags = PROFD_TARGET_SAMPLE | (opts->no_children ? 0 : PROFD_TARGET_FOLLOW);
 
 		err = bpf_map__update_elem(s->skel->maps.target_pids, &opts->pids[k],
-					   sizeof(opts->pids[k]), &one, sizeof(one), BPF_ANY);
+					   sizeof(opts->pids[k]), &flags, sizeof(flags), BPF_ANY);
 		if (err) {
 			pr_err("sampler: adding pid %u to the filter: %s", opts->pids[k],
 			       strerror(-err));
@@ -295,6 +300,13 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	if (!s->exit_link) {
 		err = -errno;
 		explain_bpf_error("attaching to sched_process_exit", err);
+		goto fail;
+	}
+	/* Before anything scans for the targets' existing children: none slips between. */
+	s->fork_link = bpf_program__attach(s->skel->progs.profd_fork);
+	if (!s->fork_link) {
+		err = -errno;
+		explain_bpf_error("attaching to sched_process_fork", err);
 		goto fail;
 	}
 
@@ -353,7 +365,9 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	}
 	free(online);
 	pr_info("sampler: sampling %u CPUs at %u Hz, %s", s->ncpus, opts->frequency_hz,
-		opts->npids ? "target processes only" : "system-wide");
+		!s->filtered	    ? "system-wide"
+		: opts->no_children ? "target processes only"
+				    : "target processes and the processes they start");
 	return s;
 
 fail:
@@ -389,9 +403,37 @@ void sampler__free(struct sampler *s)
 	free(s->perf_fds);
 	bpf_link__destroy(s->exec_link);
 	bpf_link__destroy(s->exit_link);
+	bpf_link__destroy(s->fork_link);
 	ring_buffer__free(s->rb);
 	sample_bpf__destroy(s->skel);
 	free(s);
+}
+
+static int add_target(struct sampler *s, uint32_t pid, __u8 flags)
+{
+	int err;
+
+	if (s->no_children)
+		flags &= (__u8)~PROFD_TARGET_FOLLOW;
+	err = bpf_map__update_elem(s->skel->maps.target_pids, &pid, sizeof(pid), &flags,
+				   sizeof(flags), BPF_ANY);
+	return err == -E2BIG ? -ENOSPC : err;
+}
+
+int sampler__follow(struct sampler *s, uint32_t pid)
+{
+	return add_target(s, pid,
+			  PROFD_TARGET_SAMPLE | PROFD_TARGET_FOLLOW | PROFD_TARGET_TRANSIENT);
+}
+
+bool sampler__filtered(const struct sampler *s)
+{
+	return s->filtered;
+}
+
+bool sampler__follows_children(const struct sampler *s)
+{
+	return s->filtered && !s->no_children;
 }
 
 int sampler__fd(const struct sampler *s)

@@ -8,6 +8,7 @@
 #ifndef PROFD_SAMPLER_H
 #define PROFD_SAMPLER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,8 +18,12 @@
 typedef int (*sampler_record_fn)(void *ctx, const void *data, size_t size);
 
 struct sampler_opts {
-	const uint32_t *pids; /* NULL / 0: every process */
+	const uint32_t *pids; /* NULL / 0: every process, unless `targets_only` */
 	size_t npids;
+	/* Sample only the target list even while it is empty (it grows by sampler__follow). */
+	bool targets_only;
+	/* The processes the targets start are not followed (--no-children). */
+	bool no_children;
 	uint32_t frequency_hz;
 	uint64_t ringbuf_size; /* power of two */
 	sampler_record_fn on_record;
@@ -70,6 +75,17 @@ int sampler__counters(const struct sampler *s, uint64_t out[PROFD_CNT__MAX]);
  * Python frames for pid). Returns 0 or a negative errno.
  */
 int sampler__set_python(struct sampler *s, uint32_t pid, const struct profd_py_proc *cfg);
+/*
+ * Add pid to the target filter for as long as it lives, and the processes it starts from now
+ * on (their processes too) unless the sampler was made with no_children. A sampler of every
+ * process samples them anyway, and reports their forks (PROFD_REC_FORK) all the same.
+ * Returns 0, -ENOSPC when the filter holds PROFD_MAX_TARGETS processes, or the kernel's error.
+ */
+int sampler__follow(struct sampler *s, uint32_t pid);
+/* True when the sampler covers only its target list. */
+bool sampler__filtered(const struct sampler *s);
+/* True when targets' new processes are followed. */
+bool sampler__follows_children(const struct sampler *s);
 /* CPUs with an attached perf event. */
 unsigned int sampler__ncpus(const struct sampler *s);
 

@@ -6,6 +6,7 @@
 #include "store_priv.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_COMM 255
@@ -13,6 +14,7 @@
 struct proc {
 	uint32_t pid;
 	uint32_t uid;
+	uint32_t ppid;	  /* 0: unknown */
 	uint64_t ref_idx; /* newest bucket idx + 1 naming it; 0: none */
 	bool exited;
 	char *comm;
@@ -131,6 +133,92 @@ int store__set_thread(struct store *s, uint32_t pid, uint32_t tid, const char *c
 	return set_comm(s, &t->comm, comm);
 }
 
+int store__set_parent(struct store *s, uint32_t pid, uint32_t ppid)
+{
+	struct proc *p = s ? ptrmap_get(&s->procs, pid) : NULL;
+
+	if (!p)
+		return -ENOENT;
+	p->ppid = ppid;
+	return 0;
+}
+
+/* Is pid in the sorted set[0 .. n)? */
+static bool in_set(const uint32_t *set, size_t n, uint32_t pid)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (set[mid] == pid)
+			return true;
+		if (set[mid] < pid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+static int cmp_pid(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int store__descendants(const struct store *s, const uint32_t *roots, size_t nroots,
+		       uint32_t (*parent_of)(void *ctx, uint32_t pid), void *ctx, uint32_t **out,
+		       size_t *nout)
+{
+	size_t nprocs = s ? s->procs.n : 0, nrel = 0, n = 0;
+	uint32_t(*rel)[2] = NULL, *set = NULL;
+	bool added = true;
+
+	/* (pid, parent) of each process once: parent_of may read /proc. */
+	rel = nprocs ? malloc(nprocs * sizeof(*rel)) : NULL;
+	set = malloc((nroots + nprocs + 1) * sizeof(*set));
+	if ((nprocs && !rel) || !set) {
+		free(rel);
+		free(set);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; nprocs && i <= s->procs.mask && nrel < nprocs; i++) {
+		const struct proc *p = s->procs.vals[i];
+		uint32_t ppid;
+
+		if (!p)
+			continue;
+		ppid = p->ppid;
+		if (!ppid && parent_of)
+			ppid = parent_of(ctx, p->pid);
+		if (ppid && ppid != p->pid) {
+			rel[nrel][0] = p->pid;
+			rel[nrel][1] = ppid;
+			nrel++;
+		}
+	}
+	for (size_t i = 0; i < nroots; i++)
+		set[n++] = roots[i];
+	qsort(set, n, sizeof(*set), cmp_pid);
+	/* A process joins when its parent is in: one pass per generation. */
+	while (added) {
+		size_t before = n;
+
+		for (size_t i = 0; i < nrel; i++)
+			if (!in_set(set, before, rel[i][0]) && in_set(set, before, rel[i][1]))
+				set[n++] = rel[i][0];
+		added = n > before;
+		if (added)
+			qsort(set, n, sizeof(*set), cmp_pid);
+	}
+	free(rel);
+	*out = set;
+	*nout = n;
+	return 0;
+}
+
 void store__process_exited(struct store *s, uint32_t pid)
 {
 	struct proc *p = s ? ptrmap_get(&s->procs, pid) : NULL;
@@ -147,6 +235,7 @@ bool store__process(const struct store *s, uint32_t pid, struct store_process_in
 		return false;
 	out->pid = p->pid;
 	out->uid = p->uid;
+	out->ppid = p->ppid;
 	out->comm = p->comm ? p->comm : "";
 	out->exited = p->exited;
 	return true;

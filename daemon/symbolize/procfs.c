@@ -5,6 +5,7 @@
 
 #include "parse.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -428,5 +429,112 @@ int procfs_read_nspid(const char *proc_root, uint32_t pid, uint32_t *nspid)
 			break;
 	}
 	free(buf);
+	return err;
+}
+
+int procfs_read_ppid(const char *proc_root, uint32_t pid, uint32_t *ppid)
+{
+	char path[PATH_MAX], *buf = NULL, *p;
+	size_t len;
+	int err;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%u/stat", proc_root, pid) >= sizeof(path))
+		return -ENAMETOOLONG;
+	err = procfs_read_file(path, STATUS_FILE_MAX, &buf, &len);
+	if (err == -ENOENT)
+		err = -ESRCH;
+	if (err)
+		return err;
+	/* "PID (COMM) STATE PPID ...": COMM may hold spaces and parentheses. */
+	p = strrchr(buf, ')');
+	err = -EINVAL;
+	if (p && p[1] == ' ' && p[2] && p[3] == ' ') {
+		char *end = strchr(p + 4, ' ');
+
+		if (end) {
+			*end = '\0';
+			err = parse_u32(p + 4, 0, UINT32_MAX, ppid);
+		}
+	}
+	free(buf);
+	return err;
+}
+
+static int cmp_rel(const void *a, const void *b)
+{
+	const uint32_t *x = a, *y = b;
+
+	return x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+int procfs_descendants(const char *proc_root, const uint32_t *roots, size_t nroots, uint32_t **out,
+		       size_t *nout)
+{
+	uint32_t(*rel)[2] = NULL, (*grown)[2], *list = NULL;
+	size_t n = 0, cap = 0, nlist = 0, head = 0;
+	struct dirent *de;
+	DIR *dir;
+	int err = 0;
+
+	*out = NULL;
+	*nout = 0;
+	dir = opendir(proc_root);
+	if (!dir)
+		return -errno;
+	while ((de = readdir(dir))) {
+		uint32_t pid, ppid;
+
+		if (parse_u32(de->d_name, 1, UINT32_MAX, &pid) ||
+		    procfs_read_ppid(proc_root, pid, &ppid) || !ppid)
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 256;
+			grown = realloc(rel, cap * sizeof(*rel));
+			if (!grown) {
+				err = -ENOMEM;
+				goto out;
+			}
+			rel = grown;
+		}
+		rel[n][0] = pid;
+		rel[n][1] = ppid;
+		n++;
+	}
+	/* Sorted by parent: a breadth-first walk from the roots finds each generation. */
+	qsort(rel, n, sizeof(*rel), cmp_rel);
+	list = malloc((nroots + n + 1) * sizeof(*list));
+	if (!list) {
+		err = -ENOMEM;
+		goto out;
+	}
+	memcpy(list, roots, nroots * sizeof(*list));
+	nlist = nroots;
+	for (head = 0; head < nlist; head++) {
+		size_t lo = 0, hi = n;
+
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (rel[mid][1] < list[head])
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		/*
+		 * Each pid has one parent, so a pid is listed once, but a scan racing with pid
+		 * reuse can read a loop: the list never outgrows one entry per process.
+		 */
+		for (; lo < n && rel[lo][1] == list[head] && nlist < nroots + n; lo++)
+			if (rel[lo][0] != list[head])
+				list[nlist++] = rel[lo][0];
+	}
+	memmove(list, list + nroots, (nlist - nroots) * sizeof(*list));
+	*out = list;
+	*nout = nlist - nroots;
+	list = NULL;
+out:
+	free(list);
+	free(rel);
+	closedir(dir);
 	return err;
 }

@@ -75,6 +75,21 @@ unsigned int sampler__ncpus(const struct sampler *s)
 	return 2;
 }
 
+bool sampler__filtered(const struct sampler *s)
+{
+	return true;
+}
+
+bool sampler__follows_children(const struct sampler *s)
+{
+	return true;
+}
+
+int sampler__follow(struct sampler *s, uint32_t pid)
+{
+	return pid == 5000 ? -ENOSPC : 0;
+}
+
 /* The GPU module's hooks into the sampler (main.c's, without one) and the session's coverage. */
 static int probe_attach(void *ctx, uint32_t pid, const char *library_path)
 {

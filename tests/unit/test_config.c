@@ -48,8 +48,45 @@ static void test_sizes(void)
 	CHECK_EQ_U(cfg.gpu_ring_size, 64u << 20);
 }
 
+static void test_children_and_record(void)
+{
+	struct config cfg;
+
+	CHECK_EQ_I(parse(&cfg, 3, (char *[]){"profd", "--pid", "12", NULL}), CONFIG_RUN);
+	CHECK(!cfg.no_children && !cfg.record);
+	CHECK_EQ_I(parse(&cfg, 4, (char *[]){"profd", "--pid", "12", "--no-children", NULL}),
+		   CONFIG_RUN);
+	CHECK(cfg.no_children);
+	/* Without --pid every process is sampled: nothing to leave out. */
+	CHECK_EQ_I(parse(&cfg, 2, (char *[]){"profd", "--no-children", NULL}), -EINVAL);
+
+	/* The command keeps its own options. */
+	CHECK_EQ_I(parse(&cfg, 8,
+			 (char *[]){"profd", "--record", "-o", "x.svg", "--", "python", "-v",
+				    "--pid", NULL}),
+		   CONFIG_RUN);
+	CHECK(cfg.record);
+	CHECK_STREQ(cfg.record_output, "x.svg");
+	CHECK_STREQ(cfg.record_argv[0], "python");
+	CHECK_STREQ(cfg.record_argv[1], "-v");
+	CHECK_STREQ(cfg.record_argv[2], "--pid");
+	CHECK(cfg.record_argv[3] == NULL);
+	CHECK_EQ_U(cfg.npids, 0);
+	CHECK_EQ_I(cfg.log_level, LOG_LVL_WARN);
+	CHECK_EQ_I(parse(&cfg, 5, (char *[]){"profd", "--record", "--duration", "2s", "--", NULL}),
+		   -EINVAL);
+	CHECK_EQ_I(parse(&cfg, 3, (char *[]){"profd", "--record", "ls", NULL}), -EINVAL);
+	CHECK_EQ_I(parse(&cfg, 6, (char *[]){"profd", "--record", "--pid", "3", "--", "ls", NULL}),
+		   -EINVAL);
+	CHECK_EQ_I(
+	    parse(&cfg, 6, (char *[]){"profd", "--record", "--duration", "soon", "--", "ls", NULL}),
+	    -EINVAL);
+	CHECK_EQ_I(parse(&cfg, 3, (char *[]){"profd", "-o", "x.svg", NULL}), -EINVAL);
+}
+
 int main(void)
 {
+	test_children_and_record();
 	test_ringbuf_default();
 	test_sizes();
 	return CHECK_DONE();

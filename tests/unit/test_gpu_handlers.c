@@ -37,6 +37,21 @@ unsigned int sampler__ncpus(const struct sampler *s)
 	return 1;
 }
 
+bool sampler__filtered(const struct sampler *s)
+{
+	return false;
+}
+
+bool sampler__follows_children(const struct sampler *s)
+{
+	return false;
+}
+
+int sampler__follow(struct sampler *s, uint32_t pid)
+{
+	return -EINVAL;
+}
+
 static int stub_attach(void *ctx, uint32_t pid, const char *path)
 {
 	probes_attached++;

@@ -6,12 +6,99 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "procfs.h"
+
+/* PROC/PID/stat with the given parent; comm holds ") (" as a hostile name would. */
+static void fake_proc(const char *root, uint32_t pid, uint32_t ppid)
+{
+	char path[300];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%u", root, pid);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/%u/stat", root, pid);
+	f = fopen(path, "w");
+	if (!f)
+		return;
+	fprintf(f, "%u (a) S 9 (b) R %u 1 1 0 -1 4194560 0 0\n", pid, ppid);
+	fclose(f);
+}
+
+static bool listed(const uint32_t *v, size_t n, uint32_t x)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == x)
+			return true;
+	return false;
+}
+
+/* Parent links read from a /proc tree, and the descendants they give. */
+static void test_family(const char *dir)
+{
+	char root[256], path[300];
+	uint32_t ppid = 0, *kids = NULL;
+	size_t n = 0;
+	FILE *f;
+
+	snprintf(root, sizeof(root), "%s/proc", dir);
+	mkdir(root, 0755);
+	fake_proc(root, 10, 1);
+	fake_proc(root, 11, 10);
+	fake_proc(root, 12, 11);
+	fake_proc(root, 13, 10);
+	fake_proc(root, 20, 1);
+	fake_proc(root, 21, 20);
+	/* A loop, as a scan racing with pid reuse can read: it must end. */
+	fake_proc(root, 30, 31);
+	fake_proc(root, 31, 30);
+	/* Malformed: no parent field, and not a number. */
+	snprintf(path, sizeof(path), "%s/40", root);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/40/stat", root);
+	f = fopen(path, "w");
+	fputs("40 (x) S\n", f);
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/41", root);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/41/stat", root);
+	f = fopen(path, "w");
+	fputs("41 (x) S -5 1\n", f);
+	fclose(f);
+
+	CHECK_EQ_I(procfs_read_ppid(root, 12, &ppid), 0);
+	CHECK_EQ_U(ppid, 11);
+	CHECK_EQ_I(procfs_read_ppid(root, 99, &ppid), -ESRCH);
+	CHECK_EQ_I(procfs_read_ppid(root, 40, &ppid), -EINVAL);
+	CHECK_EQ_I(procfs_read_ppid(root, 41, &ppid), -EINVAL);
+
+	CHECK_EQ_I(procfs_descendants(root, (uint32_t[]){10}, 1, &kids, &n), 0);
+	CHECK_EQ_U(n, 3);
+	CHECK(listed(kids, n, 11) && listed(kids, n, 12) && listed(kids, n, 13));
+	CHECK(!listed(kids, n, 10) && !listed(kids, n, 21));
+	free(kids);
+	CHECK_EQ_I(procfs_descendants(root, (uint32_t[]){12, 20}, 2, &kids, &n), 0);
+	CHECK_EQ_U(n, 1);
+	CHECK(listed(kids, n, 21));
+	free(kids);
+	CHECK_EQ_I(procfs_descendants(root, (uint32_t[]){30}, 1, &kids, &n), 0);
+	CHECK(n <= 10 && listed(kids, n, 31));
+	free(kids);
+
+	/* The real /proc: this process is a descendant of its parent. */
+	CHECK_EQ_I(procfs_descendants("/proc", (uint32_t[]){(uint32_t)getppid()}, 1, &kids, &n), 0);
+	CHECK(listed(kids, n, (uint32_t)getpid()));
+	free(kids);
+	snprintf(path, sizeof(path), "rm -rf '%s'", root);
+	CHECK_EQ_I(system(path), 0);
+}
 
 int main(void)
 {
@@ -66,6 +153,7 @@ int main(void)
 	CHECK(len > 0 && strstr(buf, "Pid:") != NULL);
 	free(buf);
 
+	test_family(dir);
 	rmdir(dir);
 	return CHECK_DONE();
 }

@@ -1353,8 +1353,52 @@ static void test_gc_holder_auto(void)
 	store__free(s);
 }
 
+/* Parents the daemon saw (forks, execs) or reads from /proc (the callback). */
+static uint32_t parent_of_stub(void *ctx, uint32_t pid)
+{
+	(*(int *)ctx)++;
+	return pid == 40 ? 30 : 0;
+}
+
+static void test_descendants(void)
+{
+	struct store *s = store__new(NULL);
+	struct store_process_info pi;
+	uint32_t *out = NULL;
+	size_t n = 0;
+	int calls = 0;
+
+	for (uint32_t pid = 10; pid <= 50; pid += 10)
+		CHECK_EQ_I(store__set_process(s, pid, 0, "p"), 0);
+	CHECK_EQ_I(store__set_process(s, 11, 0, "p"), 0);
+	CHECK_EQ_I(store__set_parent(s, 20, 10), 0);
+	CHECK_EQ_I(store__set_parent(s, 30, 20), 0);
+	CHECK_EQ_I(store__set_parent(s, 50, 11), 0);
+	CHECK_EQ_I(store__set_parent(s, 99, 10), -ENOENT);
+	CHECK(store__process(s, 30, &pi));
+	CHECK_EQ_U(pi.ppid, 20);
+	/* An exec keeps the parent. */
+	CHECK_EQ_I(store__set_process(s, 30, 0, "new image"), 0);
+	CHECK(store__process(s, 30, &pi));
+	CHECK_EQ_U(pi.ppid, 20);
+
+	CHECK_EQ_I(store__descendants(s, (uint32_t[]){10}, 1, parent_of_stub, &calls, &out, &n), 0);
+	/* 10 itself, 20, 30 (grandchild), 40 (its parent from the callback); not 11 or 50. */
+	CHECK_EQ_U(n, 4);
+	CHECK(out[0] == 10 && out[1] == 20 && out[2] == 30 && out[3] == 40);
+	/* The callback is asked once per process without a known parent (10, 11, 40). */
+	CHECK_EQ_I(calls, 3);
+	free(out);
+	CHECK_EQ_I(store__descendants(s, (uint32_t[]){11, 77}, 2, NULL, NULL, &out, &n), 0);
+	CHECK_EQ_U(n, 3);
+	CHECK(out[0] == 11 && out[1] == 50 && out[2] == 77);
+	free(out);
+	store__free(s);
+}
+
 int main(void)
 {
+	test_descendants();
 	test_intern();
 	test_ranges();
 	test_filters();

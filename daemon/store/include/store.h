@@ -131,6 +131,17 @@ int store__add(struct store *s, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint
 int store__set_process(struct store *s, uint32_t pid, uint32_t uid, const char *comm);
 int store__set_thread(struct store *s, uint32_t pid, uint32_t tid, const char *comm);
 void store__process_exited(struct store *s, uint32_t pid);
+/* Record pid's parent process. Returns 0, or -ENOENT when pid has no record. */
+int store__set_parent(struct store *s, uint32_t pid, uint32_t ppid);
+/*
+ * roots and every process the store knows to descend from one of them, through the parents
+ * store__set_parent recorded or, for a process without one, parent_of(ctx, pid) (may be NULL;
+ * returns 0 for unknown). Sets *out (sorted, roots included; free() it) and *nout. Returns 0
+ * or -ENOMEM.
+ */
+int store__descendants(const struct store *s, const uint32_t *roots, size_t nroots,
+		       uint32_t (*parent_of)(void *ctx, uint32_t pid), void *ctx, uint32_t **out,
+		       size_t *nout);
 
 /*
  * Lookups; NULL / false when unknown. Returned memory is owned by the store and stays valid
@@ -142,6 +153,7 @@ bool store__stack(const struct store *s, uint32_t stack_id, const uint32_t **fra
 struct store_process_info {
 	uint32_t pid;
 	uint32_t uid;
+	uint32_t ppid; /* the parent process; 0: not known */
 	const char *comm;
 	bool exited;
 };

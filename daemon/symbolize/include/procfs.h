@@ -90,4 +90,19 @@ int procfs_open_mapped(const char *proc_root, uint32_t pid, const char *path, ui
  */
 int procfs_read_nspid(const char *proc_root, uint32_t pid, uint32_t *nspid);
 
+/*
+ * The parent process of PID (the 4th field of PROC_ROOT/PID/stat, read after the last ')' since
+ * the name may hold any byte). Returns 0, -ESRCH when gone, -EINVAL for a malformed file, or
+ * a negative errno.
+ */
+int procfs_read_ppid(const char *proc_root, uint32_t pid, uint32_t *ppid);
+
+/*
+ * The processes of PROC_ROOT descended from roots[0 .. nroots), roots left out, as the
+ * parent links read now give them: *out (free()) holds *nout pids. Processes that vanish
+ * during the scan are skipped. Returns 0 or a negative errno (-ENOMEM, or opendir's).
+ */
+int procfs_descendants(const char *proc_root, const uint32_t *roots, size_t nroots, uint32_t **out,
+		       size_t *nout);
+
 #endif
