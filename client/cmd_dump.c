@@ -12,6 +12,7 @@
 #include "opts.h"
 #include "output.h"
 #include "profile.h"
+#include "reshape.h"
 #include "trace.h"
 #include "value.h"
 
@@ -27,8 +28,8 @@ void cmd_dump_usage(FILE *f)
 {
 	fputs("Usage: profctl [--socket PATH] dump flamegraph [--pid N]... [--tid N]\n"
 	      "               [--since DURATION] [--format FORMAT] [-o FILE] [--python-only]\n"
-	      "               [--value VALUE | --gpu-idle] [--nvtx] [--children]\n"
-	      "               [--timeout DURATION]\n"
+	      "               [--function | --no-lineno] [--per-thread] [--children]\n"
+	      "               [--value VALUE | --gpu-idle] [--nvtx] [--timeout DURATION]\n"
 	      "       profctl [--socket PATH] dump trace [--pid N]... [--since DURATION]\n"
 	      "               [-o FILE] [--timeout DURATION]\n"
 	      "\n"
@@ -56,8 +57,16 @@ void cmd_dump_usage(FILE *f)
 	      "                       .speedscope.json, .json), else folded\n"
 	      "  -o, --output FILE    write FILE (atomically: a temporary file, then rename)\n"
 	      "                       instead of standard output\n"
-	      "  --python-only        hide the native frames between Python frames (the\n"
-	      "                       interpreter's); C extensions above and main below stay\n"
+	      "  --python-only        in stacks with Python frames, hide the native frames\n"
+	      "                       between Python frames (the interpreter's) and above the\n"
+	      "                       newest one (their time is its self time); kernel and GPU\n"
+	      "                       frames above, and native frames below (main), stay\n"
+	      "  --function           one frame per Python function, NAME (FILE), its lines\n"
+	      "                       merged; frames without a symbol merge per module,\n"
+	      "                       [unknown] (MODULE)\n"
+	      "  --no-lineno          Python frames without line numbers, NAME (FILE)\n"
+	      "  --per-thread         each stack's root frame names its thread,\n"
+	      "                       thread TID (COMM), COMM the thread's kernel name\n"
 	      "  --value VALUE        what the widths measure, one of:\n"
 	      "                         cpu          CPU samples (default)\n"
 	      "                         gpu          GPU kernel time by launching stack\n"
@@ -79,6 +88,7 @@ void cmd_dump_usage(FILE *f)
 	      "Examples:\n"
 	      "  profctl dump flamegraph --pid 1234 --since 30s -o cpu.svg\n"
 	      "  profctl dump flamegraph --pid 1234 --python-only --format folded\n"
+	      "  profctl dump flamegraph --pid 1234 --function --per-thread -o threads.svg\n"
 	      "  profctl dump flamegraph --since 5m > all.folded\n"
 	      "  profctl dump flamegraph --pid 1234 --format folded | flamegraph.pl > cpu.svg\n"
 	      "  profctl dump flamegraph --pid 1234 -o cpu.pb.gz && go tool pprof -top cpu.pb.gz\n"
@@ -111,12 +121,12 @@ static const struct option dump_longopts[] = {
     {"format", required_argument, NULL, 'f'},
     {"output", required_argument, NULL, 'o'},
     {"timeout", required_argument, NULL, 't'},
-    {"python-only", no_argument, NULL, 'P'},
     {"help", no_argument, NULL, 'h'},
     {"value", required_argument, NULL, 'v'},
     {"gpu-idle", no_argument, NULL, 'I'},
     {"nvtx", no_argument, NULL, 'N'},
     {"children", no_argument, NULL, 'C'},
+    VIEW_LONGOPTS_DUMP,
     {0},
 };
 
@@ -196,9 +206,6 @@ static int parse_option(int opt, char **argv, struct dump_args *a, const char **
 		return opt_parse_output("dump", optarg, &a->output, e);
 	case 't':
 		return opt_parse_timeout("dump", optarg, &a->timeout_ns, e);
-	case 'P':
-		a->python_only = true;
-		return 0;
 	case 'v':
 		if (value_parse(optarg, &k))
 			return bad_value(e, "--value", optarg, "is not " VALUE_OPTION_LIST);
@@ -218,6 +225,8 @@ static int parse_option(int opt, char **argv, struct dump_args *a, const char **
 	case 'h':
 		return 1;
 	default:
+		if (view_opt(opt, &a->v))
+			return 0;
 		return opt_bad_option(opt, argv, dump_longopts, "dump", e);
 	}
 }
@@ -246,7 +255,10 @@ static int check_options(struct dump_args *a, const char *value_opt, struct cli_
 		return 0;
 	bad = a->q.has_tid			 ? "--tid"
 	      : a->format != DUMP_FORMAT_DEFAULT ? "--format"
-	      : a->python_only			 ? "--python-only"
+	      : a->v.python_only		 ? "--python-only"
+	      : a->v.function			 ? "--function"
+	      : a->v.no_lineno			 ? "--no-lineno"
+	      : a->v.per_thread			 ? "--per-thread"
 	      : value_opt			 ? "--value"
 	      : a->gpu_idle			 ? "--gpu-idle"
 	      : a->nvtx				 ? "--nvtx"
@@ -404,17 +416,20 @@ int dump_flamegraph(struct conn *c, const struct dump_args *a)
 	Profd__DumpRequest dreq = PROFD__DUMP_REQUEST__INIT;
 	Profd__Response *resp = NULL;
 	struct cli_error e = {0};
+	Profd__Profile *shaped = NULL;
+	struct reshape_opts ro;
 	struct render_ctx rc;
 	struct fetch_query q = a->q;
 	uint32_t vi = 0;
 	int ret = PROFCTL_EXIT_OK;
 
 	/*
-	 * Flame graphs name processes but never tell two of one name apart, unless --children
+	 * Flame graphs name processes but never tell two of one name apart; with --per-thread
+	 * they do tell threads apart, which the merged rows no longer name, and --children
 	 * puts each process under a root of its own.
 	 */
-	q.merge_processes =
-	    !a->children && (a->format == DUMP_FORMAT_FOLDED || a->format == DUMP_FORMAT_SVG);
+	q.merge_processes = !a->v.per_thread && !a->children &&
+			    (a->format == DUMP_FORMAT_FOLDED || a->format == DUMP_FORMAT_SVG);
 	fetch_dump_request(&q, &dreq);
 	if (fetch_profile(c, &dreq, false, &resp, &e))
 		return cli_error_print(&e);
@@ -426,17 +441,26 @@ int dump_flamegraph(struct conn *c, const struct dump_args *a)
 	fetch_note_lost(resp->profile->has_samples_lost, resp->profile->samples_lost);
 	if (!a->nvtx)
 		profile_strip_nvtx(resp->profile);
-	if (a->python_only)
-		profile_python_only(resp->profile);
 	if (a->children && profile_name_processes_by_pid(resp->profile)) {
 		cli_error_set(&e, PROFCTL_EXIT_ERROR, "dump: out of memory");
 		ret = cli_error_print(&e);
 		goto out;
 	}
-	rc = (struct render_ctx){resp->profile, a, vi};
+	ro = view_reshape_opts(&a->v, false);
+	if (!reshape_is_noop(&ro)) {
+		shaped = reshape(resp->profile, &ro);
+		if (!shaped) {
+			cli_error_set(&e, PROFCTL_EXIT_ERROR, "reshaping the profile: %s",
+				      strerror(errno));
+			ret = cli_error_print(&e);
+			goto out;
+		}
+	}
+	rc = (struct render_ctx){shaped ? shaped : resp->profile, a, vi};
 	if (output_write(a->output, render_to, &rc, &e))
 		ret = cli_error_print(&e);
 out:
+	reshape_free(shaped);
 	profd__response__free_unpacked(resp, NULL);
 	return ret;
 }

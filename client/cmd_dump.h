@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "fetch.h"
 #include "output.h"
+#include "view.h"
 
 enum dump_kind {
 	DUMP_KIND_FLAMEGRAPH = 0,
@@ -21,7 +22,7 @@ struct dump_args {
 	struct fetch_query q;	 /* --pid, --tid, --since */
 	enum dump_format format; /* never DEFAULT after a successful parse */
 	const char *output;	 /* NULL: stdout */
-	bool python_only;	 /* hide native frames between Python frames */
+	struct view_opts v;	 /* --python-only, --function, --no-lineno, --per-thread */
 	uint64_t timeout_ns;	 /* 0: global or default */
 	int value;		 /* enum value_kind (value.h): the column drawn */
 	bool gpu_idle;		 /* --gpu-idle: the gpu_idle_samples column */

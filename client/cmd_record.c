@@ -373,7 +373,7 @@ int cmd_record(int argc, char **argv, const struct global_opts *g)
 	d.q.start_ns = start_ns;
 	d.children = true;
 	d.format = a.format;
-	d.python_only = a.python_only;
+	d.v.python_only = a.python_only;
 	d.nvtx = true;
 	d.output = a.output;
 	if (!d.output) {

@@ -22,11 +22,18 @@ void cmd_table_usage(FILE *f)
 {
 	fputs(
 	    "Usage: profctl [--socket PATH] table [--pid N]... [--tid N] [--since DURATION]\n"
-	    "               [--sort self|total] [--limit N] [--timeout DURATION]\n"
+	    "               [--sort self|total] [--limit N] [--function | --no-lineno | --lines]\n"
+	    "               [--native | --python-only] [--per-thread] [--timeout DURATION]\n"
 	    "\n"
 	    "Print the hottest functions of the samples the daemon holds as one table, laid\n"
 	    "out like the PyTorch profiler's key_averages().table(). A function is its display\n"
-	    "name, the same as in flame graphs: all its addresses and call paths add up.\n"
+	    "name without the line: all its lines, addresses and call paths add up.\n"
+	    "\n"
+	    "In stacks with Python frames, the native frames above the newest Python frame\n"
+	    "(the interpreter's own, like _PyEval_EvalFrameDefault or PyFloat_FromDouble, C\n"
+	    "extensions, libc) are not rows: their time is that Python function's self time,\n"
+	    "as py-spy counts it. Kernel and GPU frames stay rows. --native shows the native\n"
+	    "frames as rows of their own. Stacks without Python frames are as sampled.\n"
 	    "\n"
 	    "Columns:\n"
 	    "  Self CPU %, Self CPU    samples whose innermost frame is the function, as a share\n"
@@ -44,6 +51,14 @@ void cmd_table_usage(FILE *f)
 	    "  --since DURATION     only the last DURATION (30s, 5m, 1h, 500ms; bare number: s)\n"
 	    "  --sort self|total    order by self time (default) or total time\n"
 	    "  --limit N            at most N rows (default 20; 0: all)\n"
+	    "  --function           a row per function, NAME (FILE) (the default)\n"
+	    "  --no-lineno          no line numbers in names (here the same as --function)\n"
+	    "  --lines              a row per Python line, NAME (FILE:LINE), and per address of\n"
+	    "                       frames without a symbol, as flame graphs show them\n"
+	    "  --native             native frames above Python frames are rows of their own\n"
+	    "  --python-only        no native frames between Python frames either\n"
+	    "  --per-thread         a row per thread and function, with a Thread column\n"
+	    "                       (TID COMM, the thread's kernel name)\n"
 	    "  --timeout DURATION   how long to wait for the daemon (default 60s)\n"
 	    "  -h, --help           show this help\n"
 	    "\n"
@@ -52,18 +67,25 @@ void cmd_table_usage(FILE *f)
 	    "Examples:\n"
 	    "  profctl table --pid 1234\n"
 	    "  profctl table --pid 1234 --since 30s --sort total --limit 50\n"
-	    "  profctl table --since 5m --limit 0 > functions.txt\n",
+	    "  profctl table --since 5m --limit 0 > functions.txt\n"
+	    "  profctl table --pid 1234 --per-thread --lines\n",
 	    f);
 }
 
 int cmd_table(int argc, char **argv, const struct global_opts *g)
 {
 	static const struct option longopts[] = {
-	    {"pid", required_argument, NULL, 'p'},   {"tid", required_argument, NULL, 'T'},
-	    {"since", required_argument, NULL, 's'}, {"sort", required_argument, NULL, 'S'},
-	    {"limit", required_argument, NULL, 'l'}, {"timeout", required_argument, NULL, 't'},
-	    {"help", no_argument, NULL, 'h'},	     {0},
+	    {"pid", required_argument, NULL, 'p'},
+	    {"tid", required_argument, NULL, 'T'},
+	    {"since", required_argument, NULL, 's'},
+	    {"sort", required_argument, NULL, 'S'},
+	    {"limit", required_argument, NULL, 'l'},
+	    {"timeout", required_argument, NULL, 't'},
+	    {"help", no_argument, NULL, 'h'},
+	    VIEW_LONGOPTS_TABLE,
+	    {0},
 	};
+	struct view_opts v = {0};
 	static struct fetch_query q; /* large: keep it off the stack */
 	enum functable_sort sort = FUNCTABLE_SORT_SELF;
 	struct functable_print_opts po = {.limit = TABLE_DEFAULT_LIMIT};
@@ -106,19 +128,20 @@ int cmd_table(int argc, char **argv, const struct global_opts *g)
 			cmd_table_usage(stdout);
 			return PROFCTL_EXIT_OK;
 		default:
-			err = opt_bad_option(opt, argv, longopts, "table", &e);
+			err = view_opt(opt, &v) ? 0
+						: opt_bad_option(opt, argv, longopts, "table", &e);
 			break;
 		}
 		if (err)
 			return cli_error_print(&e);
 	}
-	if (opt_no_operands("table", argc, argv, &e))
+	if (opt_no_operands("table", argc, argv, &e) || view_check("table", &v, &e))
 		return cli_error_print(&e);
 	c = conn__open(wire_socket_path(g->socket),
 		       cli_timeout_ns(timeout_ns, g, PROFCTL_DUMP_TIMEOUT_NS), &e);
 	if (!c)
 		return cli_error_print(&e);
-	err = view_fetch(c, &q, &t, NULL, &e);
+	err = view_fetch(c, &q, &v, &t, NULL, &e);
 	conn__free(c);
 	if (err)
 		return cli_error_print(&e);

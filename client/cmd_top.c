@@ -42,13 +42,18 @@ void cmd_top_usage(FILE *f)
 {
 	fputs("Usage: profctl [--socket PATH] top [--pid N]... [--interval DURATION]\n"
 	      "               [--window DURATION] [--sort self|total] [--limit N]\n"
-	      "               [--timeout DURATION]\n"
+	      "               [--function | --no-lineno | --lines] [--native | --python-only]\n"
+	      "               [--per-thread] [--timeout DURATION]\n"
 	      "\n"
 	      "Show the hottest functions of the last few seconds, refreshed in place like top.\n"
 	      "Each refresh asks the daemon for the samples of a sliding window (--window) and\n"
 	      "sums them per function: Self % and Self are the samples whose innermost frame is\n"
 	      "the function, Total % and Total those with the function anywhere on the stack.\n"
 	      "GPU columns appear once the daemon records GPU values.\n"
+	      "\n"
+	      "In stacks with Python frames, the native frames above the newest Python frame\n"
+	      "(the interpreter's own, C extensions, libc) count as that Python function's\n"
+	      "self time, as py-spy counts it; kernel and GPU frames stay. --native shows them.\n"
 	      "\n"
 	      "Keys: q (or Ctrl-C) quits, s switches between sorting by self and by total.\n"
 	      "When standard output is not a terminal, top prints the table once and exits.\n"
@@ -62,6 +67,13 @@ void cmd_top_usage(FILE *f)
 	      "  --sort self|total     the order to start with (default self)\n"
 	      "  --limit N             at most N rows (default: what fits the terminal; 20 when\n"
 	      "                        not on a terminal)\n"
+	      "  --function            a row per function, NAME (FILE) (the default)\n"
+	      "  --no-lineno           no line numbers in names (here the same as --function)\n"
+	      "  --lines               a row per Python line, NAME (FILE:LINE)\n"
+	      "  --native              native frames above Python frames are rows of their own\n"
+	      "  --python-only         no native frames between Python frames either\n"
+	      "  --per-thread          a row per thread and function, with a Thread column\n"
+	      "                        (TID COMM, the thread's kernel name)\n"
 	      "  --timeout DURATION    how long to wait for the daemon each refresh (default 10s)\n"
 	      "  -h, --help            show this help\n"
 	      "\n"
@@ -80,16 +92,22 @@ struct top_args {
 	uint32_t limit; /* 0: fit the screen */
 	uint64_t timeout_ns;
 	bool live; /* refreshing on a terminal: conn must not draw on it */
+	struct view_opts v;
 };
 
 /* Returns 0, 1 for --help, or -EINVAL with e filled. */
 static int parse_args(int argc, char **argv, struct top_args *a, struct cli_error *e)
 {
 	static const struct option longopts[] = {
-	    {"pid", required_argument, NULL, 'p'},    {"interval", required_argument, NULL, 'i'},
-	    {"window", required_argument, NULL, 'w'}, {"sort", required_argument, NULL, 'S'},
-	    {"limit", required_argument, NULL, 'l'},  {"timeout", required_argument, NULL, 't'},
-	    {"help", no_argument, NULL, 'h'},	      {0},
+	    {"pid", required_argument, NULL, 'p'},
+	    {"interval", required_argument, NULL, 'i'},
+	    {"window", required_argument, NULL, 'w'},
+	    {"sort", required_argument, NULL, 'S'},
+	    {"limit", required_argument, NULL, 'l'},
+	    {"timeout", required_argument, NULL, 't'},
+	    {"help", no_argument, NULL, 'h'},
+	    VIEW_LONGOPTS_TABLE,
+	    {0},
 	};
 	int opt, err;
 
@@ -125,13 +143,16 @@ static int parse_args(int argc, char **argv, struct top_args *a, struct cli_erro
 		case 'h':
 			return 1;
 		default:
-			err = opt_bad_option(opt, argv, longopts, "top", e);
+			err = view_opt(opt, &a->v) ? 0
+						   : opt_bad_option(opt, argv, longopts, "top", e);
 			break;
 		}
 		if (err)
 			return err;
 	}
 	err = opt_no_operands("top", argc, argv, e);
+	if (!err)
+		err = view_check("top", &a->v, e);
 	if (err)
 		return err;
 	a->q.has_since = true;
@@ -184,7 +205,7 @@ static int refresh(const char *path, const struct top_args *a, struct snapshot *
 	err = conn__call(c, &req, PROFD__RESPONSE__MSG_STATUS, &n.status, e);
 	if (err)
 		goto out;
-	err = view_fetch(c, &a->q, &n.table, &n.profile, e);
+	err = view_fetch(c, &a->q, &a->v, &n.table, &n.profile, e);
 	if (err == -EREMOTEIO && e->code == PROFCTL_EXIT_NO_SAMPLES)
 		err = 0;
 	if (err)

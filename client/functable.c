@@ -2,7 +2,9 @@
 /* Per-function self and total values of a profile, and the two tables drawn from them. */
 #define _GNU_SOURCE /* qsort_r */
 #include "functable.h"
+#include "grow.h"
 #include "profile.h"
+#include "ptrmap.h"
 #include "satmath.h"
 
 #include <errno.h>
@@ -27,13 +29,21 @@ struct functable {
 	uint64_t *sums;
 	size_t cpu;
 	uint64_t period_ns;
+	char **groups; /* per_thread: "TID COMM" of each thread, rows point into it */
+	size_t n_groups, cap_groups;
+	bool per_thread;
 };
 
-/* The function name of frame f (lines and addresses merged), malloc'd, one line. */
-static char *frame_name(const Profd__Profile *p, const Profd__Frame *f)
+/*
+ * The function name of frame f (lines and addresses merged), or its display name when lines,
+ * malloc'd, one line.
+ */
+static char *frame_name(const Profd__Profile *p, const Profd__Frame *f, bool lines)
 {
+	size_t (*name)(const Profd__Profile *, const Profd__Frame *, char *, size_t) =
+	    lines ? profile_frame_name : profile_function_name;
 	char small[256], *s;
-	size_t need = profile_function_name(p, f, small, sizeof(small));
+	size_t need = name(p, f, small, sizeof(small));
 
 	s = malloc(need + 1);
 	if (!s)
@@ -41,7 +51,7 @@ static char *frame_name(const Profd__Profile *p, const Profd__Frame *f)
 	if (need < sizeof(small))
 		memcpy(s, small, need + 1);
 	else
-		profile_function_name(p, f, s, need + 1);
+		name(p, f, s, need + 1);
 	/* Names reach a terminal: no escape sequences, no line breaks. */
 	for (char *c = s; *c; c++)
 		if ((unsigned char)*c < 0x20 || *c == 0x7f)
@@ -87,7 +97,9 @@ static int cmp_row(const void *a, const void *b, void *ctx)
 		if (!c)
 			c = cmp_u64_desc(x->total[k->vi], y->total[k->vi]);
 	}
-	return c ? c : strcmp(x->name, y->name);
+	if (!c)
+		c = strcmp(x->name, y->name);
+	return c || !x->thread || !y->thread ? c : strcmp(x->thread, y->thread);
 }
 
 void functable__sort(struct functable *t, enum functable_sort by, size_t vi)
@@ -128,7 +140,8 @@ static int copy_types(struct functable *t, const Profd__Profile *p)
  * Number the distinct display names: frame_fn[i] gets the function of frame i, t->names the
  * names in byte order. Returns 0 or -ENOMEM.
  */
-static int name_functions(struct functable *t, const Profd__Profile *p, uint32_t *frame_fn)
+static int name_functions(struct functable *t, const Profd__Profile *p, uint32_t *frame_fn,
+			  bool lines)
 {
 	struct name_ref *refs;
 	int err = 0;
@@ -142,7 +155,7 @@ static int name_functions(struct functable *t, const Profd__Profile *p, uint32_t
 		goto out;
 	}
 	for (i = 0; i < p->n_frames; i++) {
-		refs[i].name = frame_name(p, p->frames[i]);
+		refs[i].name = frame_name(p, p->frames[i], lines);
 		refs[i].frame = (uint32_t)i;
 		if (!refs[i].name) {
 			err = -ENOMEM;
@@ -167,54 +180,178 @@ out:
 	return err;
 }
 
+/* The group of a sample: its thread under per_thread, else 0. Returns it or a negative errno. */
+static int64_t group_of(struct functable *t, struct ptrmap *groups, const Profd__Profile *p,
+			const Profd__Sample *s, bool per_thread)
+{
+	uint64_t key = (uint64_t)s->pid << 32 | s->tid;
+	const char *name;
+	uintptr_t hit;
+	char buf[256];
+	int err;
+
+	if (!per_thread)
+		return 0;
+	hit = (uintptr_t)ptrmap_get(groups, key);
+	if (hit)
+		return (int64_t)hit - 1;
+	err = GROW(t->groups, t->cap_groups, t->n_groups + 1);
+	if (err)
+		return err;
+	/* "TID COMM": the column's header says it is a thread. */
+	name = profile_thread_name(p, s->pid, s->tid);
+	if (name && *name)
+		snprintf(buf, sizeof(buf), "%" PRIu32 " %.200s", s->tid, name);
+	else
+		snprintf(buf, sizeof(buf), "%" PRIu32, s->tid);
+	t->groups[t->n_groups] = strdup(buf);
+	if (!t->groups[t->n_groups])
+		return -ENOMEM;
+	for (char *c = t->groups[t->n_groups]; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
+	if (ptrmap_put(groups, key, (void *)(uintptr_t)(t->n_groups + 1)))
+		return -ENOMEM;
+	return (int64_t)t->n_groups++;
+}
+
+/* Where sums are gathered: one cell per (group, stack) and per (group, function). */
+struct sums {
+	struct ptrmap gs; /* group << 32 | stack -> cell + 1 */
+	uint32_t *gs_group, *gs_stack;
+	uint64_t *gs_vals; /* nv per cell */
+	size_t n_gs, cap_gs_group, cap_gs_stack, cap_gs_vals;
+	struct ptrmap rows; /* group << 32 | function -> row + 1 */
+	uint32_t *row_group, *row_fn;
+	uint64_t *row_vals; /* self[nv] then total[nv] per row */
+	size_t n_rows, cap_row_group, cap_row_fn, cap_row_vals;
+};
+
+static void sums_fini(struct sums *m)
+{
+	ptrmap_fini(&m->gs);
+	ptrmap_fini(&m->rows);
+	free(m->gs_group);
+	free(m->gs_stack);
+	free(m->gs_vals);
+	free(m->row_group);
+	free(m->row_fn);
+	free(m->row_vals);
+}
+
+/* The cell of (group, stack), added zeroed if new. Returns its index or a negative errno. */
+static int64_t gs_cell(struct sums *m, size_t nv, uint32_t group, uint32_t stack)
+{
+	uint64_t key = (uint64_t)group << 32 | stack;
+	uintptr_t hit = (uintptr_t)ptrmap_get(&m->gs, key);
+	int err;
+
+	if (hit)
+		return (int64_t)hit - 1;
+	err = GROW(m->gs_group, m->cap_gs_group, m->n_gs + 1);
+	if (!err)
+		err = GROW(m->gs_stack, m->cap_gs_stack, m->n_gs + 1);
+	if (!err)
+		err = GROW(m->gs_vals, m->cap_gs_vals, (m->n_gs + 1) * nv);
+	if (err)
+		return err;
+	m->gs_group[m->n_gs] = group;
+	m->gs_stack[m->n_gs] = stack;
+	memset(&m->gs_vals[m->n_gs * nv], 0, nv * sizeof(*m->gs_vals));
+	if (ptrmap_put(&m->gs, key, (void *)(uintptr_t)(m->n_gs + 1)))
+		return -ENOMEM;
+	return (int64_t)m->n_gs++;
+}
+
+/* The row of (group, fn), added zeroed if new. Returns its index or a negative errno. */
+static int64_t row_cell(struct sums *m, size_t nv, uint32_t group, uint32_t fn)
+{
+	uint64_t key = (uint64_t)group << 32 | fn;
+	uintptr_t hit = (uintptr_t)ptrmap_get(&m->rows, key);
+	int err;
+
+	if (hit)
+		return (int64_t)hit - 1;
+	err = GROW(m->row_group, m->cap_row_group, m->n_rows + 1);
+	if (!err)
+		err = GROW(m->row_fn, m->cap_row_fn, m->n_rows + 1);
+	if (!err)
+		err = GROW(m->row_vals, m->cap_row_vals, (m->n_rows + 1) * 2 * nv);
+	if (err)
+		return err;
+	m->row_group[m->n_rows] = group;
+	m->row_fn[m->n_rows] = fn;
+	memset(&m->row_vals[m->n_rows * 2 * nv], 0, 2 * nv * sizeof(*m->row_vals));
+	if (ptrmap_put(&m->rows, key, (void *)(uintptr_t)(m->n_rows + 1)))
+		return -ENOMEM;
+	return (int64_t)m->n_rows++;
+}
+
 /*
- * Add the per-stack sums to the functions: self to the leaf, total once to each distinct
- * function of the stack. fn_vals has 2 * nv entries per function. Returns 0 or -ENOMEM.
+ * Add the per-cell sums to the rows: self to the leaf's, total once to each distinct function
+ * of the stack. Returns 0 or a negative errno.
  */
 static int add_stacks(struct functable *t, const Profd__Profile *p, const uint32_t *frame_fn,
-		      const uint64_t *stack_vals, uint64_t *fn_vals, uint32_t no_stack)
+		      struct sums *m, uint32_t no_stack)
 {
 	size_t nv = t->nv;
-	/* stamp[fn] == stack + 1: fn already counted for this stack (recursion). */
+	/* stamp[fn] == cell + 1: fn already counted for this cell (recursion). */
 	size_t *stamp = calloc(t->n_names ? t->n_names : 1, sizeof(*stamp));
+	int err = 0;
 
 	if (!stamp)
 		return -ENOMEM;
-	for (size_t s = 0; s < p->n_stacks; s++) {
-		const Profd__Stack *st = p->stacks[s];
-		const uint64_t *v = &stack_vals[s * nv];
+	for (size_t c = 0; c < m->n_gs && !err; c++) {
+		const Profd__Stack *st = p->stacks[m->gs_stack[c]];
+		const uint64_t *v = &m->gs_vals[c * nv];
+		uint32_t g = m->gs_group[c];
 		bool any = false;
-		uint32_t leaf;
+		int64_t row;
 
 		for (size_t k = 0; k < nv; k++)
 			any |= v[k] != 0;
 		if (!any)
 			continue;
-		leaf = st->n_frames ? frame_fn[st->frames[0]] : no_stack;
+		row = row_cell(m, nv, g, st->n_frames ? frame_fn[st->frames[0]] : no_stack);
+		if (row < 0) {
+			err = (int)row;
+			break;
+		}
 		for (size_t k = 0; k < nv; k++)
-			sat_inc(&fn_vals[leaf * 2 * nv + k], v[k]);
+			sat_inc(&m->row_vals[(size_t)row * 2 * nv + k], v[k]);
 		if (!st->n_frames) {
 			for (size_t k = 0; k < nv; k++)
-				sat_inc(&fn_vals[leaf * 2 * nv + nv + k], v[k]);
+				sat_inc(&m->row_vals[(size_t)row * 2 * nv + nv + k], v[k]);
 			continue;
 		}
 		for (size_t j = 0; j < st->n_frames; j++) {
 			uint32_t fn = frame_fn[st->frames[j]];
 
-			if (stamp[fn] == s + 1)
+			if (stamp[fn] == c + 1)
 				continue;
-			stamp[fn] = s + 1;
+			stamp[fn] = c + 1;
+			row = row_cell(m, nv, g, fn);
+			if (row < 0) {
+				err = (int)row;
+				break;
+			}
 			for (size_t k = 0; k < nv; k++)
-				sat_inc(&fn_vals[fn * 2 * nv + nv + k], v[k]);
+				sat_inc(&m->row_vals[(size_t)row * 2 * nv + nv + k], v[k]);
 		}
 	}
 	free(stamp);
-	return 0;
+	return err;
 }
 
 struct functable *functable__new(const Profd__Profile *p)
 {
-	uint64_t *stack_vals = NULL, *fn_vals = NULL;
+	return functable__new_opts(p, &(struct functable_opts){0});
+}
+
+struct functable *functable__new_opts(const Profd__Profile *p, const struct functable_opts *o)
+{
+	struct ptrmap groups = {0};
+	struct sums m = {0};
 	uint32_t *frame_fn = NULL, no_stack = UINT32_MAX;
 	struct functable *t;
 	bool empty_stacks = false;
@@ -225,33 +362,38 @@ struct functable *functable__new(const Profd__Profile *p)
 	if (!t)
 		return NULL;
 	t->period_ns = p->has_period_ns ? p->period_ns : 0;
+	t->per_thread = o->per_thread;
 	err = copy_types(t, p);
 	if (err)
 		goto out;
 	nv = t->nv;
 	/* Both products are bounded by the decoded message, but check rather than trust that. */
-	if (p->n_stacks > SIZE_MAX / sizeof(uint64_t) / nv ||
+	if (p->n_samples > SIZE_MAX / sizeof(uint64_t) / 2 / nv ||
 	    p->n_frames + 1 > SIZE_MAX / sizeof(uint64_t) / 2 / nv) {
 		err = -E2BIG;
 		goto out;
 	}
-	stack_vals = calloc(p->n_stacks ? p->n_stacks * nv : 1, sizeof(*stack_vals));
 	frame_fn = calloc(p->n_frames ? p->n_frames : 1, sizeof(*frame_fn));
-	if (!stack_vals || !frame_fn) {
+	if (!frame_fn) {
 		err = -ENOMEM;
 		goto out;
 	}
 	for (size_t i = 0; i < p->n_samples; i++) {
 		const Profd__Sample *s = p->samples[i];
+		int64_t g = group_of(t, &groups, p, s, o->per_thread), c;
 
+		if (g < 0 || (c = gs_cell(&m, nv, (uint32_t)g, s->stack)) < 0) {
+			err = g < 0 ? (int)g : (int)c;
+			goto out;
+		}
 		for (size_t k = 0; k < nv && k < s->n_values; k++) {
-			sat_inc(&stack_vals[s->stack * nv + k], s->values[k]);
+			sat_inc(&m.gs_vals[(size_t)c * nv + k], s->values[k]);
 			sat_inc(&t->sums[k], s->values[k]);
 		}
 		if (p->stacks[s->stack]->n_frames == 0)
 			empty_stacks = true;
 	}
-	err = name_functions(t, p, frame_fn);
+	err = name_functions(t, p, frame_fn, o->lines);
 	if (err)
 		goto out;
 	if (empty_stacks) {
@@ -262,39 +404,38 @@ struct functable *functable__new(const Profd__Profile *p)
 		}
 		no_stack = (uint32_t)t->n_names++;
 	}
-	fn_vals = calloc(t->n_names ? t->n_names * 2 * nv : 1, sizeof(*fn_vals));
-	if (!fn_vals) {
-		err = -ENOMEM;
-		goto out;
-	}
-	err = add_stacks(t, p, frame_fn, stack_vals, fn_vals, no_stack);
+	err = add_stacks(t, p, frame_fn, &m, no_stack);
 	if (err)
 		goto out;
 
-	/* Rows for the functions some sample reached; frames no sample uses stay out. */
-	t->rows = calloc(t->n_names ? t->n_names : 1, sizeof(*t->rows));
+	/* Rows for what some sample reached; frames no sample uses stay out. */
+	t->rows = calloc(m.n_rows ? m.n_rows : 1, sizeof(*t->rows));
 	if (!t->rows) {
 		err = -ENOMEM;
 		goto out;
 	}
-	for (size_t f = 0; f < t->n_names; f++) {
-		const uint64_t *v = &fn_vals[f * 2 * nv];
+	for (size_t r = 0; r < m.n_rows; r++) {
+		const uint64_t *v = &m.row_vals[r * 2 * nv];
 		bool any = false;
 
 		for (size_t k = 0; k < nv; k++)
 			any |= v[nv + k] != 0;
 		if (!any)
 			continue;
-		t->rows[t->n_rows++] =
-		    (struct functable_row){.name = t->names[f], .self = v, .total = v + nv};
+		t->rows[t->n_rows++] = (struct functable_row){
+		    .name = t->names[m.row_fn[r]],
+		    .thread = o->per_thread ? t->groups[m.row_group[r]] : NULL,
+		    .self = v,
+		    .total = v + nv,
+		};
 	}
-	t->vals = fn_vals;
-	fn_vals = NULL;
+	t->vals = m.row_vals;
+	m.row_vals = NULL;
 	functable__sort(t, FUNCTABLE_SORT_SELF, t->cpu);
 out:
-	free(fn_vals);
+	sums_fini(&m);
+	ptrmap_fini(&groups);
 	free(frame_fn);
-	free(stack_vals);
 	if (err) {
 		functable__free(t);
 		errno = -err;
@@ -309,6 +450,9 @@ void functable__free(struct functable *t)
 		return;
 	for (size_t i = 0; i < t->n_names; i++)
 		free(t->names[i]);
+	for (size_t i = 0; i < t->n_groups; i++)
+		free(t->groups[i]);
+	free(t->groups);
 	for (size_t i = 0; i < t->nv; i++) {
 		if (t->types)
 			free(t->types[i]);
@@ -568,9 +712,13 @@ static void size_columns(const struct functable *t, struct column *cols, size_t 
 	}
 }
 
-static void rule(FILE *out, size_t name_w, const struct column *cols, size_t n)
+static void rule(FILE *out, size_t name_w, size_t thread_w, const struct column *cols, size_t n)
 {
 	for (size_t i = 0; i < name_w; i++)
+		fputc('-', out);
+	if (thread_w)
+		fputs(COL_SEP, out);
+	for (size_t i = 0; i < thread_w; i++)
 		fputc('-', out);
 	for (size_t c = 0; c < n; c++) {
 		fputs(COL_SEP, out);
@@ -585,11 +733,27 @@ static size_t rows_to_print(const struct functable *t, const struct functable_pr
 	return o->limit && o->limit < t->n_rows ? o->limit : t->n_rows;
 }
 
+/* The Thread column's width: 0 without one, else its longest entry (at most 40). */
+static size_t thread_width(const struct functable *t, size_t rows)
+{
+	size_t w = 6; /* "Thread" */
+
+	if (!t->per_thread)
+		return 0;
+	for (size_t r = 0; r < rows; r++) {
+		size_t l = t->rows[r].thread ? disp_len(t->rows[r].thread) : 0;
+
+		if (l > w)
+			w = l;
+	}
+	return w > 40 ? 40 : w;
+}
+
 /* The Name column's width: the longest name, shrunk so the line fits o->width. */
 static size_t name_width(const struct functable *t, const struct functable_print_opts *o,
-			 const struct column *cols, size_t n, size_t rows)
+			 const struct column *cols, size_t n, size_t rows, size_t thread_w)
 {
-	size_t w = 4, rest = 0; /* "Name" */
+	size_t w = 4, rest = thread_w ? thread_w + strlen(COL_SEP) : 0; /* "Name" */
 
 	for (size_t r = 0; r < rows; r++) {
 		size_t l = disp_len(t->rows[r].name);
@@ -609,26 +773,35 @@ int functable__print_table(const struct functable *t, const struct functable_pri
 {
 	struct column cols[MAX_COLUMNS];
 	size_t n = table_columns(t, cols), rows = rows_to_print(t, o), name_w;
+	size_t thread_w = thread_width(t, rows);
 	char buf[64];
 
 	size_columns(t, cols, n, rows, TABLE_COL_MIN);
-	name_w = name_width(t, o, cols, n, rows);
+	name_w = name_width(t, o, cols, n, rows, thread_w);
 
-	rule(out, name_w, cols, n);
+	rule(out, name_w, thread_w, cols, n);
 	put_name(out, "Name", name_w, false);
+	if (thread_w) {
+		fputs(COL_SEP, out);
+		put_name(out, "Thread", thread_w, false);
+	}
 	for (size_t c = 0; c < n; c++)
 		fprintf(out, COL_SEP "%*s", (int)cols[c].width, cols[c].header);
 	fputc('\n', out);
-	rule(out, name_w, cols, n);
+	rule(out, name_w, thread_w, cols, n);
 	for (size_t r = 0; r < rows; r++) {
 		put_name(out, t->rows[r].name, name_w, false);
+		if (thread_w) {
+			fputs(COL_SEP, out);
+			put_name(out, t->rows[r].thread ? t->rows[r].thread : "", thread_w, false);
+		}
 		for (size_t c = 0; c < n; c++)
 			fprintf(out, COL_SEP "%*s", (int)cols[c].width,
 				fmt_cell(t, &cols[c], t->rows[r].self, t->rows[r].total, buf,
 					 sizeof(buf)));
 		fputc('\n', out);
 	}
-	rule(out, name_w, cols, n);
+	rule(out, name_w, thread_w, cols, n);
 
 	/* Footer: what the percentages are of, as PyTorch prints "Self CPU time total". */
 	for (size_t vi = 0; vi < t->nv; vi++) {
@@ -657,11 +830,14 @@ int functable__print_top(const struct functable *t, const struct functable_print
 {
 	struct column cols[MAX_COLUMNS];
 	size_t n = top_columns(t, cols), rows = rows_to_print(t, o), used = 0, name_w;
+	size_t thread_w = thread_width(t, rows);
 	char buf[64];
 
 	size_columns(t, cols, n, rows, 7);
 	for (size_t c = 0; c < n; c++)
 		used += cols[c].width + strlen(COL_SEP);
+	if (thread_w)
+		used += thread_w + strlen(COL_SEP);
 	/* The name takes what is left of the line, a few columns at the least. */
 	name_w = o->width ? (o->width > used + 8 ? o->width - used : 8) : SIZE_MAX;
 
@@ -669,6 +845,10 @@ int functable__print_top(const struct functable *t, const struct functable_print
 		fputs("\033[7m", out);
 	for (size_t c = 0; c < n; c++)
 		fprintf(out, "%*s" COL_SEP, (int)cols[c].width, cols[c].header);
+	if (thread_w) {
+		put_name(out, "Thread", thread_w, false);
+		fputs(COL_SEP, out);
+	}
 	put_name(out, "Function", name_w, !o->ansi || !o->width);
 	if (o->ansi) {
 		/* Reverse video across the whole line, like top's header. */
@@ -680,6 +860,10 @@ int functable__print_top(const struct functable *t, const struct functable_print
 			fprintf(out, "%*s" COL_SEP, (int)cols[c].width,
 				fmt_cell(t, &cols[c], t->rows[r].self, t->rows[r].total, buf,
 					 sizeof(buf)));
+		if (thread_w) {
+			put_name(out, t->rows[r].thread ? t->rows[r].thread : "", thread_w, false);
+			fputs(COL_SEP, out);
+		}
 		put_name(out, t->rows[r].name, name_w, true);
 		fputc('\n', out);
 	}

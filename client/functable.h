@@ -2,8 +2,9 @@
 /*
  * Per-function totals of a profile, the data behind `profctl top` and `profctl table`.
  *
- * A function is a display name (profile_frame_name): every address of one function, and every
- * stack it appears in, adds to one row. For each value type of the profile (CPU samples, and
+ * A function is a function name (profile_function_name): every line and address of one
+ * function, and every stack it appears in, adds to one row (functable_opts can split them by
+ * line, or by thread). For each value type of the profile (CPU samples, and
  * GPU time or launches once the daemon sends them) a row has a pair:
  *   self:  the value of the samples whose leaf frame is the function;
  *   total: the value of the samples whose stack holds the function anywhere, counted once per
@@ -22,6 +23,7 @@
 
 struct functable_row {
 	const char *name;     /* owned by the table; control characters replaced by '?' */
+	const char *thread;   /* per_thread: "TID COMM" of the row's thread, else NULL; owned */
 	const uint64_t *self; /* functable__n_values() entries each; owned by the table */
 	const uint64_t *total;
 };
@@ -39,6 +41,19 @@ struct functable;
  * NULL with errno set.
  */
 struct functable *functable__new(const Profd__Profile *p);
+
+struct functable_opts {
+	/* A row per display name (profile_frame_name: Python lines, unknown addresses apart). */
+	bool lines;
+	/*
+	 * A row per (thread, function): each thread's samples apart, the row naming the thread;
+	 * printed tables get a Thread column.
+	 */
+	bool per_thread;
+};
+
+/* functable__new with options; functable__new is this with none. */
+struct functable *functable__new_opts(const Profd__Profile *p, const struct functable_opts *o);
 void functable__free(struct functable *t);
 
 /* Re-sort the rows by self or total of value column vi (out of range: the CPU column). */

@@ -122,7 +122,7 @@ static size_t frame_name(const Profd__Profile *p, const Profd__Frame *f, char *b
 		const char *module = f->has_module ? profile_string(p, f->module) : "";
 
 		/* Without a symbol, where it was is the only thing worth showing. */
-		if (*module && function)
+		if (*module && (function || !f->has_address))
 			append(buf, len, &pos, " (%s)", base_name(module));
 		else if (*module)
 			append(buf, len, &pos, " (%s+0x%" PRIx64 ")", base_name(module),
@@ -152,6 +152,14 @@ const char *profile_process_name(const Profd__Profile *p, uint32_t pid)
 	for (size_t i = 0; i < p->n_processes; i++)
 		if (p->processes[i]->pid == pid)
 			return profile_string(p, p->processes[i]->name);
+	return NULL;
+}
+
+const char *profile_thread_name(const Profd__Profile *p, uint32_t pid, uint32_t tid)
+{
+	for (size_t i = 0; i < p->n_threads; i++)
+		if (p->threads[i]->tid == tid && p->threads[i]->pid == pid)
+			return profile_string(p, p->threads[i]->name);
 	return NULL;
 }
 
@@ -607,34 +615,6 @@ const struct flame_node *flame__nodes(const struct flame *f, size_t *n)
 uint32_t flame__max_depth(const struct flame *f)
 {
 	return f->max_depth;
-}
-
-void profile_python_only(Profd__Profile *p)
-{
-	for (size_t i = 0; i < p->n_stacks; i++) {
-		Profd__Stack *st = p->stacks[i];
-		size_t first = SIZE_MAX, last = 0, n = 0;
-
-		/* The Python frames nearest the leaf and the root; natives between them go. */
-		for (size_t j = 0; j < st->n_frames; j++) {
-			if (p->frames[st->frames[j]]->kind != PROFD__FRAME_KIND__FRAME_PYTHON)
-				continue;
-			if (first == SIZE_MAX)
-				first = j;
-			last = j;
-		}
-		if (first == SIZE_MAX)
-			continue;
-		for (size_t j = 0; j < st->n_frames; j++) {
-			bool between = j > first && j < last;
-
-			if (between &&
-			    p->frames[st->frames[j]]->kind == PROFD__FRAME_KIND__FRAME_NATIVE)
-				continue;
-			st->frames[n++] = st->frames[j];
-		}
-		st->n_frames = n;
-	}
 }
 
 int profile_name_processes_by_pid(Profd__Profile *p)

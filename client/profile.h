@@ -37,6 +37,8 @@ size_t profile_frame_name(const Profd__Profile *p, const Profd__Frame *f, char *
 size_t profile_function_name(const Profd__Profile *p, const Profd__Frame *f, char *buf, size_t len);
 /* The name of process pid from p->processes, or NULL when p does not list it. Owned by p. */
 const char *profile_process_name(const Profd__Profile *p, uint32_t pid);
+/* The name (comm) of thread tid of pid from p->threads, or NULL when p does not list it. */
+const char *profile_thread_name(const Profd__Profile *p, uint32_t pid, uint32_t tid);
 
 /* "1h 2m 3s", "2.5 s", "750 ms": a short human duration. Returns buf. */
 char *fmt_duration(uint64_t ns, char *buf, size_t len);
@@ -73,14 +75,6 @@ struct flame_node {
 	uint32_t depth; /* root 0 */
 	enum flame_kind kind;
 };
-
-/*
- * --python-only: drop the native frames that lie between Python frames of a stack (the
- * interpreter's own), keeping native frames above the newest Python frame (C extensions,
- * libraries) and below the oldest (main). Rewrites p's stacks in place; p must have passed
- * profile_check.
- */
-void profile_python_only(Profd__Profile *p);
 
 /*
  * Rename each process "pid PID (NAME)", so that a view that puts processes at the root

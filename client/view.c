@@ -20,8 +20,86 @@ int view_parse_sort(const char *cmd, const char *val, enum functable_sort *out, 
 	return 0;
 }
 
-int view_fetch(struct conn *c, const struct fetch_query *q, struct functable **out,
-	       Profd__Response **resp_out, struct cli_error *e)
+bool view_opt(int opt, struct view_opts *v)
+{
+	switch (opt) {
+	case VIEW_OPT_FUNCTION:
+		v->function = true;
+		return true;
+	case VIEW_OPT_NO_LINENO:
+		v->no_lineno = true;
+		return true;
+	case VIEW_OPT_LINES:
+		v->lines = true;
+		return true;
+	case VIEW_OPT_NATIVE:
+		v->native = true;
+		return true;
+	case VIEW_OPT_PYTHON_ONLY:
+		v->python_only = true;
+		return true;
+	case VIEW_OPT_PER_THREAD:
+		v->per_thread = true;
+		return true;
+	default:
+		return false;
+	}
+}
+
+int view_check(const char *cmd, const struct view_opts *v, struct cli_error *e)
+{
+	const char *a = NULL, *b = NULL;
+
+	if (v->lines && (v->function || v->no_lineno)) {
+		a = "--lines";
+		b = v->function ? "--function" : "--no-lineno";
+	} else if (v->native && v->python_only) {
+		a = "--native";
+		b = "--python-only";
+	}
+	if (!a)
+		return 0;
+	cli_error_set(e, PROFCTL_EXIT_USAGE, "%s: %s cannot go with %s; see 'profctl %s --help'",
+		      cmd, a, b, cmd);
+	return -EINVAL;
+}
+
+struct reshape_opts view_reshape_opts(const struct view_opts *v, bool table)
+{
+	if (!table)
+		return (struct reshape_opts){
+		    .python_only = v->python_only,
+		    .function = v->function,
+		    .no_lineno = v->no_lineno,
+		    .per_thread = v->per_thread,
+		};
+	return (struct reshape_opts){
+	    .fold_native = !v->native,
+	    .python_only = v->python_only,
+	    .function = !v->lines,
+	    .no_lineno = v->no_lineno,
+	};
+}
+
+struct functable *view_functable(const Profd__Profile *p, const struct view_opts *v)
+{
+	struct reshape_opts ro = view_reshape_opts(v, true);
+	struct functable_opts fo = {.lines = v->lines, .per_thread = v->per_thread};
+	Profd__Profile *rp = reshape(p, &ro);
+	struct functable *t;
+	int err;
+
+	if (!rp)
+		return NULL;
+	t = functable__new_opts(rp, &fo);
+	err = t ? 0 : errno;
+	reshape_free(rp);
+	errno = err;
+	return t;
+}
+
+int view_fetch(struct conn *c, const struct fetch_query *q, const struct view_opts *v,
+	       struct functable **out, Profd__Response **resp_out, struct cli_error *e)
 {
 	Profd__DumpRequest dreq = PROFD__DUMP_REQUEST__INIT;
 	Profd__Response *resp = NULL;
@@ -36,7 +114,7 @@ int view_fetch(struct conn *c, const struct fetch_query *q, struct functable **o
 		return err == -ENODATA ? -EREMOTEIO : err;
 	/* NVTX labels are ranges, not functions: every sample under one would rank it first. */
 	profile_strip_nvtx(resp->profile);
-	t = functable__new(resp->profile);
+	t = view_functable(resp->profile, v);
 	if (!t) {
 		err = -errno;
 		cli_error_set(e, PROFCTL_EXIT_ERROR, "summing the profile: %s", strerror(-err));

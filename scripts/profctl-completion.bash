@@ -88,7 +88,7 @@ _profctl()
 				-- "$cur")
 		else
 			mapfile -t COMPREPLY < <(compgen -W "--pid --tid --since --format -o --output --python-only
-				--value --gpu-idle --nvtx --timeout --help" -- "$cur")
+				--function --no-lineno --per-thread --value --gpu-idle --nvtx --timeout --help" -- "$cur")
 		fi
 		;;
 	report)
@@ -97,11 +97,12 @@ _profctl()
 		;;
 	top)
 		mapfile -t COMPREPLY < <(compgen -W "--pid --interval --window --sort --limit
-			--timeout --help" -- "$cur")
+			--function --no-lineno --lines --native --python-only --per-thread --timeout
+			--help" -- "$cur")
 		;;
 	table)
-		mapfile -t COMPREPLY < <(compgen -W "--pid --tid --since --sort --limit --timeout
-			--help" -- "$cur")
+		mapfile -t COMPREPLY < <(compgen -W "--pid --tid --since --sort --limit --function
+			--no-lineno --lines --native --python-only --per-thread --timeout --help" -- "$cur")
 		;;
 	diff)
 		if [[ $cur == -* ]]; then

@@ -3,7 +3,7 @@
 find_package(Threads REQUIRED)
 
 foreach(name test_format test_format_cli test_functable test_formats_files test_diff
-    test_gpu_views test_trace test_report)
+    test_gpu_views test_trace test_report test_reshape)
   add_executable(${name} unit/${name}.c)
   target_link_libraries(${name} PRIVATE profctl_lib Threads::Threads)
   target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit)
@@ -65,3 +65,14 @@ profctl_exit(trace_no_daemon 3 "no daemon at /nonexistent/t" --socket /nonexiste
 profctl_exit(report_bad_top 2 "report: --top '-2' is not a number from 0 to 1000"
   report --top -2)
 profctl_exit(report_no_daemon 3 "no daemon at /nonexistent/r" --socket /nonexistent/r report)
+# The view options: conflicts are usage errors before any daemon is asked.
+profctl_exit(table_lines_function 2
+  "table: --lines cannot go with --function; see 'profctl table --help'"
+  --socket /nonexistent/x table --lines --function)
+profctl_exit(top_native_python_only 2
+  "top: --native cannot go with --python-only; see 'profctl top --help'"
+  --socket /nonexistent/x top --native --python-only)
+profctl_exit(trace_per_thread 2 "dump: --per-thread is for flame graphs, not traces"
+  --socket /nonexistent/x dump trace --per-thread)
+profctl_exit(dump_native 2 "dump: unknown option '--native'"
+  --socket /nonexistent/x dump flamegraph --native)

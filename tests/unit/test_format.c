@@ -4,6 +4,7 @@
 #include "format.h"
 #include "profile.h"
 #include "profile_fixture.h"
+#include "reshape.h"
 
 #include <errno.h>
 #include <unistd.h>
@@ -427,13 +428,14 @@ static void test_svg_escaping(void)
 }
 
 /*
- * --python-only: the interpreter's native frames between Python frames go; the C extension above
- * the newest Python frame, the kernel, and main below the oldest stay.
+ * --python-only: the interpreter's native frames between Python frames and the C extension above
+ * the newest Python frame go; the kernel, and main below the oldest, stay.
  */
 static void test_python_only(void)
 {
 	struct fixture fx;
 	uint32_t f_main, f_eval, f_mod, f_fn, f_ext, f_k, f_eval2;
+	Profd__Profile *shaped;
 	char *out;
 
 	fx_init(&fx);
@@ -456,11 +458,14 @@ static void test_python_only(void)
 		  fx_stack(&fx, 7, (uint32_t[]){f_main, f_mod, f_eval, f_eval2, f_fn, f_ext, f_k}),
 		  7, 4);
 	fx_sample(&fx, fx_stack(&fx, 2, (uint32_t[]){f_main, f_eval}), 7, 1);
-	profile_python_only(&fx.p);
-	out = render(format_folded, &fx.p, false);
-	CHECK_STREQ(out, "main;<module> (app.py:3);train (app.py:9);sha256_block;clear_page_[k] 4\n"
+	shaped = reshape(&fx.p, &(struct reshape_opts){.python_only = true});
+	CHECK(shaped != NULL);
+	out = render(format_folded, shaped, false);
+	/* The natives between and above the Python frames go, the kernel's stay. */
+	CHECK_STREQ(out, "main;<module> (app.py:3);train (app.py:9);clear_page_[k] 4\n"
 			 "main;PyObject_Call 1\n");
 	free(out);
+	reshape_free(shaped);
 }
 
 int main(void)
