@@ -233,8 +233,12 @@ static void status_print_text(FILE *out, const Profd__StatusReply *st)
 
 	fprintf(out, "%-14s%" PRIu32 " Hz on %" PRIu32 " CPUs, ", "sampling:", st->frequency_hz,
 		st->ncpus);
-	if (st->system_wide || !st->n_target_pids) {
+	if (st->system_wide) {
 		fputs("system-wide\n", out);
+	} else if (!st->n_target_pids) {
+		fputs(st->has_only_uid ? "target processes, none of them yours\n"
+				       : "followed processes only (recorded commands)\n",
+		      out);
 	} else {
 		fputs(st->n_target_pids == 1 ? "pid" : "pids", out);
 		for (size_t i = 0; i < st->n_target_pids; i++)
