@@ -233,8 +233,9 @@ static void gpu_detach_probe(void *ctx, uint32_t pid)
 }
 
 /*
- * The session covers every process, or the --pid list; in a pid namespace of its own, no
- * connecting process (check_pid_namespace).
+ * The session covers every process, or the --pid list and the processes followed from it (a
+ * launcher's trainers); in a pid namespace of its own, no connecting process
+ * (check_pid_namespace).
  */
 static bool gpu_covers(void *ctx, uint32_t pid)
 {
@@ -243,6 +244,8 @@ static bool gpu_covers(void *ctx, uint32_t pid)
 
 	if (!app->gpu_pids_ok)
 		return false;
+	if (app->d.sampler)
+		return sampler__covers(app->d.sampler, pid);
 	if (!cfg->npids)
 		return true;
 	for (size_t i = 0; i < cfg->npids; i++)
