@@ -487,7 +487,8 @@ static size_t python_frames(struct ingest *in, const struct pid_entry *pe,
 		bool close = ver < 0x030b || (ver == 0x030b && (pf[i].flags & PROFD_PYF_ENTRY));
 		int err = -ESRCH;
 
-		/* A process that exited before its samples were read: no use trying every frame. */
+		/* A process gone before it was ever detected: no use trying every frame. (One
+		 * that was detected still names the frames whose code objects were read.) */
 		if (!boundary && !gone) {
 			err = python__symbolize(in->py, rec->pid, &pf[i], &sym);
 			gone = err == -ESRCH;
@@ -508,6 +509,8 @@ static size_t python_frames(struct ingest *in, const struct pid_entry *pe,
 			}
 		} else if (!boundary) {
 			in->stats.py_frames_bad++;
+			if (err == -ESRCH || err == -ENODATA)
+				in->stats.py_frames_exited++;
 		}
 		/* Up to 3.11 an activation is kept even if empty, to stay aligned with the C
 		 * frames. */
