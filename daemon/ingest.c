@@ -238,6 +238,29 @@ static void read_comm(const struct ingest *in, uint32_t pid, char *buf, size_t l
 	buf[strcspn(buf, "\n")] = '\0';
 }
 
+/*
+ * Record pid's executable as its mappings name it (the symbolizer reads the same paths from
+ * /proc/PID/maps), for the formats that name a profile's main binary. A process gone by now
+ * (its samples came late) keeps none: better than the next owner of its pid's.
+ */
+static void note_exe(struct ingest *in, uint32_t pid)
+{
+	static const char deleted[] = " (deleted)";
+	char path[320], exe[PATH_MAX];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/%u/exe", in->proc_root, pid);
+	n = readlink(path, exe, sizeof(exe) - 1);
+	if (n <= 0 || exe[0] != '/') {
+		store__set_process_exe(in->store, pid, NULL);
+		return;
+	}
+	exe[n] = '\0';
+	if ((size_t)n > sizeof(deleted) - 1 && !strcmp(exe + n - (sizeof(deleted) - 1), deleted))
+		exe[n - (sizeof(deleted) - 1)] = '\0';
+	store__set_process_exe(in->store, pid, exe);
+}
+
 /* Copy a fixed-size comm that may lack its NUL, replacing bytes that are not printable. */
 static void comm_copy(char *dst, const char *src)
 {
@@ -309,6 +332,7 @@ static struct pid_entry *see_process(struct ingest *in, uint32_t pid, uint32_t t
 	else
 		read_comm(in, pid, comm, sizeof(comm), thread_comm);
 	store__set_process(in->store, pid, uid, comm);
+	note_exe(in, pid);
 	return e;
 }
 
@@ -780,6 +804,7 @@ static int handle_task(struct ingest *in, const struct profd_task_rec *rec, size
 		e->uid = proc_owner(in, rec->pid, rec->uid);
 		e->owner_checked_ns = mono_ns();
 		store__set_process(in->store, rec->pid, e->uid, comm);
+		note_exe(in, rec->pid);
 	} else {
 		in->stats.exits++;
 		forget_process(in, rec->pid);

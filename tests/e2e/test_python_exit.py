@@ -9,17 +9,25 @@
 # the fix every sample of the last drain interval lost its Python frames: 30-40% of frames).
 # Run 2: the same burners then run code compiled 40 ms before they exit: those frames are
 # counted as left out because the process exited first, and only those.
+#
+# And the pprof of an exited burner names its executable as the main binary (the first
+# mapping): with a shared libpython no native frame need lie in the executable itself.
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 from profd_e2e import *
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "..", "fixtures", "python", "short_lived.py")
-PYTHON = os.environ.get("PROFD_TEST_PYTHON", sys.executable)
+SHARED = "/root/.pyenv/versions/3.12.1/bin/python3.12"  # pyenv builds link libpython
+PYTHON = os.environ.get("PROFD_TEST_PYTHON",
+                        SHARED if os.access(SHARED, os.X_OK) else sys.executable)
 PROCS = 8
 SECONDS = 0.3
 FRESH_MS = 40
@@ -48,8 +56,28 @@ def run(extra):
         st = json.loads(r.stdout)
         text = d.ctl("status").stdout
         folded = d.folded(*[a for pid in pids for a in ("--pid", pid)])
+        pprof = os.path.join(d.tmp, "burner.pb.gz")
+        r = d.ctl("dump", "flamegraph", "--pid", pids[0], "-o", pprof)
+        if r.returncode != 0:
+            fail(f"profctl dump to pprof failed: {r.stderr}")
+        check_main_binary(pprof)
     log(text)
     return st, folded
+
+
+def check_main_binary(pprof):
+    """go tool pprof names the profile after its first mapping: the interpreter."""
+    if not shutil.which("go"):
+        log("no go tool: the pprof main binary is not checked")
+        return
+    r = subprocess.run(["go", "tool", "pprof", "-top", pprof], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "PPROF_TMPDIR": tempfile.gettempdir()})
+    if r.returncode != 0:
+        fail(f"go tool pprof -top failed: {r.stderr[-1000:]}")
+    m = re.search(r"^File: (.*)$", r.stdout, re.M)
+    want = os.path.basename(os.path.realpath(PYTHON))
+    check(m is not None and m.group(1) == want,
+          f"pprof: the main binary is the interpreter {want} ({m.group(1) if m else None})")
 
 
 def py_samples(folded, name):

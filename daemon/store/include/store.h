@@ -131,6 +131,11 @@ int store__add(struct store *s, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint
 int store__set_process(struct store *s, uint32_t pid, uint32_t uid, const char *comm);
 int store__set_thread(struct store *s, uint32_t pid, uint32_t tid, const char *comm);
 void store__process_exited(struct store *s, uint32_t pid);
+/*
+ * The path of pid's executable (copied, at most 4095 bytes kept; NULL or "": unknown), for a
+ * process set before. Returns 0, -ENOENT for an unknown pid, or -ENOMEM.
+ */
+int store__set_process_exe(struct store *s, uint32_t pid, const char *exe);
 
 /*
  * Lookups; NULL / false when unknown. Returned memory is owned by the store and stays valid
@@ -143,6 +148,7 @@ struct store_process_info {
 	uint32_t pid;
 	uint32_t uid;
 	const char *comm;
+	const char *exe; /* NULL when unknown */
 	bool exited;
 };
 bool store__process(const struct store *s, uint32_t pid, struct store_process_info *out);
