@@ -153,6 +153,8 @@ static const struct plt_reloc *reloc_by_slot(const struct plt_relocs *rs, uint64
 	struct plt_reloc key = {.slot = slot};
 	const struct plt_reloc *r;
 
+	if (!rs->n)
+		return NULL;
 	r = bsearch(&key, rs->r, rs->n, sizeof(*rs->r), slot_cmp);
 	if (!r)
 		return NULL;
@@ -222,6 +224,26 @@ static int add_entries(struct sym_table *t, Elf *e, Elf_Scn *scn, const GElf_Shd
 	return 0;
 }
 
+/* Sort by slot for lookups: jmprel follows its entries to their new places. */
+static int sort_relocs(struct plt_relocs *rs)
+{
+	size_t *pos;
+
+	if (!rs->n)
+		return 0;
+	pos = malloc(rs->n * sizeof(*pos));
+	if (!pos)
+		return -ENOMEM;
+	qsort(rs->r, rs->n, sizeof(*rs->r), reloc_cmp);
+	/* index is the order of addition: 0 .. n - 1. */
+	for (size_t i = 0; i < rs->n; i++)
+		pos[rs->r[i].index] = i;
+	for (size_t i = 0; i < rs->n_jmprel; i++)
+		rs->jmprel[i] = pos[rs->jmprel[i]];
+	free(pos);
+	return 0;
+}
+
 static bool is_plt_name(const char *n)
 {
 	return !strcmp(n, ".plt") || !strcmp(n, ".plt.sec") || !strcmp(n, ".plt.got") ||
@@ -262,24 +284,9 @@ int elf_add_plt_syms(struct sym_table *t, Elf *e)
 		if (err)
 			goto out;
 	}
-	/* Sorted by slot for lookups: jmprel follows its entries to their new places. */
-	{
-		size_t *pos = NULL;
-
-		if (rs.n) {
-			pos = malloc(rs.n * sizeof(*pos));
-			if (!pos) {
-				err = -ENOMEM;
-				goto out;
-			}
-		}
-		qsort(rs.r, rs.n, sizeof(*rs.r), reloc_cmp);
-		for (size_t i = 0; i < rs.n; i++)
-			pos[rs.r[i].index] = i;
-		for (size_t i = 0; i < rs.n_jmprel; i++)
-			rs.jmprel[i] = pos[rs.jmprel[i]];
-		free(pos);
-	}
+	err = sort_relocs(&rs);
+	if (err)
+		goto out;
 	scn = NULL;
 	while ((scn = elf_nextscn(e, scn))) {
 		if (!gelf_getshdr(scn, &sh))
