@@ -27,7 +27,7 @@
 /* Libraries listed in one StatusReply. */
 #define MAX_GPU_STATUS 4096
 
-static int reply_error(Profd__ErrorCode code, const char *msg, uint8_t **frame, size_t *len)
+int handlers__error(Profd__ErrorCode code, const char *msg, uint8_t **frame, size_t *len)
 {
 	Profd__Response resp = PROFD__RESPONSE__INIT;
 	Profd__Error err = PROFD__ERROR__INIT;
@@ -476,7 +476,7 @@ static int handle_dump(struct daemon *d, const struct server_peer *peer,
 	w.has_tid = req->has_tid;
 	w.tid = req->tid;
 	if (window_query(d, peer, &w, now, &q, &code, msg, sizeof(msg)))
-		return reply_error(code, msg, frame, len);
+		return handlers__error(code, msg, frame, len);
 
 	/* The range the data can cover: not before the oldest sample kept, not after now. */
 	store__stats(d->store, &ss);
@@ -494,11 +494,11 @@ static int handle_dump(struct daemon *d, const struct server_peer *peer,
 	t_build = mono_ns() - t_build;
 	if (err == -ENODATA) {
 		no_data_message(peer, &w, "samples", msg, sizeof(msg));
-		return reply_error(PROFD__ERROR_CODE__ERROR_NO_SAMPLES, msg, frame, len);
+		return handlers__error(PROFD__ERROR_CODE__ERROR_NO_SAMPLES, msg, frame, len);
 	}
 	if (err) {
 		snprintf(msg, sizeof(msg), "building the profile failed: %s", strerror(-err));
-		return reply_error(PROFD__ERROR_CODE__ERROR_INTERNAL, msg, frame, len);
+		return handlers__error(PROFD__ERROR_CODE__ERROR_INTERNAL, msg, frame, len);
 	}
 	if (peer->uid != 0) {
 		profile->has_only_uid = true;
@@ -517,10 +517,11 @@ static int handle_dump(struct daemon *d, const struct server_peer *peer,
 	dump__free(profile);
 	note_large_reply(d, err ? 0 : *len);
 	if (err == -EMSGSIZE)
-		return reply_error(PROFD__ERROR_CODE__ERROR_TOO_LARGE,
-				   "the profile is larger than the 256 MiB reply limit: narrow it "
-				   "with --pid or --since",
-				   frame, len);
+		return handlers__error(
+		    PROFD__ERROR_CODE__ERROR_TOO_LARGE,
+		    "the profile is larger than the 256 MiB reply limit: narrow it "
+		    "with --pid or --since",
+		    frame, len);
 	return err;
 }
 
@@ -541,7 +542,7 @@ static int handle_trace(struct daemon *d, const struct server_peer *peer,
 	int err;
 
 	if (window_query(d, peer, &w, now, &q, &code, msg, sizeof(msg)))
-		return reply_error(code, msg, frame, len);
+		return handlers__error(code, msg, frame, len);
 	meta.frequency_hz = d->cfg->frequency_hz;
 	meta.hide_kernel_addresses = peer->uid != 0;
 	meta.realtime_offset_ns = realtime_offset_ns();
@@ -554,11 +555,11 @@ static int handle_trace(struct daemon *d, const struct server_peer *peer,
 	free(open);
 	if (err == -ENODATA) {
 		no_data_message(peer, &w, "events", msg, sizeof(msg));
-		return reply_error(PROFD__ERROR_CODE__ERROR_NO_SAMPLES, msg, frame, len);
+		return handlers__error(PROFD__ERROR_CODE__ERROR_NO_SAMPLES, msg, frame, len);
 	}
 	if (err) {
 		snprintf(msg, sizeof(msg), "building the trace failed: %s", strerror(-err));
-		return reply_error(PROFD__ERROR_CODE__ERROR_INTERNAL, msg, frame, len);
+		return handlers__error(PROFD__ERROR_CODE__ERROR_INTERNAL, msg, frame, len);
 	}
 	if (tr->end_ns > now)
 		tr->end_ns = now;
@@ -568,10 +569,11 @@ static int handle_trace(struct daemon *d, const struct server_peer *peer,
 	dump__trace_free(tr);
 	note_large_reply(d, err ? 0 : *len);
 	if (err == -EMSGSIZE)
-		return reply_error(PROFD__ERROR_CODE__ERROR_TOO_LARGE,
-				   "the trace is larger than the 256 MiB reply limit: narrow it "
-				   "with --pid or --since",
-				   frame, len);
+		return handlers__error(
+		    PROFD__ERROR_CODE__ERROR_TOO_LARGE,
+		    "the trace is larger than the 256 MiB reply limit: narrow it "
+		    "with --pid or --since",
+		    frame, len);
 	return err;
 }
 
@@ -637,27 +639,27 @@ static int handle_gpu_attach(struct daemon *d, const struct server_peer *peer,
 	int err;
 
 	if (peer->pid <= 0 || !d->gpu)
-		return reply_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
-				   "GPU attach: the daemon cannot take GPU data from this peer",
-				   frame, len);
+		return handlers__error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
+				       "GPU attach: the daemon cannot take GPU data from this peer",
+				       frame, len);
 	gpu__clock(d->gpu, mono_ns());
 	c = gpu_conn_of(d, peer->conn_id);
 	if (c && c->pid != pid)
 		return -EINVAL;
 	if (c && gpu_conn_of_pid(d, pid) != c)
-		return reply_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
-				   "GPU attach: a newer connection speaks for this process", frame,
-				   len);
+		return handlers__error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
+				       "GPU attach: a newer connection speaks for this process",
+				       frame, len);
 	if (!c) {
 		if (GROW(d->gpu_conns, d->gpu_conns_cap, d->n_gpu_conns + 1))
 			return -ENOMEM;
 		/* A library stays connected for the life of its process: not a profctl client. */
 		err = d->server ? server__set_uplink(d->server, peer->conn_id) : 0;
 		if (err == -EBUSY)
-			return reply_error(PROFD__ERROR_CODE__ERROR_BUSY,
-					   "busy: too many CUDA processes connected (for the "
-					   "daemon or for your user)",
-					   frame, len);
+			return handlers__error(PROFD__ERROR_CODE__ERROR_BUSY,
+					       "busy: too many CUDA processes connected (for the "
+					       "daemon or for your user)",
+					       frame, len);
 		if (err)
 			return err;
 		/* The process's newer connection: it starts from scratch (string table). */
@@ -702,8 +704,8 @@ static int handle_gpu_batch(struct daemon *d, const struct server_peer *peer,
 	int err;
 
 	if (!c)
-		return reply_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
-				   "bad request: GpuBatch before GpuAttach", frame, len);
+		return handlers__error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
+				       "bad request: GpuBatch before GpuAttach", frame, len);
 	/* A process that attached again on a newer connection: this one is stale. */
 	if (gpu_conn_of_pid(d, c->pid) != c)
 		return reply_control(false, frame, len);
@@ -736,6 +738,8 @@ void handlers__closed(void *ctx, const struct server_peer *peer)
 
 void handlers__fini(struct daemon *d)
 {
+	snapshot__free(d->snapshot);
+	d->snapshot = NULL;
 	free(d->gpu_conns);
 	d->gpu_conns = NULL;
 	d->n_gpu_conns = d->gpu_conns_cap = 0;
@@ -753,12 +757,14 @@ int handlers__handle(void *ctx, const struct server_peer *peer, const Profd__Req
 		return handle_dump(d, peer, req->dump, frame, frame_len);
 	case PROFD__REQUEST__MSG_TRACE:
 		return handle_trace(d, peer, req->trace, frame, frame_len);
+	case PROFD__REQUEST__MSG_STACKS:
+		return handlers__stacks(d, peer, req->stacks, frame, frame_len);
 	case PROFD__REQUEST__MSG_GPU_ATTACH:
 		return handle_gpu_attach(d, peer, req->gpu_attach, frame, frame_len);
 	case PROFD__REQUEST__MSG_GPU_BATCH:
 		return handle_gpu_batch(d, peer, req->gpu_batch, frame, frame_len);
 	default:
-		return reply_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST, "unknown request", frame,
-				   frame_len);
+		return handlers__error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST, "unknown request",
+				       frame, frame_len);
 	}
 }

@@ -70,6 +70,12 @@ int sampler__counters(const struct sampler *s, uint64_t out[PROFD_CNT__MAX]);
  * Python frames for pid). Returns 0 or a negative errno.
  */
 int sampler__set_python(struct sampler *s, uint32_t pid, const struct profd_py_proc *cfg);
+/*
+ * The fds of the kernel side's Python maps (py_procs: the layouts sampler__set_python installs,
+ * py_tstates: the thread-state cache), for another BPF object to share (bpf_map__reuse_fd).
+ * Owned by the sampler: valid until sampler__free.
+ */
+void sampler__python_maps(const struct sampler *s, int *procs_fd, int *tstates_fd);
 /* CPUs with an attached perf event. */
 unsigned int sampler__ncpus(const struct sampler *s);
 
