@@ -125,6 +125,14 @@ int snapshot__take(struct snapshot *sn, uint32_t pid, size_t max_threads, snapsh
 	if (!pid)
 		return -EINVAL;
 	sn->skel->bss->target_tgid = pid;
+	/*
+	 * Not LIBBPF_OPTS: libbpf 1.1 refuses opts whose tail padding is not zero, and the
+	 * macro's compound literal does not zero it in every build.
+	 */
+	memset(&opts, 0, sizeof(opts));
+	opts.sz = sizeof(opts);
+	opts.link_info = &info;
+	opts.link_info_len = sizeof(info);
 	link = bpf_program__attach_iter(sn->skel->progs.profd_stacks, &opts);
 	if (!link)
 		return -errno;
