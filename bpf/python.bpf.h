@@ -11,8 +11,10 @@
 #ifndef PROFD_PYTHON_BPF_H
 #define PROFD_PYTHON_BPF_H
 
+#ifndef PY_MAX_THREADS_WALK
 #define PY_MAX_THREADS_WALK 1024 /* threads (across interpreters) examined to find a tstate */
-#define PY_FRAME_BUF 128	 /* bytes read per frame, at most */
+#endif
+#define PY_FRAME_BUF 128 /* bytes read per frame, at most */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -61,8 +63,35 @@ struct py_loop_ctx {
 	struct py_scratch *s;
 #ifdef PY_READ_TASK
 	struct task_struct *task; /* whose memory is read */
+	__u32 tgid;
 #endif
 };
+
+#ifdef PY_READ_TASK
+/*
+ * Every thread state a search walked past, by (process, thread_id): a dump reads all threads of
+ * a process, and without this each would walk the interpreter's list again (quadratic in the
+ * threads; 3000 threads took seconds). Revalidated on use like py_tstates.
+ */
+struct py_ts_key {
+	__u64 thread_id;
+	__u32 tgid;
+	__u32 __pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct py_ts_key);
+	__type(value, __u64);
+} py_ts_seen SEC(".maps");
+
+/*
+ * The process whose thread states were all walked past already in this dump (reset by the
+ * daemon before each): a thread missing from py_ts_seen is then out of reach, not walked for.
+ */
+__u32 py_walked_tgid = 0;
+#endif
 
 /* Read interpreter memory of the thread the walk is for: 0 or a negative error. */
 #ifdef PY_READ_TASK
@@ -86,6 +115,7 @@ static long py_find_cb(__u32 i, void *arg)
 	struct py_loop_ctx *c = arg;
 	const struct profd_py_proc *py = c->py;
 	struct py_scratch *s = c->s;
+	__u64 thread_id;
 
 	if (!s->ts) {
 		/* This interpreter's threads are done: on to the next interpreter. */
@@ -97,7 +127,15 @@ static long py_find_cb(__u32 i, void *arg)
 		s->ts = read_ptr(c, s->interp + py->interp_threads_head);
 		return 0;
 	}
-	if (read_ptr(c, s->ts + py->ts_thread_id) == s->fsbase) {
+	thread_id = read_ptr(c, s->ts + py->ts_thread_id);
+#ifdef PY_READ_TASK
+	if (thread_id) {
+		struct py_ts_key key = {.thread_id = thread_id, .tgid = c->tgid};
+
+		bpf_map_update_elem(&py_ts_seen, &key, &s->ts, BPF_ANY);
+	}
+#endif
+	if (thread_id == s->fsbase) {
 		s->found = s->ts;
 		return 1;
 	}
@@ -114,6 +152,20 @@ static __always_inline __u64 py_find_tstate(struct py_loop_ctx *c, __u32 tid, __
 
 	if (cached && *cached && read_ptr(c, *cached + py->ts_thread_id) == fsbase)
 		return *cached;
+#ifdef PY_READ_TASK
+	{
+		struct py_ts_key key = {.thread_id = fsbase, .tgid = c->tgid};
+		__u64 *seen = bpf_map_lookup_elem(&py_ts_seen, &key);
+
+		found = seen ? *seen : 0;
+		if (found && read_ptr(c, found + py->ts_thread_id) == fsbase) {
+			bpf_map_update_elem(&py_tstates, &tid, &found, BPF_ANY);
+			return found;
+		}
+		if (py_walked_tgid == c->tgid)
+			return 0;
+	}
+#endif
 	s->fsbase = fsbase;
 	s->found = 0;
 	s->interps = 0;
@@ -125,6 +177,10 @@ static __always_inline __u64 py_find_tstate(struct py_loop_ctx *c, __u32 tid, __
 	found = s->found;
 	if (found)
 		bpf_map_update_elem(&py_tstates, &tid, &found, BPF_ANY);
+#ifdef PY_READ_TASK
+	else
+		py_walked_tgid = c->tgid;
+#endif
 	return found;
 }
 
@@ -221,6 +277,7 @@ static __always_inline __u32 py_collect(struct profd_sample_rec *rec, __u32 n_ip
 	c.s = s;
 #ifdef PY_READ_TASK
 	c.task = task;
+	c.tgid = rec->pid;
 #endif
 	ts = fsbase ? py_find_tstate(&c, rec->tid, fsbase) : 0;
 	if (!ts) {

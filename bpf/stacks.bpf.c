@@ -40,6 +40,8 @@ struct {
 
 /* py_procs and py_tstates are the sampler's maps (bpf_map__reuse_fd before load). */
 #define PY_READ_TASK 1
+/* A dump shows up to 4096 threads (daemon/handle_stacks.c): reach as many thread states. */
+#define PY_MAX_THREADS_WALK 4096
 #include "python.bpf.h"
 
 /* Older kernels name task_struct.__state "state". */

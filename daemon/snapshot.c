@@ -125,6 +125,7 @@ int snapshot__take(struct snapshot *sn, uint32_t pid, size_t max_threads, snapsh
 	if (!pid)
 		return -EINVAL;
 	sn->skel->bss->target_tgid = pid;
+	sn->skel->bss->py_walked_tgid = 0;
 	/*
 	 * Not LIBBPF_OPTS: libbpf 1.1 refuses opts whose tail padding is not zero, and the
 	 * macro's compound literal does not zero it in every build.
