@@ -30,9 +30,15 @@ enum profd_record_type {
 	PROFD_REC_LAUNCH = 4,
 	/*
 	 * struct profd_task_rec: a followed process forked a new process (pid: the child, ppid:
-	 * the parent), which the filter now covers too. Only when sampling a target list.
+	 * the parent), which the filter now covers too (see PROFD_TARGET_FOLLOW).
 	 */
 	PROFD_REC_FORK = 5,
+	/*
+	 * struct profd_sample_rec of one thread of a live stack dump (bpf/stacks.bpf.c): written
+	 * to the stacks iterator's seq file, never to the ring buffer. task_state is set; the
+	 * user stack is a frame-pointer walk from the registers the thread entered the kernel with.
+	 */
+	PROFD_REC_THREAD = 6,
 };
 
 /*
@@ -104,7 +110,10 @@ struct profd_sample_rec {
 	char comm[PROFD_COMM_LEN]; /* thread name */
 	__u16 nr_py;
 	__u16 py_status; /* enum profd_py_status */
-	__u32 corr_id;	 /* PROFD_REC_LAUNCH: CUPTI correlation id; 0 otherwise */
+	union {
+		__u32 corr_id;	  /* PROFD_REC_LAUNCH: CUPTI correlation id; 0 otherwise */
+		__u32 task_state; /* PROFD_REC_THREAD: enum profd_task_state */
+	};
 	/* ips, then the Python frames; sized for the most of both. */
 	__u64 ips[2 * PROFD_MAX_STACK + 2 * PROFD_MAX_PY_FRAMES];
 };
@@ -119,6 +128,22 @@ _Static_assert(sizeof(struct profd_sample_rec) ==
 
 #define PROFD_SAMPLE_PY_TRUNC (1u << 5) /* more Python frames than PROFD_MAX_PY_FRAMES */
 #define PROFD_SAMPLE_UPROBE (1u << 6)	/* PROFD_REC_LAUNCH from a libcuda uprobe */
+/* PROFD_REC_THREAD: the thread was on a CPU as it was read: its user stack may be torn. */
+#define PROFD_SAMPLE_ON_CPU (1u << 7)
+
+/* A thread's scheduler state in a PROFD_REC_THREAD, as the state letter of /proc/PID/stat. */
+enum profd_task_state {
+	PROFD_TASK_UNKNOWN = 0,
+	PROFD_TASK_RUNNING = 1,	   /* R: running or runnable */
+	PROFD_TASK_SLEEPING = 2,   /* S: interruptible wait */
+	PROFD_TASK_DISK_SLEEP = 3, /* D: uninterruptible wait */
+	PROFD_TASK_STOPPED = 4,	   /* T: stopped by a signal */
+	PROFD_TASK_TRACED = 5,	   /* t: stopped by a tracer */
+	PROFD_TASK_DEAD = 6,	   /* X */
+	PROFD_TASK_ZOMBIE = 7,	   /* Z */
+	PROFD_TASK_PARKED = 8,	   /* P: a parked kernel thread */
+	PROFD_TASK_IDLE = 9,	   /* I: an idle kernel thread */
+};
 
 /* The USDT probe libprofd_cupti.so fires per traced launch: provider, name, arguments. */
 #define PROFD_USDT_PROVIDER "profd"

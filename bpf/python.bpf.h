@@ -3,14 +3,18 @@
  * CPython frames, read from the sampled thread's interpreter state. Only raw values leave the
  * kernel: (code object address, instruction offset, flags) per frame, newest first. The thread
  * is found without glibc internals: PyThreadState.thread_id equals pthread_self(), which on
- * x86_64 is the thread pointer in fsbase. Included by sample.bpf.c only (the CPU sampler and the
- * launch probes).
+ * x86_64 is the thread pointer in fsbase. Included by sample.bpf.c (the CPU sampler and the
+ * launch probes: they read the current thread's memory) and by stacks.bpf.c (a sleepable task
+ * iterator that reads another thread's: it defines PY_READ_TASK first, and the walk then goes
+ * through bpf_copy_from_user_task of the task in the loop context).
  */
 #ifndef PROFD_PYTHON_BPF_H
 #define PROFD_PYTHON_BPF_H
 
+#ifndef PY_MAX_THREADS_WALK
 #define PY_MAX_THREADS_WALK 1024 /* threads (across interpreters) examined to find a tstate */
-#define PY_FRAME_BUF 128	 /* bytes read per frame, at most */
+#endif
+#define PY_FRAME_BUF 128 /* bytes read per frame, at most */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -54,64 +58,129 @@ struct {
 	__type(value, struct py_scratch);
 } py_scratch_map SEC(".maps");
 
-static __always_inline __u64 read_ptr(__u64 addr)
-{
-	__u64 v = 0;
-
-	if (bpf_probe_read_user(&v, sizeof(v), (void *)addr))
-		return 0;
-	return v;
-}
-
 struct py_loop_ctx {
 	const struct profd_py_proc *py;
 	struct py_scratch *s;
+#ifdef PY_READ_TASK
+	struct task_struct *task; /* whose memory is read */
+	__u32 tgid;
+#endif
 };
+
+#ifdef PY_READ_TASK
+/*
+ * Every thread state a search walked past, by (process, thread_id): a dump reads all threads of
+ * a process, and without this each would walk the interpreter's list again (quadratic in the
+ * threads; 3000 threads took seconds). Revalidated on use like py_tstates.
+ */
+struct py_ts_key {
+	__u64 thread_id;
+	__u32 tgid;
+	__u32 __pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct py_ts_key);
+	__type(value, __u64);
+} py_ts_seen SEC(".maps");
+
+/*
+ * The process whose thread states were all walked past already in this dump (reset by the
+ * daemon before each): a thread missing from py_ts_seen is then out of reach, not walked for.
+ */
+__u32 py_walked_tgid = 0;
+#endif
+
+/* Read interpreter memory of the thread the walk is for: 0 or a negative error. */
+#ifdef PY_READ_TASK
+#define PY_READ(c, dst, size, src)                                                                 \
+	bpf_copy_from_user_task(dst, size, (const void *)(src), (c)->task, 0)
+#else
+#define PY_READ(c, dst, size, src) bpf_probe_read_user(dst, size, (const void *)(src))
+#endif
+
+static __always_inline __u64 read_ptr(struct py_loop_ctx *c, __u64 addr)
+{
+	__u64 v = 0;
+
+	if (PY_READ(c, &v, sizeof(v), addr))
+		return 0;
+	return v;
+}
 
 static long py_find_cb(__u32 i, void *arg)
 {
 	struct py_loop_ctx *c = arg;
 	const struct profd_py_proc *py = c->py;
 	struct py_scratch *s = c->s;
+	__u64 thread_id;
 
 	if (!s->ts) {
 		/* This interpreter's threads are done: on to the next interpreter. */
 		if (++s->interps > 8)
 			return 1;
-		s->interp = read_ptr(s->interp + py->interp_next);
+		s->interp = read_ptr(c, s->interp + py->interp_next);
 		if (!s->interp)
 			return 1;
-		s->ts = read_ptr(s->interp + py->interp_threads_head);
+		s->ts = read_ptr(c, s->interp + py->interp_threads_head);
 		return 0;
 	}
-	if (read_ptr(s->ts + py->ts_thread_id) == s->fsbase) {
+	thread_id = read_ptr(c, s->ts + py->ts_thread_id);
+#ifdef PY_READ_TASK
+	if (thread_id) {
+		struct py_ts_key key = {.thread_id = thread_id, .tgid = c->tgid};
+
+		bpf_map_update_elem(&py_ts_seen, &key, &s->ts, BPF_ANY);
+	}
+#endif
+	if (thread_id == s->fsbase) {
 		s->found = s->ts;
 		return 1;
 	}
-	s->ts = read_ptr(s->ts + py->ts_next);
+	s->ts = read_ptr(c, s->ts + py->ts_next);
 	return 0;
 }
 
-static __always_inline __u64 py_find_tstate(const struct profd_py_proc *py, struct py_scratch *s,
-					    __u32 tid, __u64 fsbase)
+static __always_inline __u64 py_find_tstate(struct py_loop_ctx *c, __u32 tid, __u64 fsbase)
 {
-	struct py_loop_ctx c = {.py = py, .s = s};
+	const struct profd_py_proc *py = c->py;
+	struct py_scratch *s = c->s;
 	__u64 *cached = bpf_map_lookup_elem(&py_tstates, &tid);
 	__u64 found;
 
-	if (cached && *cached && read_ptr(*cached + py->ts_thread_id) == fsbase)
+	if (cached && *cached && read_ptr(c, *cached + py->ts_thread_id) == fsbase)
 		return *cached;
+#ifdef PY_READ_TASK
+	{
+		struct py_ts_key key = {.thread_id = fsbase, .tgid = c->tgid};
+		__u64 *seen = bpf_map_lookup_elem(&py_ts_seen, &key);
+
+		found = seen ? *seen : 0;
+		if (found && read_ptr(c, found + py->ts_thread_id) == fsbase) {
+			bpf_map_update_elem(&py_tstates, &tid, &found, BPF_ANY);
+			return found;
+		}
+		if (py_walked_tgid == c->tgid)
+			return 0;
+	}
+#endif
 	s->fsbase = fsbase;
 	s->found = 0;
 	s->interps = 0;
-	s->interp = read_ptr(py->runtime_addr + py->rt_interp_head);
+	s->interp = read_ptr(c, py->runtime_addr + py->rt_interp_head);
 	if (!s->interp)
 		return 0;
-	s->ts = read_ptr(s->interp + py->interp_threads_head);
-	bpf_loop(PY_MAX_THREADS_WALK, py_find_cb, &c, 0);
+	s->ts = read_ptr(c, s->interp + py->interp_threads_head);
+	bpf_loop(PY_MAX_THREADS_WALK, py_find_cb, c, 0);
 	found = s->found;
 	if (found)
 		bpf_map_update_elem(&py_tstates, &tid, &found, BPF_ANY);
+#ifdef PY_READ_TASK
+	else
+		py_walked_tgid = c->tgid;
+#endif
 	return found;
 }
 
@@ -151,7 +220,7 @@ static long py_walk_cb(__u32 i, void *arg)
 		return 1;
 	if (size > PY_FRAME_BUF)
 		size = PY_FRAME_BUF;
-	if (bpf_probe_read_user(s->buf, size, (void *)s->frame)) {
+	if (PY_READ(c, s->buf, size, s->frame)) {
 		s->read_err = 1;
 		return 1;
 	}
@@ -180,12 +249,13 @@ static long py_walk_cb(__u32 i, void *arg)
 }
 
 /*
- * Read the Python frames of the current thread into rec after its n_ips addresses, walking in
- * py_scratch_map[slot]. Sets rec->nr_py and rec->py_status; returns the bytes appended.
+ * Read the Python frames of task (rec->tid: the current thread, or with PY_READ_TASK any thread)
+ * into rec after its n_ips addresses, walking in py_scratch_map[slot]. Sets rec->nr_py and
+ * rec->py_status; returns the bytes appended.
  */
-static __always_inline __u32 py_collect(struct profd_sample_rec *rec, __u32 n_ips, __u32 slot)
+static __always_inline __u32 py_collect(struct profd_sample_rec *rec, __u32 n_ips, __u32 slot,
+					struct task_struct *task)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
 	const struct profd_py_proc *py;
 	struct py_loop_ctx c;
 	struct py_scratch *s;
@@ -203,19 +273,23 @@ static __always_inline __u32 py_collect(struct profd_sample_rec *rec, __u32 n_ip
 #else
 	fsbase = 0;
 #endif
-	ts = fsbase ? py_find_tstate(py, s, rec->tid, fsbase) : 0;
+	c.py = py;
+	c.s = s;
+#ifdef PY_READ_TASK
+	c.task = task;
+	c.tgid = rec->pid;
+#endif
+	ts = fsbase ? py_find_tstate(&c, rec->tid, fsbase) : 0;
 	if (!ts) {
 		rec->py_status = PROFD_PY_NO_TSTATE;
 		return 0;
 	}
-	frame = read_ptr(ts + py->ts_frame);
+	frame = read_ptr(&c, ts + py->ts_frame);
 	if (frame && py->cframe_current != PROFD_PY_NO_FIELD)
-		frame = read_ptr(frame + py->cframe_current);
+		frame = read_ptr(&c, frame + py->cframe_current);
 	s->frame = frame;
 	s->n = 0;
 	s->read_err = 0;
-	c.py = py;
-	c.s = s;
 	bpf_loop(PROFD_MAX_PY_FRAMES, py_walk_cb, &c, 0);
 
 	n = s->n;

@@ -137,7 +137,7 @@ static __always_inline __u64 fill_user(void *ctx, struct profd_sample_rec *rec, 
 	rec->nr_user = un;
 
 	size = PROFD_SAMPLE_HDR_SIZE + 8 * (kn + un);
-	size += py_collect(rec, kn + un, py_slot);
+	size += py_collect(rec, kn + un, py_slot, bpf_get_current_task_btf());
 	if (size > sizeof(*rec))
 		size = sizeof(*rec);
 	rec->hdr.size = size;

@@ -2,7 +2,8 @@
 /*
  * profctl dump flamegraph: ask the daemon for a profile and render it as folded stacks, SVG,
  * pprof, speedscope or JSON. profctl dump trace: ask for the raw events of a recent window and
- * write them as Chrome trace event JSON.
+ * write them as Chrome trace event JSON. profctl dump stacks: the current stack of every thread
+ * of one process, read on demand, like py-spy dump.
  */
 #include "cmd_dump.h"
 #include "commands.h"
@@ -32,16 +33,22 @@ void cmd_dump_usage(FILE *f)
 	      "               [--value VALUE | --gpu-idle] [--nvtx] [--timeout DURATION]\n"
 	      "       profctl [--socket PATH] dump trace [--pid N]... [--since DURATION]\n"
 	      "               [-o FILE] [--timeout DURATION]\n"
+	      "       profctl [--socket PATH] dump stacks --pid N [--json] [-o FILE]\n"
+	      "               [--timeout DURATION]\n"
 	      "\n"
 	      "flamegraph: fetch the samples the daemon holds and render them as a flame graph,\n"
 	      "or write them in a format other tools read.\n"
 	      "trace: fetch the raw events of a recent window (CPU samples, CUDA calls, kernels,\n"
 	      "copies, NVTX ranges, launches) as Chrome trace event JSON for Perfetto\n"
 	      "(ui.perfetto.dev) and chrome://tracing.\n"
+	      "stacks: the current stack of every thread of process N, read now (threads that\n"
+	      "are blocked included): each thread's name and state, then its frames newest\n"
+	      "first, Python frames NAME (FILE:LINE), native func (module), kernel func [k].\n"
 	      "\n"
 	      "Options:\n"
 	      "  --pid N              only process N (repeat for more); without it every process\n"
-	      "                       you may see, each under its own root frame (its name)\n"
+	      "                       you may see, each under its own root frame (its name);\n"
+	      "                       stacks: the one process to dump (required)\n"
 	      "  --tid N              only thread N\n"
 	      "  --children           with --pid: the processes they started too (and theirs,\n"
 	      "                       alive or exited), each under a root frame 'pid N (NAME)'\n"
@@ -78,6 +85,7 @@ void cmd_dump_usage(FILE *f)
 	      "  --gpu-idle           only CPU samples taken while none of the process's GPU\n"
 	      "                       kernels ran: what the host did while the GPU starved\n"
 	      "  --nvtx               keep NVTX ranges as frames at the root ([nvtx] NAME)\n"
+	      "  --json               stacks: write JSON for scripts instead of text\n"
 	      "  --timeout DURATION   how long to wait for the daemon (default 60s)\n"
 	      "  -h, --help           show this help\n"
 	      "\n"
@@ -96,7 +104,8 @@ void cmd_dump_usage(FILE *f)
 	      "  profctl dump flamegraph --format json | jq '.samples | length'\n"
 	      "  profctl dump flamegraph --pid 1234 --value gpu -o gpu.svg\n"
 	      "  profctl dump flamegraph --pid 1234 --gpu-idle --nvtx -o idle.svg\n"
-	      "  profctl dump trace --pid 1234 --since 10s -o trace.json\n",
+	      "  profctl dump trace --pid 1234 --since 10s -o trace.json\n"
+	      "  profctl dump stacks --pid 1234\n",
 	      f);
 }
 
@@ -115,38 +124,34 @@ static const struct {
 };
 
 static const struct option dump_longopts[] = {
-    {"pid", required_argument, NULL, 'p'},
-    {"tid", required_argument, NULL, 'T'},
-    {"since", required_argument, NULL, 's'},
-    {"format", required_argument, NULL, 'f'},
-    {"output", required_argument, NULL, 'o'},
-    {"timeout", required_argument, NULL, 't'},
-    {"help", no_argument, NULL, 'h'},
-    {"value", required_argument, NULL, 'v'},
-    {"gpu-idle", no_argument, NULL, 'I'},
-    {"nvtx", no_argument, NULL, 'N'},
-    {"children", no_argument, NULL, 'C'},
-    VIEW_LONGOPTS_DUMP,
-    {0},
+    {"pid", required_argument, NULL, 'p'},    {"tid", required_argument, NULL, 'T'},
+    {"since", required_argument, NULL, 's'},  {"format", required_argument, NULL, 'f'},
+    {"output", required_argument, NULL, 'o'}, {"timeout", required_argument, NULL, 't'},
+    {"help", no_argument, NULL, 'h'},	      {"value", required_argument, NULL, 'v'},
+    {"gpu-idle", no_argument, NULL, 'I'},     {"nvtx", no_argument, NULL, 'N'},
+    {"children", no_argument, NULL, 'C'},     VIEW_LONGOPTS_DUMP,
+    {"json", no_argument, NULL, 'J'},	      {0},
 };
 
-/* The word after "dump": flamegraph or trace. Returns 0, 1 for --help, or -EINVAL. */
+/* The word after "dump": flamegraph, trace or stacks. Returns 0, 1 for --help, or -EINVAL. */
 static int parse_kind(int argc, char **argv, struct dump_args *a, struct cli_error *e)
 {
 	if (argc < 2) {
 		cli_error_set(e, PROFCTL_EXIT_USAGE,
-			      "dump: say what to dump (flamegraph or trace); see 'profctl dump "
-			      "--help'");
+			      "dump: say what to dump (flamegraph, trace or stacks); see 'profctl "
+			      "dump --help'");
 		return -EINVAL;
 	}
 	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)
 		return 1;
 	if (strcmp(argv[1], "trace") == 0) {
 		a->kind = DUMP_KIND_TRACE;
+	} else if (strcmp(argv[1], "stacks") == 0) {
+		a->kind = DUMP_KIND_STACKS;
 	} else if (strcmp(argv[1], "flamegraph") != 0) {
 		cli_error_set(e, PROFCTL_EXIT_USAGE,
-			      "dump: unknown kind '%s' (flamegraph or trace); see 'profctl dump "
-			      "--help'",
+			      "dump: unknown kind '%s' (flamegraph, trace or stacks); see 'profctl "
+			      "dump --help'",
 			      argv[1]);
 		return -EINVAL;
 	}
@@ -222,6 +227,9 @@ static int parse_option(int opt, char **argv, struct dump_args *a, const char **
 		a->children = true;
 		a->q.children = true;
 		return 0;
+	case 'J':
+		a->json = true;
+		return 0;
 	case 'h':
 		return 1;
 	default:
@@ -229,6 +237,38 @@ static int parse_option(int opt, char **argv, struct dump_args *a, const char **
 			return 0;
 		return opt_bad_option(opt, argv, dump_longopts, "dump", e);
 	}
+}
+
+/* dump stacks: one process, and none of the options of flame graphs and traces. */
+static int check_stacks_options(const struct dump_args *a, const char *value_opt,
+				struct cli_error *e)
+{
+	const char *bad = a->q.has_tid			     ? "--tid"
+			  : a->q.has_since		     ? "--since"
+			  : a->format != DUMP_FORMAT_DEFAULT ? "--format"
+			  : a->v.python_only		     ? "--python-only"
+			  : a->v.function		     ? "--function"
+			  : a->v.no_lineno		     ? "--no-lineno"
+			  : a->v.per_thread		     ? "--per-thread"
+			  : value_opt			     ? "--value"
+			  : a->gpu_idle			     ? "--gpu-idle"
+			  : a->nvtx			     ? "--nvtx"
+			  : a->children			     ? "--children"
+							     : NULL;
+
+	if (bad) {
+		cli_error_set(e, PROFCTL_EXIT_USAGE,
+			      "dump: %s is not for stacks, which shows every thread of one process "
+			      "now; see 'profctl dump --help'",
+			      bad);
+		return -EINVAL;
+	}
+	if (a->q.n_pids != 1) {
+		cli_error_set(e, PROFCTL_EXIT_USAGE,
+			      "dump: stacks needs exactly one --pid; see 'profctl dump --help'");
+		return -EINVAL;
+	}
+	return 0;
 }
 
 /* Options that each parse but do not go together. Returns 0 or -EINVAL with e filled. */
@@ -245,6 +285,14 @@ static int check_options(struct dump_args *a, const char *value_opt, struct cli_
 	}
 	if (a->gpu_idle)
 		a->value = VALUE_GPU_IDLE;
+	if (a->kind == DUMP_KIND_STACKS)
+		return check_stacks_options(a, value_opt, e);
+	if (a->json) {
+		cli_error_set(e, PROFCTL_EXIT_USAGE,
+			      "dump: --json is for stacks (flame graphs take --format json); see "
+			      "'profctl dump --help'");
+		return -EINVAL;
+	}
 	if (a->children && !a->q.n_pids) {
 		cli_error_set(e, PROFCTL_EXIT_USAGE,
 			      "dump: --children goes with --pid (without --pid every process is in "
@@ -410,6 +458,30 @@ out:
 	return ret;
 }
 
+static int stacks_to(FILE *out, void *ctx)
+{
+	const struct render_ctx *rc = ctx;
+
+	return rc->a->json ? format_stacks_json(rc->p, out) : format_stacks_text(rc->p, out);
+}
+
+/* dump stacks: the daemon reads every thread of the process now. Returns an exit code. */
+static int dump_stacks(struct conn *c, const struct dump_args *a)
+{
+	Profd__Response *resp = NULL;
+	struct cli_error e = {0};
+	struct render_ctx rc;
+	int ret = PROFCTL_EXIT_OK;
+
+	if (fetch_stacks(c, a->q.pids[0], &resp, &e))
+		return cli_error_print(&e);
+	rc = (struct render_ctx){resp->profile, a, 0};
+	if (output_write(a->output, stacks_to, &rc, &e))
+		ret = cli_error_print(&e);
+	profd__response__free_unpacked(resp, NULL);
+	return ret;
+}
+
 /* dump flamegraph: fetch, pick the column, trim frames, render. Returns an exit code. */
 int dump_flamegraph(struct conn *c, const struct dump_args *a)
 {
@@ -492,6 +564,8 @@ int cmd_dump(int argc, char **argv, const struct global_opts *g)
 		return cli_error_print(&e);
 	if (a.kind == DUMP_KIND_TRACE)
 		ret = dump_trace(c, &a);
+	else if (a.kind == DUMP_KIND_STACKS)
+		ret = dump_stacks(c, &a);
 	else
 		ret = dump_flamegraph(c, &a);
 	conn__free(c);

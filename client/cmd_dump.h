@@ -13,7 +13,8 @@
 
 enum dump_kind {
 	DUMP_KIND_FLAMEGRAPH = 0,
-	DUMP_KIND_TRACE, /* Chrome trace event JSON of the raw events */
+	DUMP_KIND_TRACE,  /* Chrome trace event JSON of the raw events */
+	DUMP_KIND_STACKS, /* a live stack dump of one process */
 };
 
 struct dump_args {
@@ -28,12 +29,13 @@ struct dump_args {
 	bool gpu_idle;		 /* --gpu-idle: the gpu_idle_samples column */
 	bool nvtx;		 /* keep NVTX frames */
 	bool children;		 /* --children: the pids' descendants, each under its own root */
+	bool json;		 /* stacks: JSON instead of text */
 };
 
 /*
- * Parse `dump flamegraph ...` or `dump trace ...` (argv[0] is "dump"). Returns 0 (a->help set
- * for --help), or -EINVAL with e filled (code PROFCTL_EXIT_USAGE). argv may be permuted;
- * strings are borrowed.
+ * Parse `dump flamegraph ...`, `dump trace ...` or `dump stacks ...` (argv[0] is "dump"). Returns 0
+ * (a->help set for --help), or -EINVAL with e filled (code PROFCTL_EXIT_USAGE). argv may be
+ * permuted; strings are borrowed.
  */
 int dump_parse_args(int argc, char **argv, struct dump_args *a, struct cli_error *e);
 

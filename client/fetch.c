@@ -87,6 +87,32 @@ int fetch_profile(struct conn *c, const Profd__DumpRequest *dreq, bool allow_emp
 	return 0;
 }
 
+int fetch_stacks(struct conn *c, uint32_t pid, Profd__Response **out, struct cli_error *e)
+{
+	Profd__Request req = PROFD__REQUEST__INIT;
+	Profd__StacksRequest sreq = PROFD__STACKS_REQUEST__INIT;
+	Profd__Response *resp = NULL;
+	char why[256];
+	int err;
+
+	sreq.pid = pid;
+	req.msg_case = PROFD__REQUEST__MSG_STACKS;
+	req.stacks = &sreq;
+	err = conn__call(c, &req, PROFD__RESPONSE__MSG_PROFILE, &resp, e);
+	if (err)
+		return err;
+	if (profile_check(resp->profile, why, sizeof(why)))
+		err = inconsistent(e, "profile", why);
+	else if (!resp->profile->n_samples)
+		err = inconsistent(e, "stack dump", "no threads");
+	if (err) {
+		profd__response__free_unpacked(resp, NULL);
+		return err;
+	}
+	*out = resp;
+	return 0;
+}
+
 int fetch_trace(struct conn *c, const Profd__TraceRequest *treq, Profd__Response **out,
 		struct cli_error *e)
 {

@@ -57,6 +57,12 @@ int fetch_profile(struct conn *c, const Profd__DumpRequest *dreq, bool allow_emp
 int fetch_trace(struct conn *c, const Profd__TraceRequest *treq, Profd__Response **out,
 		struct cli_error *e);
 /*
+ * Ask for the live stack dump of process pid and check the profile that comes back (as
+ * fetch_profile, and at least one thread). Returns 0 with *out set (free it with
+ * profd__response__free_unpacked) or a negative errno with e filled.
+ */
+int fetch_stacks(struct conn *c, uint32_t pid, Profd__Response **out, struct cli_error *e);
+/*
  * Fill e for a profile with nothing in it, as fetch_profile does (PROFCTL_EXIT_NO_SAMPLES).
  * Returns -ENODATA.
  */

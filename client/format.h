@@ -61,6 +61,15 @@ int format_speedscope(const Profd__Profile *p, const struct render_opts *o, FILE
  */
 int format_json(const Profd__Profile *p, const struct render_opts *o, FILE *out);
 
+/*
+ * A live stack dump (one sample per thread, Profile.threads with states; checked) as text in
+ * py-spy dump's layout: "Thread TID (NAME) STATE", then its frames newest first, Python
+ * "QUALNAME (FILE:LINE)", native "func (module)", kernel "func [k]". Returns 0 or -EIO.
+ */
+int format_stacks_text(const Profd__Profile *p, FILE *out);
+/* The same as one JSON document, laid out as docs/profctl.md describes. Returns 0 or -EIO. */
+int format_stacks_json(const Profd__Profile *p, FILE *out);
+
 struct diff;
 
 struct diff_svg_opts {

@@ -11,6 +11,7 @@
 #include "python.h"
 #include "sampler.h"
 #include "server.h"
+#include "snapshot.h"
 #include "store.h"
 #include "losses.h"
 #include "symbolize.h"
@@ -39,6 +40,10 @@ struct daemon {
 	 * a tick at or after this time, once its reply is written. 0: none pending.
 	 */
 	uint64_t trim_after_ns;
+	/* Live stack dumps (snapshot.h): loaded on the first request; NULL until then. */
+	struct snapshot *snapshot;
+	/* Why it could not be loaded (answered to every request after); "" while untried. */
+	char snapshot_error[192];
 };
 
 /* A connection of a CUPTI library: the process it speaks for and that process's owner. */
@@ -54,9 +59,17 @@ struct gpu_conn {
  */
 int handlers__handle(void *ctx, const struct server_peer *peer, const Profd__Request *req,
 		     uint8_t **frame, size_t *frame_len);
+/*
+ * A StacksRequest (handle_stacks.c): the live stack dump of one process, answered as a Profile
+ * with one sample per thread. As server_handle_fn.
+ */
+int handlers__stacks(struct daemon *d, const struct server_peer *peer,
+		     const Profd__StacksRequest *req, uint8_t **frame, size_t *frame_len);
+/* Pack an Error reply (msg: one line) into a malloc'd frame. Returns 0 or a negative errno. */
+int handlers__error(Profd__ErrorCode code, const char *msg, uint8_t **frame, size_t *frame_len);
 /* server_close_fn: a library's connection going away detaches its process. */
 void handlers__closed(void *ctx, const struct server_peer *peer);
-/* Release what the handlers keep in d (the connection table). */
+/* Release what the handlers keep in d (the connection table, the stack dump's program). */
 void handlers__fini(struct daemon *d);
 
 #endif

@@ -785,6 +785,67 @@ out:
 	return err;
 }
 
+int dump__threads(struct store *s, const struct dump_thread *th, size_t n,
+		  const struct dump_meta *meta, Profd__Profile **out)
+{
+	struct build bd = {.s = s};
+	uint64_t values[STORE_VALUE__COUNT] = {0};
+	struct carver c = {0};
+	Profd__Profile *p;
+	int err;
+
+	if (!s || (n && !th) || !out)
+		return -EINVAL;
+	*out = NULL;
+	if (!n)
+		return -ENODATA;
+	bd.t = dump_tables__new(s, meta && meta->hide_kernel_addresses);
+	if (!bd.t || idxmap_init(&bd.procs, 4) || idxmap_init(&bd.threads, 1024)) {
+		err = -ENOMEM;
+		goto out;
+	}
+	err = number_value_types(&bd);
+	if (err)
+		goto out;
+	/* A thread is one sample of its stack, the moment it was read. */
+	values[STORE_VALUE_CPU_SAMPLES] = 1;
+	for (size_t k = 0; k < n && !err; k++)
+		err = collect_row(th[k].pid, th[k].tid, th[k].stack, values, &bd);
+	if (!err)
+		err = number_names(&bd);
+	if (err)
+		goto out;
+	lay_out(&bd, &c, meta);
+	c.p = malloc(c.off);
+	if (!c.p) {
+		err = -ENOMEM;
+		goto out;
+	}
+	c.off = 0;
+	p = lay_out(&bd, &c, meta);
+	/* Threads are numbered in the order given, each once: thread k is th[k]. */
+	for (size_t k = 0; k < p->n_threads && k < n; k++) {
+		Profd__Thread *pt = p->threads[k];
+
+		if (th[k].pid != pt->pid || th[k].tid != pt->tid)
+			continue; /* the caller passed a thread twice: no state for the rest */
+		pt->has_state = 1;
+		pt->state = (Profd__ThreadState)th[k].state;
+		pt->has_on_cpu = 1;
+		pt->on_cpu = th[k].on_cpu;
+	}
+	*out = p;
+	err = 0;
+out:
+	dump_tables__free(bd.t);
+	free(bd.rows.p);
+	idxmap_fini(&bd.procs);
+	idxmap_fini(&bd.threads);
+	free(bd.proc_pids.p);
+	free(bd.thread_keys.p);
+	return err;
+}
+
 void dump__free(Profd__Profile *p)
 {
 	/* The Profile opens the one block that holds everything it points to. */

@@ -32,6 +32,23 @@ int dump__build(struct store *s, const struct store_query *q, const struct dump_
 		Profd__Profile **out);
 void dump__free(Profd__Profile *p);
 
+/* One thread of a live stack dump. */
+struct dump_thread {
+	uint32_t pid;
+	uint32_t tid;
+	uint32_t stack; /* store stack id, leaf first */
+	uint32_t state; /* enum profd_task_state, the same numbers as Profd__ThreadState */
+	bool on_cpu;
+};
+/*
+ * Build a live stack dump's Profile: one Sample per thread of th[0..n) (the "samples" value 1),
+ * Profile.threads in the order given, each with its name from the store (store__set_thread),
+ * its state and on_cpu. meta as for dump__build. Returns 0 and *out (free with dump__free),
+ * -ENODATA for n == 0, or another negative errno.
+ */
+int dump__threads(struct store *s, const struct dump_thread *th, size_t n,
+		  const struct dump_meta *meta, Profd__Profile **out);
+
 /* Trace dumps (dump_trace.c). */
 struct trace_meta {
 	int64_t realtime_offset_ns;

@@ -27,7 +27,7 @@
 /* Libraries listed in one StatusReply. */
 #define MAX_GPU_STATUS 4096
 
-static int reply_error(Profd__ErrorCode code, const char *msg, uint8_t **frame, size_t *len)
+int handlers__error(Profd__ErrorCode code, const char *msg, uint8_t **frame, size_t *len)
 {
 	Profd__Response resp = PROFD__RESPONSE__INIT;
 	Profd__Error err = PROFD__ERROR__INIT;
@@ -498,18 +498,19 @@ static int handle_dump(struct daemon *d, const struct server_peer *peer,
 	w.has_tid = req->has_tid;
 	w.tid = req->tid;
 	if (window_query(d, peer, &w, now, &q, &code, msg, sizeof(msg)))
-		return reply_error(code, msg, frame, len);
+		return handlers__error(code, msg, frame, len);
 	if (req->has_children && req->children) {
 		if (!w.n_pids)
-			return reply_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
-					   "--children needs --pid: a dump of every process has "
-					   "them already",
-					   frame, len);
+			return handlers__error(
+			    PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
+			    "--children needs --pid: a dump of every process has "
+			    "them already",
+			    frame, len);
 		/* The rights were checked on the pids asked for; the uid filter covers the rest. */
 		err = store__descendants(d->store, w.pids, w.n_pids, parent_from_proc, d, &family,
 					 &nfamily);
 		if (err)
-			return reply_error(
+			return handlers__error(
 			    PROFD__ERROR_CODE__ERROR_INTERNAL,
 			    "listing the processes' descendants failed: out of memory", frame, len);
 		q.pids = family;
@@ -532,12 +533,12 @@ static int handle_dump(struct daemon *d, const struct server_peer *peer,
 	t_build = mono_ns() - t_build;
 	if (err == -ENODATA) {
 		no_data_message(peer, &w, "samples", msg, sizeof(msg));
-		err = reply_error(PROFD__ERROR_CODE__ERROR_NO_SAMPLES, msg, frame, len);
+		err = handlers__error(PROFD__ERROR_CODE__ERROR_NO_SAMPLES, msg, frame, len);
 		goto out;
 	}
 	if (err) {
 		snprintf(msg, sizeof(msg), "building the profile failed: %s", strerror(-err));
-		err = reply_error(PROFD__ERROR_CODE__ERROR_INTERNAL, msg, frame, len);
+		err = handlers__error(PROFD__ERROR_CODE__ERROR_INTERNAL, msg, frame, len);
 		goto out;
 	}
 	if (peer->uid != 0) {
@@ -557,10 +558,11 @@ static int handle_dump(struct daemon *d, const struct server_peer *peer,
 	dump__free(profile);
 	note_large_reply(d, err ? 0 : *len);
 	if (err == -EMSGSIZE)
-		err = reply_error(PROFD__ERROR_CODE__ERROR_TOO_LARGE,
-				  "the profile is larger than the 256 MiB reply limit: narrow it "
-				  "with --pid or --since",
-				  frame, len);
+		err =
+		    handlers__error(PROFD__ERROR_CODE__ERROR_TOO_LARGE,
+				    "the profile is larger than the 256 MiB reply limit: narrow it "
+				    "with --pid or --since",
+				    frame, len);
 out:
 	free(family);
 	return err;
@@ -583,7 +585,7 @@ static int handle_trace(struct daemon *d, const struct server_peer *peer,
 	int err;
 
 	if (window_query(d, peer, &w, now, &q, &code, msg, sizeof(msg)))
-		return reply_error(code, msg, frame, len);
+		return handlers__error(code, msg, frame, len);
 	meta.frequency_hz = d->cfg->frequency_hz;
 	meta.hide_kernel_addresses = peer->uid != 0;
 	meta.realtime_offset_ns = realtime_offset_ns();
@@ -596,11 +598,11 @@ static int handle_trace(struct daemon *d, const struct server_peer *peer,
 	free(open);
 	if (err == -ENODATA) {
 		no_data_message(peer, &w, "events", msg, sizeof(msg));
-		return reply_error(PROFD__ERROR_CODE__ERROR_NO_SAMPLES, msg, frame, len);
+		return handlers__error(PROFD__ERROR_CODE__ERROR_NO_SAMPLES, msg, frame, len);
 	}
 	if (err) {
 		snprintf(msg, sizeof(msg), "building the trace failed: %s", strerror(-err));
-		return reply_error(PROFD__ERROR_CODE__ERROR_INTERNAL, msg, frame, len);
+		return handlers__error(PROFD__ERROR_CODE__ERROR_INTERNAL, msg, frame, len);
 	}
 	if (tr->end_ns > now)
 		tr->end_ns = now;
@@ -610,10 +612,11 @@ static int handle_trace(struct daemon *d, const struct server_peer *peer,
 	dump__trace_free(tr);
 	note_large_reply(d, err ? 0 : *len);
 	if (err == -EMSGSIZE)
-		return reply_error(PROFD__ERROR_CODE__ERROR_TOO_LARGE,
-				   "the trace is larger than the 256 MiB reply limit: narrow it "
-				   "with --pid or --since",
-				   frame, len);
+		return handlers__error(
+		    PROFD__ERROR_CODE__ERROR_TOO_LARGE,
+		    "the trace is larger than the 256 MiB reply limit: narrow it "
+		    "with --pid or --since",
+		    frame, len);
 	return err;
 }
 
@@ -679,27 +682,27 @@ static int handle_gpu_attach(struct daemon *d, const struct server_peer *peer,
 	int err;
 
 	if (peer->pid <= 0 || !d->gpu)
-		return reply_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
-				   "GPU attach: the daemon cannot take GPU data from this peer",
-				   frame, len);
+		return handlers__error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
+				       "GPU attach: the daemon cannot take GPU data from this peer",
+				       frame, len);
 	gpu__clock(d->gpu, mono_ns());
 	c = gpu_conn_of(d, peer->conn_id);
 	if (c && c->pid != pid)
 		return -EINVAL;
 	if (c && gpu_conn_of_pid(d, pid) != c)
-		return reply_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
-				   "GPU attach: a newer connection speaks for this process", frame,
-				   len);
+		return handlers__error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
+				       "GPU attach: a newer connection speaks for this process",
+				       frame, len);
 	if (!c) {
 		if (GROW(d->gpu_conns, d->gpu_conns_cap, d->n_gpu_conns + 1))
 			return -ENOMEM;
 		/* A library stays connected for the life of its process: not a profctl client. */
 		err = d->server ? server__set_uplink(d->server, peer->conn_id) : 0;
 		if (err == -EBUSY)
-			return reply_error(PROFD__ERROR_CODE__ERROR_BUSY,
-					   "busy: too many CUDA processes connected (for the "
-					   "daemon or for your user)",
-					   frame, len);
+			return handlers__error(PROFD__ERROR_CODE__ERROR_BUSY,
+					       "busy: too many CUDA processes connected (for the "
+					       "daemon or for your user)",
+					       frame, len);
 		if (err)
 			return err;
 		/* The process's newer connection: it starts from scratch (string table). */
@@ -744,8 +747,8 @@ static int handle_gpu_batch(struct daemon *d, const struct server_peer *peer,
 	int err;
 
 	if (!c)
-		return reply_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
-				   "bad request: GpuBatch before GpuAttach", frame, len);
+		return handlers__error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
+				       "bad request: GpuBatch before GpuAttach", frame, len);
 	/* A process that attached again on a newer connection: this one is stale. */
 	if (gpu_conn_of_pid(d, c->pid) != c)
 		return reply_control(false, frame, len);
@@ -771,12 +774,12 @@ static int handle_follow(struct daemon *d, const struct server_peer *peer,
 	int err;
 
 	if (req->pid == 0 || req->pid > INT32_MAX)
-		return reply_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST, "pid 0 is not a process",
-				   frame, len);
+		return handlers__error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
+				       "pid 0 is not a process", frame, len);
 	snprintf(path, sizeof(path), "%s/%u/stat", root, req->pid);
 	if (stat(path, &st)) {
 		snprintf(msg, sizeof(msg), "no process with pid %u", req->pid);
-		return reply_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST, msg, frame, len);
+		return handlers__error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST, msg, frame, len);
 	}
 	/* The owner of its /proc files: the process's effective uid while it is dumpable. */
 	if (peer->uid != 0 && st.st_uid != peer->uid) {
@@ -784,7 +787,7 @@ static int handle_follow(struct daemon *d, const struct server_peer *peer,
 			 "permission denied: pid %u runs as uid %u and you are uid %u; only root "
 			 "may profile other users' processes",
 			 req->pid, (unsigned int)st.st_uid, peer->uid);
-		return reply_error(PROFD__ERROR_CODE__ERROR_PERMISSION_DENIED, msg, frame, len);
+		return handlers__error(PROFD__ERROR_CODE__ERROR_PERMISSION_DENIED, msg, frame, len);
 	}
 	fr.has_system_wide = true;
 	fr.system_wide = !d->sampler || !sampler__filtered(d->sampler);
@@ -793,7 +796,7 @@ static int handle_follow(struct daemon *d, const struct server_peer *peer,
 	if (err) {
 		snprintf(msg, sizeof(msg), "cannot follow pid %u: %s", req->pid,
 			 err == -ENOSPC ? "the daemon follows too many processes" : strerror(-err));
-		return reply_error(PROFD__ERROR_CODE__ERROR_BUSY, msg, frame, len);
+		return handlers__error(PROFD__ERROR_CODE__ERROR_BUSY, msg, frame, len);
 	}
 	pr_info("following pid %u for uid %u", req->pid, peer->uid);
 	fr.has_children = true;
@@ -824,6 +827,8 @@ void handlers__closed(void *ctx, const struct server_peer *peer)
 
 void handlers__fini(struct daemon *d)
 {
+	snapshot__free(d->snapshot);
+	d->snapshot = NULL;
 	free(d->gpu_conns);
 	d->gpu_conns = NULL;
 	d->n_gpu_conns = d->gpu_conns_cap = 0;
@@ -841,6 +846,8 @@ int handlers__handle(void *ctx, const struct server_peer *peer, const Profd__Req
 		return handle_dump(d, peer, req->dump, frame, frame_len);
 	case PROFD__REQUEST__MSG_TRACE:
 		return handle_trace(d, peer, req->trace, frame, frame_len);
+	case PROFD__REQUEST__MSG_STACKS:
+		return handlers__stacks(d, peer, req->stacks, frame, frame_len);
 	case PROFD__REQUEST__MSG_GPU_ATTACH:
 		return handle_gpu_attach(d, peer, req->gpu_attach, frame, frame_len);
 	case PROFD__REQUEST__MSG_GPU_BATCH:
@@ -848,7 +855,7 @@ int handlers__handle(void *ctx, const struct server_peer *peer, const Profd__Req
 	case PROFD__REQUEST__MSG_FOLLOW:
 		return handle_follow(d, peer, req->follow, frame, frame_len);
 	default:
-		return reply_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST, "unknown request", frame,
-				   frame_len);
+		return handlers__error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST, "unknown request",
+				       frame, frame_len);
 	}
 }

@@ -727,25 +727,9 @@ static uint32_t put_marker(struct ingest *in, const struct frame_key *key, uint3
 	return n;
 }
 
-/*
- * A CPU sample, or a launch record (same layout, user and Python stacks only): both symbolized
- * the same way, so a launch stack and a sample stack of the same code are the same stack.
- */
-static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, size_t size,
-			 uint64_t now)
+/* A record of this time is next: drop cached frame ids the store or the kernel renumbered. */
+static void record_time(struct ingest *in, uint64_t now)
 {
-	uint32_t n, nuser, stack;
-	char comm[PROFD_COMM_LEN];
-	struct pid_entry *pe;
-	bool py_merged;
-
-	if (!sample_valid(in, rec, size, now))
-		return 0;
-	if (rec->hdr.type == PROFD_REC_LAUNCH && !in->gpu) {
-		/* Nothing would join it with a kernel: do not pay for its symbols. */
-		in->stats.launches_dropped++;
-		return 0;
-	}
 	in->now_s = (uint32_t)(now / NSEC_PER_SEC);
 	if (store__generation(in->store) != in->store_gen ||
 	    symbolizer__kernel_generation(in->sym) != in->kernel_gen) {
@@ -753,14 +737,17 @@ static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, 
 		in->store_gen = store__generation(in->store);
 		in->kernel_gen = symbolizer__kernel_generation(in->sym);
 	}
+}
 
-	comm_copy(comm, rec->comm);
-	pe = see_process(in, rec->pid, rec->tid, rec->uid, comm, now);
-	if (!pe) {
-		in->stats.store_errors++;
-		return -ENOMEM;
-	}
-	python_check(in, pe, now);
+/*
+ * The store stack of a valid record of pe's process: kernel, native and Python frames, leaf
+ * first, and the markers of what is missing. Returns the stack id, or 0 when the store refused.
+ */
+static uint32_t record_stack(struct ingest *in, const struct pid_entry *pe,
+			     const struct profd_sample_rec *rec)
+{
+	uint32_t n, nuser;
+	bool py_merged;
 
 	n = native_frames(in, rec, (uint64_t)rec->pid << 32 | pe->epoch, &nuser);
 	n = merge_python(in, pe, rec, n, nuser, &py_merged);
@@ -773,7 +760,37 @@ static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, 
 	/* Keep the sample: a kernel thread whose stack read failed still used the CPU. */
 	if (n == 0)
 		n = put_marker(in, &key_no_stack, n);
-	stack = store__intern_stack(in->store, in->frame_buf, n);
+	return store__intern_stack(in->store, in->frame_buf, n);
+}
+
+/*
+ * A CPU sample, or a launch record (same layout, user and Python stacks only): both symbolized
+ * the same way, so a launch stack and a sample stack of the same code are the same stack.
+ */
+static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, size_t size,
+			 uint64_t now)
+{
+	char comm[PROFD_COMM_LEN];
+	struct pid_entry *pe;
+	uint32_t stack;
+
+	if (!sample_valid(in, rec, size, now))
+		return 0;
+	if (rec->hdr.type == PROFD_REC_LAUNCH && !in->gpu) {
+		/* Nothing would join it with a kernel: do not pay for its symbols. */
+		in->stats.launches_dropped++;
+		return 0;
+	}
+	record_time(in, now);
+	comm_copy(comm, rec->comm);
+	pe = see_process(in, rec->pid, rec->tid, rec->uid, comm, now);
+	if (!pe) {
+		in->stats.store_errors++;
+		return -ENOMEM;
+	}
+	python_check(in, pe, now);
+
+	stack = record_stack(in, pe, rec);
 	if (!stack) {
 		in->stats.store_errors++;
 		return 0;
@@ -781,6 +798,49 @@ static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, 
 	store__set_thread(in->store, rec->pid, rec->tid, comm);
 	deliver(in, pe, rec, stack);
 	return 0;
+}
+
+int ingest__snapshot_begin(struct ingest *in, uint32_t pid)
+{
+	uint64_t now = mono_ns();
+	struct pid_entry *pe;
+
+	if (!pid)
+		return -EINVAL;
+	/* No record yet: the process's name comes from /proc, its owner too. */
+	pe = see_process(in, pid, 0, STORE_UID_UNKNOWN, "", now);
+	if (!pe)
+		return -ENOMEM;
+	python_check(in, pe, now);
+	return 0;
+}
+
+int ingest__snapshot_thread(struct ingest *in, const struct profd_sample_rec *rec, size_t size,
+			    uint32_t *stack)
+{
+	uint64_t now = mono_ns();
+	char comm[PROFD_COMM_LEN];
+	struct pid_entry *pe;
+
+	if (size < PROFD_SAMPLE_HDR_SIZE || rec->hdr.type != PROFD_REC_THREAD ||
+	    rec->hdr.size != size || !sample_valid(in, rec, size, now))
+		return -EINVAL;
+	pe = pid_find(in, rec->pid);
+	if (!pe)
+		return -ESRCH; /* ingest__snapshot_begin was not called, or an exec came between */
+	record_time(in, now);
+	comm_copy(comm, rec->comm);
+	*stack = record_stack(in, pe, rec);
+	if (!*stack)
+		return -ENOMEM;
+	return store__set_thread(in->store, rec->pid, rec->tid, comm);
+}
+
+void ingest__snapshot_forget(struct ingest *in, uint32_t pid)
+{
+	forget_process(in, pid);
+	/* Not sampled, so no bucket names it: the store lets it go with its next sweep. */
+	store__process_exited(in->store, pid);
 }
 
 static int handle_task(struct ingest *in, const struct profd_task_rec *rec, size_t size)

@@ -73,4 +73,24 @@ void ingest__free(struct ingest *in);
 int ingest__record(struct ingest *in, const void *data, size_t size);
 void ingest__stats(const struct ingest *in, struct ingest_stats *out);
 
+/*
+ * Live stack dumps (snapshot.h). Before reading process pid's threads: know the process (its
+ * name and owner from /proc) and find its CPython, so the iterator reads its Python frames.
+ * Returns 0 or a negative errno (-ENOMEM).
+ */
+int ingest__snapshot_begin(struct ingest *in, uint32_t pid);
+/*
+ * Symbolize one PROFD_REC_THREAD record of size bytes exactly as a sample of its process would
+ * be: *stack gets the store stack id (valid until the store's next compaction), and the thread's
+ * name is set in the store. Returns 0, -EINVAL for a malformed record, -ESRCH when
+ * ingest__snapshot_begin did not see the process, or -ENOMEM.
+ */
+int ingest__snapshot_thread(struct ingest *in, const struct profd_sample_rec *rec, size_t size,
+			    uint32_t *stack);
+/*
+ * After the dump of a process the sampler does not sample (outside its --pid targets): forget
+ * its symbols and CPython layout, which no exit record would ever release.
+ */
+void ingest__snapshot_forget(struct ingest *in, uint32_t pid);
+
 #endif

@@ -482,6 +482,12 @@ int sampler__counters(const struct sampler *s, uint64_t out[PROFD_CNT__MAX])
 	return err;
 }
 
+void sampler__python_maps(const struct sampler *s, int *procs_fd, int *tstates_fd)
+{
+	*procs_fd = bpf_map__fd(s->skel->maps.py_procs);
+	*tstates_fd = bpf_map__fd(s->skel->maps.py_tstates);
+}
+
 int sampler__set_python(struct sampler *s, uint32_t pid, const struct profd_py_proc *cfg)
 {
 	int err;

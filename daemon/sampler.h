@@ -88,6 +88,12 @@ bool sampler__covers(const struct sampler *s, uint32_t pid);
 bool sampler__filtered(const struct sampler *s);
 /* True when targets' new processes are followed. */
 bool sampler__follows_children(const struct sampler *s);
+/*
+ * The fds of the kernel side's Python maps (py_procs: the layouts sampler__set_python installs,
+ * py_tstates: the thread-state cache), for another BPF object to share (bpf_map__reuse_fd).
+ * Owned by the sampler: valid until sampler__free.
+ */
+void sampler__python_maps(const struct sampler *s, int *procs_fd, int *tstates_fd);
 /* CPUs with an attached perf event. */
 unsigned int sampler__ncpus(const struct sampler *s);
 

@@ -82,7 +82,10 @@ _profctl()
 	dump)
 		# "dump" takes what to dump first.
 		if [[ $prev == dump ]]; then
-			mapfile -t COMPREPLY < <(compgen -W "flamegraph trace --help" -- "$cur")
+			mapfile -t COMPREPLY < <(compgen -W "flamegraph trace stacks --help" -- "$cur")
+		elif [[ " ${COMP_WORDS[*]} " == *" stacks "* ]]; then
+			mapfile -t COMPREPLY < <(compgen -W "--pid --json -o --output --timeout --help" \
+				-- "$cur")
 		elif [[ " ${COMP_WORDS[*]} " == *" trace "* ]]; then
 			mapfile -t COMPREPLY < <(compgen -W "--pid --since -o --output --timeout --help" \
 				-- "$cur")

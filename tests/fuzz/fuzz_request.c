@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "snapshot.h"
 #include "frame.h"
 #include "log.h"
 #include "timeutil.h"
@@ -88,6 +89,49 @@ bool sampler__follows_children(const struct sampler *s)
 int sampler__follow(struct sampler *s, uint32_t pid)
 {
 	return pid == 5000 ? -ENOSPC : 0;
+}
+
+/*
+ * Live stack dumps without BPF: two threads of made-up stacks for any pid, so the handler's
+ * symbolizing and packing run on what the fuzzer asks for.
+ */
+static int snapshot_token;
+
+struct snapshot *snapshot__new(struct sampler *s, char *why, size_t why_len)
+{
+	return (struct snapshot *)&snapshot_token;
+}
+
+void snapshot__free(struct snapshot *sn)
+{
+}
+
+int snapshot__take(struct snapshot *sn, uint32_t pid, size_t max_threads, snapshot_thread_fn fn,
+		   void *ctx)
+{
+	static struct profd_sample_rec rec;
+	size_t n = max_threads < 2 ? max_threads : 2;
+	int err;
+
+	if (pid == 4444)
+		return 0; /* gone */
+	for (size_t i = 0; i < n; i++) {
+		memset(&rec, 0, PROFD_SAMPLE_HDR_SIZE);
+		rec.hdr.type = PROFD_REC_THREAD;
+		rec.pid = pid;
+		rec.tid = pid + (uint32_t)i;
+		rec.nr_kernel = 1;
+		rec.nr_user = 2;
+		rec.ips[0] = 0xffffffff81000000ull + i;
+		rec.ips[1] = 0x401000 + i;
+		rec.ips[2] = 0x7f0000001000ull;
+		snprintf(rec.comm, sizeof(rec.comm), "t%zu", i);
+		rec.hdr.size = PROFD_SAMPLE_HDR_SIZE + 8 * 3;
+		err = fn(ctx, &rec, rec.hdr.size);
+		if (err < 0)
+			return err;
+	}
+	return max_threads < 2 ? -E2BIG : (int)n;
 }
 
 /* The GPU module's hooks into the sampler (main.c's, without one) and the session's coverage. */

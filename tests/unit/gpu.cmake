@@ -4,4 +4,5 @@ profd_unit(test_gpu)
 # White-box: the exact memory accounting checks need the module's private sizes.
 target_include_directories(test_gpu PRIVATE ${CMAKE_SOURCE_DIR}/daemon/gpu)
 # The request handlers' GPU side, with a stub sampler (handlers.c is the daemon's, not the core's).
-profd_unit(test_gpu_handlers ${CMAKE_SOURCE_DIR}/daemon/handlers.c)
+profd_unit(test_gpu_handlers ${CMAKE_SOURCE_DIR}/daemon/handlers.c
+           ${CMAKE_SOURCE_DIR}/daemon/handle_stacks.c)

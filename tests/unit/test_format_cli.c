@@ -122,9 +122,11 @@ static void test_parse_dump_errors(void)
 	BAD("dump: unknown option '-x'; see 'profctl dump --help'", "dump", "flamegraph", "-x");
 	BAD("dump: unexpected argument 'extra'; see 'profctl dump --help'", "dump", "flamegraph",
 	    "extra");
-	BAD("dump: unknown kind 'flamegraf' (flamegraph or trace); see 'profctl dump --help'",
+	BAD("dump: unknown kind 'flamegraf' (flamegraph, trace or stacks); see 'profctl dump "
+	    "--help'",
 	    "dump", "flamegraf");
-	BAD("dump: say what to dump (flamegraph or trace); see 'profctl dump --help'", "dump");
+	BAD("dump: say what to dump (flamegraph, trace or stacks); see 'profctl dump --help'",
+	    "dump");
 	BAD("dump: --value 'gpu-idle' is not cpu, gpu, gpu-kernels, copy, copy-bytes or "
 	    "launches; see 'profctl dump --help'",
 	    "dump", "flamegraph", "--value", "gpu-idle");
@@ -164,6 +166,29 @@ static void test_parse_dump_gpu(void)
 	CHECK_STREQ(a.output, "t.json");
 	CHECK_EQ_I(PARSE(&a, &e, "dump", "trace", "--help"), 0);
 	CHECK(a.help);
+
+	/* dump stacks: one --pid, --json and -o; nothing of flame graphs or traces. */
+	CHECK_EQ_I(PARSE(&a, &e, "dump", "stacks", "--pid", "42", "--json", "-o", "s.json"), 0);
+	CHECK_EQ_I(a.kind, DUMP_KIND_STACKS);
+	CHECK_EQ_U(a.q.n_pids, 1);
+	CHECK_EQ_U(a.q.pids[0], 42);
+	CHECK(a.json);
+	CHECK_STREQ(a.output, "s.json");
+	CHECK_EQ_I(PARSE(&a, &e, "dump", "stacks", "--pid", "42"), 0);
+	CHECK(!a.json);
+	CHECK_EQ_I(PARSE(&a, &e, "dump", "stacks"), -EINVAL);
+	CHECK(strstr(e.msg, "exactly one --pid") != NULL);
+	CHECK_EQ_I(PARSE(&a, &e, "dump", "stacks", "--pid", "1", "--pid", "2"), -EINVAL);
+	CHECK(strstr(e.msg, "exactly one --pid") != NULL);
+	CHECK_EQ_I(PARSE(&a, &e, "dump", "stacks", "--pid", "1", "--since", "5s"), -EINVAL);
+	CHECK(strstr(e.msg, "--since is not for stacks") != NULL);
+	CHECK_EQ_I(PARSE(&a, &e, "dump", "stacks", "--pid", "1", "--format", "json"), -EINVAL);
+	CHECK(strstr(e.msg, "--format is not for stacks") != NULL);
+	CHECK_EQ_I(e.code, PROFCTL_EXIT_USAGE);
+	CHECK_EQ_I(PARSE(&a, &e, "dump", "flamegraph", "--json"), -EINVAL);
+	CHECK(strstr(e.msg, "--json is for stacks") != NULL);
+	CHECK_EQ_I(PARSE(&a, &e, "dump", "stack", "--pid", "1"), -EINVAL);
+	CHECK(strstr(e.msg, "flamegraph, trace or stacks") != NULL);
 }
 
 static void test_error_mapping(void)
@@ -173,6 +198,8 @@ static void test_error_mapping(void)
 
 	CHECK_EQ_I(cli_exit_for_error(PROFD__ERROR_CODE__ERROR_PERMISSION_DENIED), 4);
 	CHECK_EQ_I(cli_exit_for_error(PROFD__ERROR_CODE__ERROR_NO_SAMPLES), 5);
+	CHECK_EQ_I(cli_exit_for_error(PROFD__ERROR_CODE__ERROR_NO_PROCESS), 5);
+	CHECK_EQ_I(cli_exit_for_error(PROFD__ERROR_CODE__ERROR_UNSUPPORTED), 1);
 	CHECK_EQ_I(cli_exit_for_error(PROFD__ERROR_CODE__ERROR_UNSUPPORTED_VERSION), 6);
 	CHECK_EQ_I(cli_exit_for_error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST), 6);
 	CHECK_EQ_I(cli_exit_for_error(PROFD__ERROR_CODE__ERROR_INTERNAL), 1);

@@ -52,6 +52,24 @@ int sampler__follow(struct sampler *s, uint32_t pid)
 	return -EINVAL;
 }
 
+/* No live stack dumps here (test_stacks_handler has them). */
+struct snapshot *snapshot__new(struct sampler *s, char *why, size_t why_len)
+{
+	snprintf(why, why_len, "stub");
+	errno = ENOTSUP;
+	return NULL;
+}
+
+void snapshot__free(struct snapshot *sn)
+{
+}
+
+int snapshot__take(struct snapshot *sn, uint32_t pid, size_t max_threads, snapshot_thread_fn fn,
+		   void *ctx)
+{
+	return -ENOTSUP;
+}
+
 static int stub_attach(void *ctx, uint32_t pid, const char *path)
 {
 	probes_attached++;
