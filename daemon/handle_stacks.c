@@ -30,50 +30,11 @@
 /* The threads one dump shows at most: their records take ~1.5 KiB to 6 KiB each. */
 #define MAX_STACK_THREADS 4096
 
-/* The process's thread group id from /proc/PID/status. Returns 0, -ESRCH, or -EINVAL. */
-static int proc_tgid(const char *proc_root, uint32_t pid, uint32_t *tgid)
-{
-	char path[64], *buf = NULL, *line, *end;
-	unsigned long v;
-	size_t len;
-	int err;
-
-	snprintf(path, sizeof(path), "%s/%u/status", proc_root ? proc_root : "/proc", pid);
-	err = procfs_read_file(path, 64 << 10, &buf, &len);
-	if (err)
-		return err == -ENOENT ? -ESRCH : err;
-	err = -EINVAL;
-	line = strstr(buf, "\nTgid:");
-	if (line) {
-		line += 6;
-		while (*line == '\t' || *line == ' ')
-			line++;
-		errno = 0;
-		v = strtoul(line, &end, 10);
-		if (!errno && end != line && *end == '\n' && v && v <= UINT32_MAX) {
-			*tgid = (uint32_t)v;
-			err = 0;
-		}
-	}
-	free(buf);
-	return err;
-}
-
-/* The owner of pid as ptrace decides it (see ingest's proc_owner). Returns 0 or -ESRCH. */
-static int proc_owner_uid(const char *proc_root, uint32_t pid, uint32_t *uid)
-{
-	char path[64];
-	struct stat st;
-
-	snprintf(path, sizeof(path), "%s/%u/stat", proc_root ? proc_root : "/proc", pid);
-	if (stat(path, &st))
-		return -ESRCH;
-	*uid = (uint32_t)st.st_uid;
-	return 0;
-}
-
+/* Sampled anyway (a --pid target, a process followed from one, or every process)? */
 static bool is_target(const struct daemon *d, uint32_t pid)
 {
+	if (d->sampler)
+		return sampler__covers(d->sampler, pid);
 	if (!d->cfg->npids)
 		return true;
 	for (size_t i = 0; i < d->cfg->npids; i++)
@@ -125,9 +86,9 @@ static int check_target(struct daemon *d, const struct server_peer *peer, uint32
 		snprintf(msg, len, "pid 0 is not a process");
 		return 1;
 	}
-	err = proc_tgid(d->proc_root, pid, &tgid);
+	err = procfs_status_u32(d->proc_root, pid, "Tgid", &tgid);
 	if (!err)
-		err = proc_owner_uid(d->proc_root, pid, &owner);
+		err = procfs_owner_uid(d->proc_root, pid, &owner);
 	if (err == -ESRCH) {
 		*code = PROFD__ERROR_CODE__ERROR_NO_PROCESS;
 		snprintf(msg, len, "no process %u", pid);

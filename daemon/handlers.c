@@ -634,38 +634,6 @@ static int reply_control(bool enable, uint8_t **frame, size_t *len)
 }
 
 /*
- * The real uid of pid from PROC_ROOT/PID/status ("Uid:" real, effective, saved, fs). Returns 0,
- * -ESRCH when the process is gone, or a negative errno (-EINVAL for a line that does not parse).
- */
-static int proc_real_uid(const char *proc_root, uint32_t pid, uint32_t *uid)
-{
-	char path[64], *buf = NULL, *line, *end;
-	unsigned long v;
-	size_t len;
-	int err;
-
-	snprintf(path, sizeof(path), "%s/%u/status", proc_root ? proc_root : "/proc", pid);
-	err = procfs_read_file(path, 64 << 10, &buf, &len);
-	if (err)
-		return err == -ENOENT ? -ESRCH : err;
-	err = -EINVAL;
-	line = strstr(buf, "\nUid:");
-	if (line) {
-		line += 5;
-		while (*line == '\t' || *line == ' ')
-			line++;
-		errno = 0;
-		v = strtoul(line, &end, 10);
-		if (!errno && end != line && (*end == '\t' || *end == ' ') && v <= UINT32_MAX) {
-			*uid = (uint32_t)v;
-			err = 0;
-		}
-	}
-	free(buf);
-	return err;
-}
-
-/*
  * A CUPTI library introduces its process. The process is the peer's (SO_PEERCRED), never one
  * the message names. A malformed attach closes the connection. A process has one connection
  * that speaks for it, its newest: a newer one closes the older, and the older may not attach
@@ -719,7 +687,7 @@ static int handle_gpu_attach(struct daemon *d, const struct server_peer *peer,
 	 * The connection's uid must own the process: a process can connect as another user only
 	 * by passing its socket on, and then its data would be shown to that user.
 	 */
-	err = proc_real_uid(d->proc_root, pid, &real_uid);
+	err = procfs_status_u32(d->proc_root, pid, "Uid", &real_uid);
 	if (err || real_uid != peer->uid) {
 		if (err)
 			pr_warn("gpu: pid %u: cannot read its uid: %s", pid, strerror(-err));
@@ -768,25 +736,22 @@ static int handle_follow(struct daemon *d, const struct server_peer *peer,
 {
 	Profd__Response resp = PROFD__RESPONSE__INIT;
 	Profd__FollowReply fr = PROFD__FOLLOW_REPLY__INIT;
-	const char *root = d->proc_root ? d->proc_root : "/proc";
-	char path[300], msg[256];
-	struct stat st;
+	uint32_t owner;
+	char msg[256];
 	int err;
 
 	if (req->pid == 0 || req->pid > INT32_MAX)
 		return handlers__error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST,
 				       "pid 0 is not a process", frame, len);
-	snprintf(path, sizeof(path), "%s/%u/stat", root, req->pid);
-	if (stat(path, &st)) {
+	if (procfs_owner_uid(d->proc_root, req->pid, &owner)) {
 		snprintf(msg, sizeof(msg), "no process with pid %u", req->pid);
 		return handlers__error(PROFD__ERROR_CODE__ERROR_BAD_REQUEST, msg, frame, len);
 	}
-	/* The owner of its /proc files: the process's effective uid while it is dumpable. */
-	if (peer->uid != 0 && st.st_uid != peer->uid) {
+	if (peer->uid != 0 && owner != peer->uid) {
 		snprintf(msg, sizeof(msg),
 			 "permission denied: pid %u runs as uid %u and you are uid %u; only root "
 			 "may profile other users' processes",
-			 req->pid, (unsigned int)st.st_uid, peer->uid);
+			 req->pid, owner, peer->uid);
 		return handlers__error(PROFD__ERROR_CODE__ERROR_PERMISSION_DENIED, msg, frame, len);
 	}
 	fr.has_system_wide = true;

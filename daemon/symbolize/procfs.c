@@ -15,6 +15,7 @@
 #include <string.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Biggest maps file we read: ~64 MiB is several hundred thousand mappings. */
@@ -537,4 +538,51 @@ out:
 	free(rel);
 	closedir(dir);
 	return err;
+}
+
+int procfs_status_u32(const char *proc_root, uint32_t pid, const char *key, uint32_t *out)
+{
+	char path[PATH_MAX], *buf = NULL, *line, *end, want[32];
+	size_t len, klen;
+	int err;
+
+	klen = (size_t)snprintf(want, sizeof(want), "\n%s:", key);
+	if (klen >= sizeof(want))
+		return -EINVAL;
+	if ((size_t)snprintf(path, sizeof(path), "%s/%u/status", proc_root ? proc_root : "/proc",
+			     pid) >= sizeof(path))
+		return -ENAMETOOLONG;
+	err = procfs_read_file(path, STATUS_FILE_MAX, &buf, &len);
+	if (err)
+		return err == -ENOENT ? -ESRCH : err;
+	err = -EINVAL;
+	/* "Name:" comes first, so every key of interest follows a newline. */
+	line = strstr(buf, want);
+	if (line) {
+		line += klen;
+		while (*line == '\t' || *line == ' ')
+			line++;
+		end = line + strspn(line, "0123456789");
+		if (end != line && (*end == '\t' || *end == ' ' || *end == '\n')) {
+			*end = '\0';
+			err = parse_u32(line, 0, UINT32_MAX, out);
+		}
+	}
+	free(buf);
+	return err;
+}
+
+int procfs_owner_uid(const char *proc_root, uint32_t pid, uint32_t *uid)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	/* A file in it: the directory's own owner is not updated when dumpability changes. */
+	if ((size_t)snprintf(path, sizeof(path), "%s/%u/stat", proc_root ? proc_root : "/proc",
+			     pid) >= sizeof(path))
+		return -ENAMETOOLONG;
+	if (stat(path, &st))
+		return -ESRCH;
+	*uid = (uint32_t)st.st_uid;
+	return 0;
 }

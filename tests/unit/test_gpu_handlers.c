@@ -42,6 +42,11 @@ bool sampler__filtered(const struct sampler *s)
 	return false;
 }
 
+bool sampler__covers(const struct sampler *s, uint32_t pid)
+{
+	return false;
+}
+
 bool sampler__follows_children(const struct sampler *s)
 {
 	return false;

@@ -79,6 +79,22 @@ static void test_family(const char *dir)
 	CHECK_EQ_I(procfs_read_ppid(root, 40, &ppid), -EINVAL);
 	CHECK_EQ_I(procfs_read_ppid(root, 41, &ppid), -EINVAL);
 
+	/* status lines: the first number of a key, a missing key, a malformed one. */
+	snprintf(path, sizeof(path), "%s/10/status", root);
+	f = fopen(path, "w");
+	fputs("Name:\tUid: 5\nTgid:\t10\nUid:\t1000\t0\t0\t0\nGid: x\n", f);
+	fclose(f);
+	CHECK_EQ_I(procfs_status_u32(root, 10, "Tgid", &ppid), 0);
+	CHECK_EQ_U(ppid, 10);
+	CHECK_EQ_I(procfs_status_u32(root, 10, "Uid", &ppid), 0);
+	CHECK_EQ_U(ppid, 1000);
+	CHECK_EQ_I(procfs_status_u32(root, 10, "Gid", &ppid), -EINVAL);
+	CHECK_EQ_I(procfs_status_u32(root, 10, "NSpid", &ppid), -EINVAL);
+	CHECK_EQ_I(procfs_status_u32(root, 99, "Tgid", &ppid), -ESRCH);
+	CHECK_EQ_I(procfs_owner_uid(root, 10, &ppid), 0);
+	CHECK_EQ_U(ppid, (uint32_t)getuid());
+	CHECK_EQ_I(procfs_owner_uid(root, 99, &ppid), -ESRCH);
+
 	CHECK_EQ_I(procfs_descendants(root, (uint32_t[]){10}, 1, &kids, &n), 0);
 	CHECK_EQ_U(n, 3);
 	CHECK(listed(kids, n, 11) && listed(kids, n, 12) && listed(kids, n, 13));

@@ -91,6 +91,19 @@ int procfs_open_mapped(const char *proc_root, uint32_t pid, const char *path, ui
 int procfs_read_nspid(const char *proc_root, uint32_t pid, uint32_t *nspid);
 
 /*
+ * The first number of the line "KEY:" of PROC_ROOT/PID/status (Tgid, Uid: the real uid, ...).
+ * Returns 0, -ESRCH when the process is gone, -EINVAL when the line is missing or malformed,
+ * or a negative errno.
+ */
+int procfs_status_u32(const char *proc_root, uint32_t pid, const char *key, uint32_t *out);
+
+/*
+ * The owner of PID's /proc files: its effective uid while it is dumpable, root otherwise, as
+ * ptrace decides. Returns 0 or -ESRCH.
+ */
+int procfs_owner_uid(const char *proc_root, uint32_t pid, uint32_t *uid);
+
+/*
  * The parent process of PID (the 4th field of PROC_ROOT/PID/stat, read after the last ')' since
  * the name may hold any byte). Returns 0, -ESRCH when gone, -EINVAL for a malformed file, or
  * a negative errno.
