@@ -183,6 +183,27 @@ static const char *gpu_clock_name(Profd__GpuClock c)
 }
 
 /* The GPU lines, when the daemon has GPU support (it sets the counters). */
+/*
+ * Python frames the daemon could not name are left out of their stacks, which therefore show
+ * no gap: say how many, and why. A frame is named from its code object, read from the process
+ * when the daemon handles the sample (up to a drain interval after it was taken).
+ */
+static void print_py_left_out(FILE *out, const Profd__StatusReply *st)
+{
+	uint64_t exited = st->has_python_frames_exited ? st->python_frames_exited : 0;
+
+	if (!st->has_python_frames_dropped)
+		return;
+	fprintf(out, "%-14s%" PRIu64, "", st->python_frames_dropped);
+	if (st->has_python_frames_exited && exited <= st->python_frames_dropped)
+		fprintf(out,
+			" Python frames left out: %" PRIu64 " (process exited first), %" PRIu64
+			" (code unreadable)\n",
+			exited, st->python_frames_dropped - exited);
+	else
+		fputs(" Python frames left out (code unreadable)\n", out);
+}
+
 static void print_gpu(FILE *out, const Profd__StatusReply *st)
 {
 	if (!st->has_gpu_processes && !st->n_gpu)
@@ -233,8 +254,12 @@ static void status_print_text(FILE *out, const Profd__StatusReply *st)
 
 	fprintf(out, "%-14s%" PRIu32 " Hz on %" PRIu32 " CPUs, ", "sampling:", st->frequency_hz,
 		st->ncpus);
-	if (st->system_wide || !st->n_target_pids) {
+	if (st->system_wide) {
 		fputs("system-wide\n", out);
+	} else if (!st->n_target_pids) {
+		fputs(st->has_only_uid ? "target processes, none of them yours\n"
+				       : "followed processes only (recorded commands)\n",
+		      out);
 	} else {
 		fputs(st->n_target_pids == 1 ? "pid" : "pids", out);
 		for (size_t i = 0; i < st->n_target_pids; i++)
@@ -273,9 +298,9 @@ static void status_print_text(FILE *out, const Profd__StatusReply *st)
 		"other losses:", st->task_events_lost, st->records_malformed, st->samples_dropped);
 	fprintf(out,
 		"%-14s%" PRIu64 " processes, %" PRIu64 " samples with Python frames, %" PRIu64
-		" frames unreadable, %" PRIu64 " samples without a thread state\n",
-		"python:", st->python_processes, st->python_samples, st->python_frames_dropped,
-		st->python_no_thread_state);
+		" samples without a thread state\n",
+		"python:", st->python_processes, st->python_samples, st->python_no_thread_state);
+	print_py_left_out(out, st);
 	fprintf(
 	    out, "%-14s%s of %s, %" PRIu64 " stacks, %" PRIu64 " frames, %" PRIu64 " processes\n",
 	    "store:", fmt_bytes(st->store_bytes, a, sizeof(a)),

@@ -62,6 +62,7 @@ struct pp {
 	Perftools__Profiles__Function *functions;
 	size_t cap_functions;
 	uint64_t *loc_of_frame; /* Profile frame -> location id */
+	int64_t main_map;	/* the executable's mapping (0-based), -1: unknown */
 };
 
 /* Make room for element n of *arr, zeroed. Returns 0, -EOVERFLOW or -ENOMEM. */
@@ -567,9 +568,113 @@ static bool library_like(const char *path)
 	return so && (so[3] == '\0' || so[3] == '.');
 }
 
+struct pid_weight {
+	uint32_t pid;
+	uint64_t weight;
+};
+
+static int pid_weight_cmp(const void *pa, const void *pb)
+{
+	const struct pid_weight *a = pa, *b = pb;
+
+	return a->pid < b->pid ? -1 : a->pid > b->pid;
+}
+
 /*
- * pprof readers take the first mapping for the main binary (it names the profile in their
- * reports): put there the busiest mapping that is not a shared library, else keep the order.
+ * The executable of the busiest process that has one in the profile (the daemon's
+ * Process.exe), NULL when none does. Returns -ENOMEM or 0.
+ */
+static int busiest_exe(const Profd__Profile *p, const char **exe)
+{
+	struct pid_weight *w, key, *hit;
+	size_t n = 0, best = 0;
+
+	*exe = NULL;
+	w = alloc_n(p->n_processes, sizeof(*w));
+	if (!w)
+		return p->n_processes ? -ENOMEM : 0;
+	for (size_t i = 0; i < p->n_processes; i++) {
+		const Profd__Process *pr = p->processes[i];
+
+		if (pr->has_exe && *profile_string(p, pr->exe) == '/')
+			w[n++] = (struct pid_weight){.pid = pr->pid};
+	}
+	qsort(w, n, sizeof(*w), pid_weight_cmp);
+	for (size_t i = 0; i < p->n_samples && n; i++) {
+		const Profd__Sample *s = p->samples[i];
+
+		key.pid = s->pid;
+		hit = bsearch(&key, w, n, sizeof(*w), pid_weight_cmp);
+		if (hit && s->n_values)
+			hit->weight += s->values[0];
+	}
+	for (size_t i = 1; i < n; i++)
+		if (w[i].weight > w[best].weight)
+			best = i;
+	for (size_t i = 0; n && i < p->n_processes; i++) {
+		const Profd__Process *pr = p->processes[i];
+
+		if (pr->pid == w[best].pid && pr->has_exe) {
+			*exe = profile_string(p, pr->exe);
+			break;
+		}
+	}
+	free(w);
+	return 0;
+}
+
+/*
+ * pprof readers take the first mapping for the main binary: it names the profile in their
+ * reports ("File: python3.12"). That is the busiest process's executable, whose mapping is
+ * added when no frame of the profile lies in it (an interpreter's stacks may be Python and
+ * library frames only). Sets pp->main_map; -1 when no process says what its executable is.
+ */
+static int add_main_mapping(struct pp *pp)
+{
+	size_t n = intern__count(pp->maps);
+	const char *exe;
+	char **strs;
+	int64_t key[2], id, best = -1;
+	int added, err;
+
+	pp->main_map = -1;
+	err = busiest_exe(pp->p, &exe);
+	if (err || !exe)
+		return err;
+	strs = intern__keys(pp->strs);
+	/* The same path under several build ids (a binary replaced while profiled): the busiest. */
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(strs[pp->mappings[i].m.filename], exe))
+			continue;
+		if (best < 0 || pp->mappings[i].weight > pp->mappings[best].weight)
+			best = (int64_t)i;
+	}
+	if (best >= 0) {
+		pp->main_map = best;
+		return 0;
+	}
+	key[0] = str_id(pp, exe);
+	key[1] = str_id(pp, "");
+	if (key[0] < 0 || key[1] < 0)
+		return -ENOMEM;
+	id = intern__add(pp->maps, key, sizeof(key), &added);
+	if (id < 0)
+		return (int)id;
+	err = grow((void **)&pp->mappings, &pp->cap_mappings, (size_t)id, sizeof(*pp->mappings));
+	if (err)
+		return err;
+	perftools__profiles__mapping__init(&pp->mappings[id].m);
+	pp->mappings[id].m.id = (uint64_t)id + 1;
+	pp->mappings[id].m.filename = key[0];
+	pp->mappings[id].all_lines = true;
+	pp->mappings[id].all_files = true;
+	pp->main_map = id;
+	return 0;
+}
+
+/*
+ * Without the executable's name (a daemon before Process.exe), the busiest mapping that is not a
+ * shared library, else the first.
  */
 static size_t main_mapping(const struct pp *pp, size_t n)
 {
@@ -611,7 +716,9 @@ static int link_tables(struct pp *pp, Perftools__Profiles__Profile *msg, struct 
 	}
 	/* Ids stay as they are: only the order of the list says which is main. */
 	if (nm) {
-		size_t first = main_mapping(pp, nm);
+		size_t first = pp->main_map >= 0 && (size_t)pp->main_map < nm
+				   ? (size_t)pp->main_map
+				   : main_mapping(pp, nm);
 
 		memmove(&o->mapping_ptrs[1], &o->mapping_ptrs[0], first * sizeof(*o->mapping_ptrs));
 		o->mapping_ptrs[0] = &pp->mappings[first].m;
@@ -640,7 +747,7 @@ static int link_tables(struct pp *pp, Perftools__Profiles__Profile *msg, struct 
 int format_pprof(const Profd__Profile *p, const struct render_opts *ro, FILE *out)
 {
 	Perftools__Profiles__Profile msg = PERFTOOLS__PROFILES__PROFILE__INIT;
-	struct pp pp = {.p = p};
+	struct pp pp = {.p = p, .main_map = -1};
 	struct pp_out o = {0};
 	uint64_t period = p->period_ns;
 	ssize_t cpu = cpu_column(p);
@@ -670,6 +777,8 @@ int format_pprof(const Profd__Profile *p, const struct render_opts *ro, FILE *ou
 		err = add_frame(&pp, i);
 	if (!err)
 		err = build_samples(&pp, &msg, &o, cpu, period);
+	if (!err)
+		err = add_main_mapping(&pp);
 	if (!err)
 		err = link_tables(&pp, &msg, &o);
 	if (err)

@@ -601,12 +601,14 @@ static int number_value_types(struct build *bd)
 static int number_names(struct build *bd)
 {
 	for (size_t k = 0; k < bd->proc_pids.n; k++) {
-		struct store_process_info pi;
+		struct store_process_info pi = {0};
 		const char *name = "";
 
 		if (store__process(bd->s, ((uint32_t *)bd->proc_pids.p)[k], &pi))
 			name = pi.comm;
 		if (strset_index(&bd->t->strs, name, false) < 0)
+			return -ENOMEM;
+		if (pi.exe && strset_index(&bd->t->strs, pi.exe, false) < 0)
 			return -ENOMEM;
 	}
 	for (size_t k = 0; k < bd->thread_keys.n; k++) {
@@ -692,6 +694,10 @@ static Profd__Profile *lay_out(struct build *bd, struct carver *c, const struct 
 			pp->uid = pi.uid;
 			pp->has_exited = 1;
 			pp->exited = pi.exited;
+			if (pi.exe) {
+				pp->has_exe = 1;
+				pp->exe = sidx(t, pi.exe);
+			}
 		}
 		proc_ptrs[k] = pp;
 	}

@@ -166,6 +166,7 @@ static int status_for_user(struct daemon *d, uint32_t uid, Profd__StatusReply *s
 	st->has_kstack_errors = st->has_ustack_errors = st->has_samples_evicted = false;
 	st->has_task_events_lost = st->has_records_malformed = st->has_samples_dropped = false;
 	st->has_python_samples = st->has_python_frames_dropped = false;
+	st->has_python_frames_exited = false;
 	st->has_python_no_thread_state = st->has_python_processes = false;
 	st->has_store_bytes = st->has_stacks = st->has_frames = st->has_processes = false;
 	st->has_oldest_ns = st->has_newest_ns = false;
@@ -239,6 +240,8 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 	st.python_samples = is.py_samples;
 	st.has_python_frames_dropped = true;
 	st.python_frames_dropped = is.py_frames_bad;
+	st.has_python_frames_exited = true;
+	st.python_frames_exited = is.py_frames_exited;
 	st.has_python_no_thread_state = true;
 	st.python_no_thread_state = is.py_no_tstate;
 	st.has_python_processes = true;

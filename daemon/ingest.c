@@ -238,6 +238,29 @@ static void read_comm(const struct ingest *in, uint32_t pid, char *buf, size_t l
 	buf[strcspn(buf, "\n")] = '\0';
 }
 
+/*
+ * Record pid's executable as its mappings name it (the symbolizer reads the same paths from
+ * /proc/PID/maps), for the formats that name a profile's main binary. A process gone by now
+ * (its samples came late) keeps none: better than the next owner of its pid's.
+ */
+static void note_exe(struct ingest *in, uint32_t pid)
+{
+	static const char deleted[] = " (deleted)";
+	char path[320], exe[PATH_MAX];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/%u/exe", in->proc_root, pid);
+	n = readlink(path, exe, sizeof(exe) - 1);
+	if (n <= 0 || exe[0] != '/') {
+		store__set_process_exe(in->store, pid, NULL);
+		return;
+	}
+	exe[n] = '\0';
+	if ((size_t)n > sizeof(deleted) - 1 && !strcmp(exe + n - (sizeof(deleted) - 1), deleted))
+		exe[n - (sizeof(deleted) - 1)] = '\0';
+	store__set_process_exe(in->store, pid, exe);
+}
+
 /* Copy a fixed-size comm that may lack its NUL, replacing bytes that are not printable. */
 static void comm_copy(char *dst, const char *src)
 {
@@ -309,6 +332,7 @@ static struct pid_entry *see_process(struct ingest *in, uint32_t pid, uint32_t t
 	else
 		read_comm(in, pid, comm, sizeof(comm), thread_comm);
 	store__set_process(in->store, pid, uid, comm);
+	note_exe(in, pid);
 	return e;
 }
 
@@ -487,7 +511,8 @@ static size_t python_frames(struct ingest *in, const struct pid_entry *pe,
 		bool close = ver < 0x030b || (ver == 0x030b && (pf[i].flags & PROFD_PYF_ENTRY));
 		int err = -ESRCH;
 
-		/* A process that exited before its samples were read: no use trying every frame. */
+		/* A process gone before it was ever detected: no use trying every frame. (One
+		 * that was detected still names the frames whose code objects were read.) */
 		if (!boundary && !gone) {
 			err = python__symbolize(in->py, rec->pid, &pf[i], &sym);
 			gone = err == -ESRCH;
@@ -508,6 +533,8 @@ static size_t python_frames(struct ingest *in, const struct pid_entry *pe,
 			}
 		} else if (!boundary) {
 			in->stats.py_frames_bad++;
+			if (err == -ESRCH || err == -ENODATA)
+				in->stats.py_frames_exited++;
 		}
 		/* Up to 3.11 an activation is kept even if empty, to stay aligned with the C
 		 * frames. */
@@ -782,6 +809,7 @@ static int handle_task(struct ingest *in, const struct profd_task_rec *rec, size
 		store__set_process(in->store, rec->pid, e->uid, comm);
 		if (rec->ppid && rec->ppid != rec->pid)
 			store__set_parent(in->store, rec->pid, rec->ppid);
+		note_exe(in, rec->pid);
 	} else {
 		in->stats.exits++;
 		forget_process(in, rec->pid);

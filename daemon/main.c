@@ -53,6 +53,8 @@ struct app {
 	int exit_code;
 	/* --record: profctl record runs the command; its exit code becomes profd's. */
 	struct record *record;
+	bool record_started; /* before that, Ctrl-C stops profd as usual */
+	int stopping;	     /* the signal that stopped the loop */
 	bool record_done;
 	int record_code;
 };
@@ -233,8 +235,9 @@ static void gpu_detach_probe(void *ctx, uint32_t pid)
 }
 
 /*
- * The session covers every process, or the --pid list; in a pid namespace of its own, no
- * connecting process (check_pid_namespace).
+ * The session covers every process, or the --pid list and the processes followed from it (a
+ * launcher's trainers); in a pid namespace of its own, no connecting process
+ * (check_pid_namespace).
  */
 static bool gpu_covers(void *ctx, uint32_t pid)
 {
@@ -243,6 +246,8 @@ static bool gpu_covers(void *ctx, uint32_t pid)
 
 	if (!app->gpu_pids_ok)
 		return false;
+	if (app->d.sampler)
+		return sampler__covers(app->d.sampler, pid);
 	if (!cfg->npids)
 		return true;
 	for (size_t i = 0; i < cfg->npids; i++)
@@ -286,11 +291,12 @@ static void on_signal(uv_signal_t *h, int signum)
 	 * Ctrl-C reaches the whole foreground group: the command stops, and profctl record
 	 * writes what it has; profd stops when profctl is done.
 	 */
-	if (app->record && signum == SIGINT && !app->record_done) {
+	if (app->record_started && signum == SIGINT && !app->record_done) {
 		pr_info("%s: waiting for the profile to be written", strsignal(signum));
 		return;
 	}
 	pr_info("%s: shutting down", strsignal(signum));
+	app->stopping = signum;
 	notify_stopping();
 	uv_stop(app->loop);
 }
@@ -562,8 +568,18 @@ int main(int argc, char **argv)
 		 cfg.frequency_hz, cfg.socket_path);
 	pr_info("%s", status);
 	notify_ready(status);
-	if (app.record && record__start(app.record, app.loop, &cfg, on_record_done, &app))
-		goto out;
+	if (app.record) {
+		/* A Ctrl-C during the start-up (the BPF load takes a while) means: do not run it.
+		 */
+		uv_run(app.loop, UV_RUN_NOWAIT);
+		if (app.stopping) {
+			app.exit_code = 128 + app.stopping;
+			goto out;
+		}
+		if (record__start(app.record, app.loop, &cfg, on_record_done, &app))
+			goto out;
+		app.record_started = true;
+	}
 
 	uv_run(app.loop, UV_RUN_DEFAULT);
 	app.exit_code = app.record ? app.record_code : 0;

@@ -426,6 +426,18 @@ int sampler__follow(struct sampler *s, uint32_t pid)
 			  PROFD_TARGET_SAMPLE | PROFD_TARGET_FOLLOW | PROFD_TARGET_TRANSIENT);
 }
 
+bool sampler__covers(const struct sampler *s, uint32_t pid)
+{
+	__u8 flags = 0;
+
+	if (!s->filtered)
+		return true;
+	if (bpf_map__lookup_elem(s->skel->maps.target_pids, &pid, sizeof(pid), &flags,
+				 sizeof(flags), 0))
+		return false;
+	return flags & PROFD_TARGET_SAMPLE;
+}
+
 bool sampler__filtered(const struct sampler *s)
 {
 	return s->filtered;

@@ -82,6 +82,8 @@ int sampler__set_python(struct sampler *s, uint32_t pid, const struct profd_py_p
  * Returns 0, -ENOSPC when the filter holds PROFD_MAX_TARGETS processes, or the kernel's error.
  */
 int sampler__follow(struct sampler *s, uint32_t pid);
+/* True when pid is sampled: every process, or one in the target filter now. */
+bool sampler__covers(const struct sampler *s, uint32_t pid);
 /* True when the sampler covers only its target list. */
 bool sampler__filtered(const struct sampler *s);
 /* True when targets' new processes are followed. */

@@ -6,7 +6,7 @@
 _profctl()
 {
 	local cur prev cmd i w
-	local commands="status dump top table diff report help"
+	local commands="status dump top table diff report record help"
 	local global_opts="--socket --timeout --help --version -h -V"
 
 	COMPREPLY=()
@@ -88,7 +88,16 @@ _profctl()
 				-- "$cur")
 		else
 			mapfile -t COMPREPLY < <(compgen -W "--pid --tid --since --format -o --output --python-only
-				--function --no-lineno --per-thread --value --gpu-idle --nvtx --timeout --help" -- "$cur")
+				--function --no-lineno --per-thread --children --value --gpu-idle --nvtx --timeout --help" -- "$cur")
+		fi
+		;;
+	record)
+		# Options until the command; after it, the command's own words.
+		if [[ " ${COMP_WORDS[*]:0:COMP_CWORD} " == *" -- "* ]]; then
+			mapfile -t COMPREPLY < <(compgen -c -- "$cur")
+		else
+			mapfile -t COMPREPLY < <(compgen -W "-o --output --format --duration
+				--python-only --timeout --help --" -- "$cur")
 		fi
 		;;
 	report)
@@ -115,7 +124,7 @@ _profctl()
 		fi
 		;;
 	help)
-		mapfile -t COMPREPLY < <(compgen -W "status dump top table diff report" -- "$cur")
+		mapfile -t COMPREPLY < <(compgen -W "status dump top table diff report record" -- "$cur")
 		;;
 	esac
 	return 0

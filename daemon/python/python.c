@@ -396,11 +396,24 @@ int python__symbolize(struct python *py, uint32_t pid, const struct profd_py_fra
 	span = py_layout_code_span(l);
 	if (span > sizeof(head))
 		return -EINVAL;
+	c = code_find(p, addr);
 	/* One read per frame: the type and every field the cache entry depends on. */
 	err = python_read_mem(py, pid, addr, head, span);
+	if (err == -ESRCH) {
+		/*
+		 * The process exited after the sample was taken (samples arrive up to a drain
+		 * interval late) and its code objects went with it. The one the cache holds for the
+		 * address is what the frame pointed at when last checked, and a process that exited
+		 * changed nothing since.
+		 */
+		if (!c)
+			return -ENODATA;
+		lru_unlink(c);
+		lru_push_front(p, c);
+		goto found;
+	}
 	if (err == -EFAULT || err == -EIO)
 		err = -ENOENT; /* unmapped: a stale or torn frame */
-	c = code_find(p, addr);
 	if (!err && get_u64(head + l->ob_type) != p->code_type)
 		err = -ENOENT;
 	if (err) {
@@ -424,9 +437,12 @@ int python__symbolize(struct python *py, uint32_t pid, const struct profd_py_fra
 		err = code_load(py, p, addr, head, &c);
 		if (err == -EFAULT || err == -EINVAL || err == -EIO)
 			return -ENOENT; /* freed while we read it */
+		if (err == -ESRCH)
+			return -ENODATA; /* exited while we read it */
 		if (err)
 			return err;
 	}
+found:
 	out->qualname = c->qualname;
 	out->filename = c->filename;
 	out->first_line = c->first_line > 0 ? (uint32_t)c->first_line : 0;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #define MAX_COMM 255
+#define MAX_EXE 4095
 
 struct proc {
 	uint32_t pid;
@@ -18,6 +19,7 @@ struct proc {
 	uint64_t ref_idx; /* newest bucket idx + 1 naming it; 0: none */
 	bool exited;
 	char *comm;
+	char *exe; /* NULL: unknown */
 };
 
 struct thread {
@@ -60,14 +62,14 @@ static inline uint64_t thread_key(uint32_t pid, uint32_t tid)
 	return (uint64_t)pid << 32 | tid;
 }
 
-static int set_comm(struct store *s, char **dst, const char *comm)
+static int set_str(struct store *s, char **dst, const char *comm, size_t max)
 {
 	size_t len;
 	char *p;
 
 	if (!comm)
 		comm = "";
-	len = store_clip_len(comm, MAX_COMM);
+	len = store_clip_len(comm, max);
 	if (*dst && strlen(*dst) == len && !memcmp(*dst, comm, len))
 		return 0;
 	p = store_mem_alloc(&s->bytes, len + 1);
@@ -105,7 +107,7 @@ int store__set_process(struct store *s, uint32_t pid, uint32_t uid, const char *
 	p->exited = false;
 	if (p->ref_idx < s->max_idx_plus1)
 		p->ref_idx = s->max_idx_plus1;
-	return set_comm(s, &p->comm, comm);
+	return set_str(s, &p->comm, comm, MAX_COMM);
 }
 
 int store__set_thread(struct store *s, uint32_t pid, uint32_t tid, const char *comm)
@@ -130,7 +132,22 @@ int store__set_thread(struct store *s, uint32_t pid, uint32_t tid, const char *c
 	}
 	if (t->ref_idx < s->max_idx_plus1)
 		t->ref_idx = s->max_idx_plus1;
-	return set_comm(s, &t->comm, comm);
+	return set_str(s, &t->comm, comm, MAX_COMM);
+}
+
+int store__set_process_exe(struct store *s, uint32_t pid, const char *exe)
+{
+	struct proc *p = s ? ptrmap_get(&s->procs, pid) : NULL;
+
+	if (!p)
+		return -ENOENT;
+	if (!exe || !exe[0]) {
+		if (p->exe)
+			store_mem_free(&s->bytes, p->exe, strlen(p->exe) + 1);
+		p->exe = NULL;
+		return 0;
+	}
+	return set_str(s, &p->exe, exe, MAX_EXE);
 }
 
 int store__set_parent(struct store *s, uint32_t pid, uint32_t ppid)
@@ -237,6 +254,7 @@ bool store__process(const struct store *s, uint32_t pid, struct store_process_in
 	out->uid = p->uid;
 	out->ppid = p->ppid;
 	out->comm = p->comm ? p->comm : "";
+	out->exe = p->exe;
 	out->exited = p->exited;
 	return true;
 }
@@ -252,6 +270,8 @@ static void proc_release(struct store *s, struct proc *p)
 {
 	if (p->comm)
 		store_mem_free(&s->bytes, p->comm, strlen(p->comm) + 1);
+	if (p->exe)
+		store_mem_free(&s->bytes, p->exe, strlen(p->exe) + 1);
 	store_mem_free(&s->bytes, p, sizeof(*p));
 }
 

@@ -511,6 +511,12 @@ static int image_from_elf(struct elf_image *img, Elf *e, const struct elf_debug_
 	pr_info("symbolize: %s: no symbols", name);
 done:
 	sym_table__finish(&img->syms);
+	/* From the file itself: a debug file's .plt has no contents. */
+	err = elf_add_plt_syms(&img->syms, e);
+	if (err < 0)
+		goto err;
+	if (err > 0)
+		sym_table__finish(&img->syms);
 	return 0;
 err:
 	elf_image__fini(img);

@@ -22,8 +22,8 @@ else()
   set(E2E_SANITIZED 0)
 endif()
 foreach(t cpu_split kernel_frames system_wide exited bad_input cli_errors lifecycle systemd_unit top
-          python svg_browser diff formats socket_safety setuid perf_map_budget flood losses perf_maps
-          children record views pyspy)
+          python python_exit svg_browser diff formats socket_safety setuid perf_map_budget flood
+          losses perf_maps children record views pyspy)
   add_test(NAME e2e.${t}
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_${t}.py)
   set_tests_properties(e2e.${t} PROPERTIES
@@ -95,6 +95,11 @@ if(TARGET fake_cupti AND TARGET profd_cupti)
   add_dependencies(fixture_gpu_app profd_cupti)
   add_test(NAME e2e.gpu COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_gpu.py)
   set_tests_properties(e2e.gpu PROPERTIES
+    LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL TRUE
+    ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e;PROFD_CUPTI_SO=$<TARGET_FILE:profd_cupti>;PROFD_FAKE_CUPTI=$<TARGET_FILE:fake_cupti>")
+  add_test(NAME e2e.gpu_child
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_gpu_child.py)
+  set_tests_properties(e2e.gpu_child PROPERTIES
     LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL TRUE
     ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e;PROFD_CUPTI_SO=$<TARGET_FILE:profd_cupti>;PROFD_FAKE_CUPTI=$<TARGET_FILE:fake_cupti>")
 elseif(DEFINED ENV{CI})

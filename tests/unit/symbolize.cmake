@@ -40,3 +40,7 @@ target_compile_options(test_symbolize PRIVATE -Wno-format-truncation)
 add_executable(bench_symbolize EXCLUDE_FROM_ALL ${CMAKE_SOURCE_DIR}/bench/bench_symbolize.c)
 target_link_libraries(bench_symbolize PRIVATE profd_core)
 target_include_directories(test_symbolize PRIVATE ${CMAKE_SOURCE_DIR}/daemon/symbolize)
+
+# PLT stub names against objdump's, on programs the test builds with the system's compiler.
+profd_unit(test_plt)
+target_compile_options(test_plt PRIVATE -Wno-format-truncation)

@@ -417,6 +417,99 @@ static void test_pprof_main_mapping(void)
 	free(gz);
 }
 
+/* Render fx as pprof and decode it; NULL on failure (a failed check). */
+static Perftools__Profiles__Profile *pprof_of(struct fixture *fx)
+{
+	Perftools__Profiles__Profile *pp;
+	size_t len, raw_len;
+	uint8_t *raw = NULL;
+	char *gz;
+
+	gz = render(format_pprof, &fx->p, NULL, &len);
+	if (gz)
+		raw = gunzip(gz, len, &raw_len);
+	pp = raw ? perftools__profiles__profile__unpack(NULL, raw_len, raw) : NULL;
+	CHECK(pp != NULL);
+	free(raw);
+	free(gz);
+	return pp;
+}
+
+static void fx_proc_exe(struct fixture *fx, uint32_t pid, const char *name, const char *exe)
+{
+	fx_proc(fx, pid, name);
+	fx->procs[fx->p.n_processes - 1].has_exe = 1;
+	fx->procs[fx->p.n_processes - 1].exe = fx_str(fx, exe);
+}
+
+/*
+ * With Process.exe the first mapping is the busiest process's executable: added when none of
+ * its frames is in the profile (a Python process: Python frames, libpython and libz), first
+ * even when another binary that is no library is busier.
+ */
+static void test_pprof_main_exe(void)
+{
+	Perftools__Profiles__Profile *pp;
+	struct fixture fx;
+
+	fx_init_samples(&fx, 0);
+	uint32_t z = fx_frame_full(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "deflate",
+				   "/usr/lib/libz.so.1.2.13", 0x20, NULL, 0);
+	uint32_t lp = fx_frame_full(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "PyObject_Call",
+				    "/opt/py/lib/libpython3.12.so.1.0", 0x30, NULL, 0);
+	uint32_t py = fx_frame_full(&fx, PROFD__FRAME_KIND__FRAME_PYTHON, "main", NULL, 0,
+				    "/app/main.py", 12);
+
+	fx_sample(&fx, fx_stack(&fx, 3, (uint32_t[]){py, lp, z}), 7, 5);
+	fx_sample(&fx, fx_stack(&fx, 2, (uint32_t[]){py, lp}), 7, 1);
+	fx_proc_exe(&fx, 7, "python3.12", "/opt/py/bin/python3.12");
+	pp = pprof_of(&fx);
+	if (pp) {
+		CHECK_EQ_U(pp->n_mapping, 3);
+		CHECK_STREQ(pstr(pp, pp->mapping[0]->filename), "/opt/py/bin/python3.12");
+		CHECK_EQ_U(pp->mapping[0]->id, 3);
+		CHECK_STREQ(pstr(pp, pp->mapping[1]->filename), "/usr/lib/libz.so.1.2.13");
+		CHECK_EQ_U(pp->mapping[1]->id, 1);
+		/* No location points at the added mapping. */
+		for (size_t i = 0; i < pp->n_location; i++)
+			CHECK(pp->location[i]->mapping_id != 3);
+		perftools__profiles__profile__free_unpacked(pp, NULL);
+	}
+
+	/* Two processes: the executable of the one with more samples, though its own frames are
+	 * fewer than another binary's. */
+	fx_init_samples(&fx, 0);
+	uint32_t a = fx_frame_full(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "a_main", "/usr/bin/a",
+				   0x10, NULL, 0);
+	uint32_t b = fx_frame_full(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "b_main", "/usr/bin/b",
+				   0x10, NULL, 0);
+	uint32_t plug = fx_frame_full(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "work",
+				      "/opt/plugins/work", 0x10, NULL, 0);
+
+	fx_sample(&fx, fx_stack(&fx, 1, (uint32_t[]){a}), 1, 4);
+	fx_sample(&fx, fx_stack(&fx, 1, (uint32_t[]){plug}), 2, 9);
+	fx_sample(&fx, fx_stack(&fx, 2, (uint32_t[]){b, plug}), 2, 1);
+	fx_proc_exe(&fx, 1, "a", "/usr/bin/a");
+	fx_proc_exe(&fx, 2, "b", "/usr/bin/b");
+	pp = pprof_of(&fx);
+	if (pp) {
+		CHECK_EQ_U(pp->n_mapping, 3);
+		CHECK_STREQ(pstr(pp, pp->mapping[0]->filename), "/usr/bin/b");
+		CHECK_EQ_U(pp->mapping[0]->id, 2);
+		CHECK_STREQ(pstr(pp, pp->mapping[1]->filename), "/usr/bin/a");
+		perftools__profiles__profile__free_unpacked(pp, NULL);
+	}
+
+	/* A relative or empty path is not an executable's: the old choice stands. */
+	fx.procs[1].exe = fx_str(&fx, "b");
+	fx.procs[0].exe = fx_str(&fx, "");
+	pp = pprof_of(&fx);
+	if (pp) {
+		CHECK_STREQ(pstr(pp, pp->mapping[0]->filename), "/opt/plugins/work");
+		perftools__profiles__profile__free_unpacked(pp, NULL);
+	}
+}
+
 static void test_speedscope(void)
 {
 	static const char want[] =
@@ -636,6 +729,7 @@ int main(void)
 	test_pprof_value_types();
 	test_pprof_default_type();
 	test_pprof_main_mapping();
+	test_pprof_main_exe();
 	test_speedscope();
 	test_json();
 	test_json_strings();

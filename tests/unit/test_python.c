@@ -294,6 +294,7 @@ static int walk_stack(pid_t pid, const struct profd_py_proc *cfg, uint64_t threa
 struct fake_mem {
 	unsigned int reads;
 	bool on;
+	bool gone; /* every read fails as for a process that exited */
 	uint64_t addr;
 	uint8_t bytes[8];
 	size_t len;
@@ -305,6 +306,8 @@ static int fake_read(void *ctx, uint32_t pid, uint64_t addr, void *buf, size_t l
 	size_t i;
 
 	f->reads++;
+	if (f->gone)
+		return -ESRCH;
 	if (peek((pid_t)pid, addr, buf, len))
 		return -EFAULT;
 	if (!f->on)
@@ -450,6 +453,24 @@ static void test_cache(const struct interp *it, pid_t pid, const struct report *
 	fm.reads = 0;
 	CHECK_EQ_I(python__symbolize(py, (uint32_t)pid, &fr, &sym), 0);
 	CHECK(fm.reads > 1);
+	CHECK_STREQ(sym.qualname, c0->name);
+
+	/*
+	 * The process exited before its last samples were handled: what the cache holds is named
+	 * as it was, with its line; what it never read is -ENODATA, and nothing is dropped.
+	 */
+	fm.gone = true;
+	CHECK_EQ_I(python__symbolize(py, (uint32_t)pid, &fr, &sym), 0);
+	CHECK_STREQ(sym.qualname, c0->name);
+	CHECK_EQ_U(sym.line, c0->ats[0].line);
+	if (r->ncodes > 3) {
+		struct profd_py_frame f1 = {.code = r->codes[1].id,
+					    .lasti = encode_lasti(it->minor, &r->codes[1].ats[0])};
+
+		/* Two entries: codes[1] was pushed out by codes[3] and the first one. */
+		CHECK_EQ_I(python__symbolize(py, (uint32_t)pid, &f1, &sym), -ENODATA);
+	}
+	CHECK_EQ_I(python__symbolize(py, (uint32_t)pid, &fr, &sym), 0);
 	CHECK_STREQ(sym.qualname, c0->name);
 	python__free(py);
 }

@@ -142,6 +142,11 @@ int store__set_parent(struct store *s, uint32_t pid, uint32_t ppid);
 int store__descendants(const struct store *s, const uint32_t *roots, size_t nroots,
 		       uint32_t (*parent_of)(void *ctx, uint32_t pid), void *ctx, uint32_t **out,
 		       size_t *nout);
+/*
+ * The path of pid's executable (copied, at most 4095 bytes kept; NULL or "": unknown), for a
+ * process set before. Returns 0, -ENOENT for an unknown pid, or -ENOMEM.
+ */
+int store__set_process_exe(struct store *s, uint32_t pid, const char *exe);
 
 /*
  * Lookups; NULL / false when unknown. Returned memory is owned by the store and stays valid
@@ -155,6 +160,7 @@ struct store_process_info {
 	uint32_t uid;
 	uint32_t ppid; /* the parent process; 0: not known */
 	const char *comm;
+	const char *exe; /* NULL when unknown */
 	bool exited;
 };
 bool store__process(const struct store *s, uint32_t pid, struct store_process_info *out);

@@ -98,6 +98,23 @@ int elf_image__load_mem(struct elf_image *img, const void *mem, size_t size, con
 int elf_image__vaddr(const struct elf_image *img, uint64_t file_off, uint64_t *vaddr);
 void elf_image__fini(struct elf_image *img);
 
+/*
+ * Add a symbol for every stub of e's PLT sections (.plt, .plt.sec, .plt.got): "TARGET@plt",
+ * from the dynamic relocation of the GOT slot it jumps through (x86_64), else "[plt]". t must
+ * be finished (ifunc stubs are named by looking up their resolver in it) and must be finished
+ * again after. Returns 1 when symbols were added, 0 when none, -ENOMEM or -E2BIG.
+ */
+struct Elf;
+int elf_add_plt_syms(struct sym_table *t, struct Elf *e);
+
+/* What one x86_64 PLT entry holds: the GOT slot it jumps through, or the index it pushes. */
+enum { PLT_ENTRY_SLOT = 1, PLT_ENTRY_INDEX = 2 };
+/*
+ * Decode the len bytes of an x86_64 PLT entry at address addr. Returns PLT_ENTRY_SLOT (*slot
+ * set), PLT_ENTRY_INDEX (*index set: a lazy IBT entry's .rela.plt index), or -ENOENT.
+ */
+int plt_decode_x86_64(const uint8_t *b, size_t len, uint64_t addr, uint64_t *slot, uint32_t *index);
+
 /* Kernel symbols from a kallsyms file. */
 struct ksyms;
 
