@@ -229,12 +229,13 @@ int BPF_PROG(profd_exit, struct task_struct *p)
 	/* Only the last thread of the group: signal->live reached zero before this tracepoint. */
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
 		return 0;
+	/* Asked first: a followed process's exit is still reported as it leaves the filter. */
+	if (wanted(tgid))
+		task_record(PROFD_REC_EXIT, bpf_get_current_task_btf(), tgid, 0);
 	/* Followed processes leave the map, also where it filters nothing (system-wide). */
 	target = bpf_map_lookup_elem(&target_pids, &tgid);
 	if (target && (*target & PROFD_TARGET_TRANSIENT))
 		bpf_map_delete_elem(&target_pids, &tgid);
-	if (wanted(tgid))
-		task_record(PROFD_REC_EXIT, bpf_get_current_task_btf(), tgid, 0);
 	return 0;
 }
 

@@ -3,6 +3,7 @@
 # (found at start-up), a multiprocessing pool started after (followed from its fork), a child
 # that execs a C program; `dump --children` shows each under a root frame "pid N (NAME)" with
 # its own work and split, and a plain --pid dump keeps to the parent. --no-children stops it.
+import json
 import os
 import sys
 import tempfile
@@ -33,6 +34,8 @@ def run_family(*daemon_args):
             r = d.ctl("dump", "flamegraph", "--pid", str(parent), "--children", "--format",
                       "folded")
             own = d.ctl("dump", "flamegraph", "--pid", str(parent), "--format", "folded")
+            js = d.ctl("dump", "flamegraph", "--pid", str(parent), "--children", "--format",
+                       "json")
             st = d.ctl("status")
             log(st.stdout)
     finally:
@@ -42,10 +45,10 @@ def run_family(*daemon_args):
     for line in open(ready + ".pids"):
         kind, pid = line.split()
         pids.setdefault(kind, []).append(int(pid))
-    return parent, pids, r, own, st
+    return parent, pids, r, own, st, js
 
 
-parent, pids, r, own, st = run_family()
+parent, pids, r, own, st, js = run_family()
 check(r.returncode == 0, f"dump --children succeeds ({r.returncode}: {r.stderr.strip()})")
 f = parse_folded(r.stdout)
 for s, c in sorted(f.items(), key=lambda kv: -kv[1])[:12]:
@@ -94,9 +97,13 @@ fo = parse_folded(own.stdout)
 check(not any("heavy " in s or "early_spin " in s or "spin_a" in s for s in fo),
       "a --pid dump without --children has none of the children's work")
 check("children followed" in st.stdout, "status reports the children followed")
+procs = {p["pid"]: p for p in json.loads(js.stdout)["processes"]}
+check(all(procs.get(w, {}).get("exited") for w in pids["worker"] + pids["exec"]),
+      "the followed children that exited are known to have exited: "
+      f"{[(w, procs.get(w, {}).get('exited')) for w in pids['worker'] + pids['exec']]}")
 
 # --no-children: the targets' new processes are not sampled.
-parent, pids, r, own, st = run_family("--no-children")
+parent, pids, r, own, st, js = run_family("--no-children")
 f = parse_folded(r.stdout) if r.returncode == 0 else {}
 check(not any(s.startswith(f"pid {w} (") for s in f for w in pids.get("worker", [])),
       "with --no-children the pool workers are not sampled")
