@@ -50,6 +50,8 @@ static void test_sizes(void)
 
 static void test_children_and_record(void)
 {
+	char *record_argv[] = {"profd",	 "--record", "-o",    "x.svg", "--",
+			       "python", "-v",	     "--pid", NULL};
 	struct config cfg;
 
 	CHECK_EQ_I(parse(&cfg, 3, (char *[]){"profd", "--pid", "12", NULL}), CONFIG_RUN);
@@ -60,11 +62,8 @@ static void test_children_and_record(void)
 	/* Without --pid every process is sampled: nothing to leave out. */
 	CHECK_EQ_I(parse(&cfg, 2, (char *[]){"profd", "--no-children", NULL}), -EINVAL);
 
-	/* The command keeps its own options. */
-	CHECK_EQ_I(parse(&cfg, 8,
-			 (char *[]){"profd", "--record", "-o", "x.svg", "--", "python", "-v",
-				    "--pid", NULL}),
-		   CONFIG_RUN);
+	/* The command keeps its own options (cfg points into argv: it must outlive cfg's use). */
+	CHECK_EQ_I(parse(&cfg, 8, record_argv), CONFIG_RUN);
 	CHECK(cfg.record);
 	CHECK_STREQ(cfg.record_output, "x.svg");
 	CHECK_STREQ(cfg.record_argv[0], "python");
