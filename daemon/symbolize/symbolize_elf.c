@@ -261,7 +261,8 @@ static int add_syms(struct sym_table *t, Elf *e, Elf_Scn *scn, const GElf_Shdr *
 {
 	size_t i, n, entsize = gelf_fsize(e, ELF_T_SYM, 1, EV_CURRENT);
 	Elf_Data *d = elf_getdata(scn, NULL);
-	const char *name;
+	char unversioned[512];
+	const char *name, *at;
 	GElf_Sym sym;
 	int type, bind, err;
 	uint8_t rank;
@@ -281,6 +282,18 @@ static int add_syms(struct sym_table *t, Elf *e, Elf_Scn *scn, const GElf_Shdr *
 		name = elf_strptr(e, sh->sh_link, sym.st_name);
 		if (!name || !name[0])
 			continue;
+		/*
+		 * glibc's debug files name versioned functions "clock_nanosleep@@GLIBC_2.17": the
+		 * version is the linker's business, not the reader's.
+		 */
+		at = strchr(name, '@');
+		if (at && at != name && (size_t)(at - name) < sizeof(unversioned)) {
+			size_t len = (size_t)(at - name);
+
+			memcpy(unversioned, name, len);
+			unversioned[len] = '\0';
+			name = unversioned;
+		}
 		rank = (uint8_t)((bind == STB_GLOBAL ? 3
 				  : bind == STB_WEAK ? 2
 						     : 1) *

@@ -8,7 +8,10 @@ add_library(symfix_lib SHARED fixtures/sym/fix_lib.c)
 set_target_properties(symfix_lib PROPERTIES OUTPUT_NAME symfix LIBRARY_OUTPUT_DIRECTORY ${SYMFIX_DIR})
 target_compile_options(symfix_lib PRIVATE ${SYMFIX_FLAGS})
 # A non-zero first segment address: the load bias is not "mapping start minus offset".
-target_link_options(symfix_lib PRIVATE -Wl,--build-id -Wl,-Ttext-segment=0x400000 -fno-sanitize=all)
+target_link_options(symfix_lib PRIVATE -Wl,--build-id -Wl,-Ttext-segment=0x400000 -fno-sanitize=all
+                    -Wl,--version-script=${CMAKE_CURRENT_SOURCE_DIR}/fixtures/sym/fix_lib.map)
+set_target_properties(symfix_lib PROPERTIES
+                      LINK_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/sym/fix_lib.map)
 
 add_executable(symfix fixtures/sym/fix_main.c fixtures/sym/fix_cxx.cc)
 set_target_properties(symfix PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${SYMFIX_DIR})

@@ -134,6 +134,7 @@ static void exec_load(const char *path, uint64_t *off, uint64_t *vaddr)
 struct child {
 	pid_t pid;
 	uint64_t main_alpha, main_local, cxx, jit, lib_alpha, lib_beta, lib_local, lib_sized;
+	uint64_t lib_versioned;
 };
 
 static int child_start(const char *exe, struct child *c)
@@ -150,6 +151,7 @@ static int child_start(const char *exe, struct child *c)
 	    {"lib_beta", &c->lib_beta},
 	    {"lib_local", &c->lib_local},
 	    {"lib_sized", &c->lib_sized},
+	    {"lib_versioned", &c->lib_versioned},
 	};
 	char line[256], key[64];
 	unsigned long long v;
@@ -453,13 +455,14 @@ static void test_live(void)
 	uint64_t l_alpha = sym_value(lib_path, "fixlib_alpha");
 	uint64_t l_local = sym_value(lib_path, "fixlib_local");
 	uint64_t l_sized = sym_value(lib_path, "fixlib_sized");
+	uint64_t l_vers = sym_value(lib_path, "fixlib_versioned@@FIX_2");
 	char bid[130], perf[64], line[256];
 	struct sym_result r;
 	struct symbolizer *s;
 	struct child c;
 	FILE *f;
 
-	CHECK(v_alpha && v_local && v_cxx && l_alpha && l_local && l_sized);
+	CHECK(v_alpha && v_local && v_cxx && l_alpha && l_local && l_sized && l_vers);
 	if (child_start(exe_path, &c)) {
 		CHECK(!"fixture did not start");
 		child_stop(&c);
@@ -479,6 +482,8 @@ static void test_live(void)
 	EXPECT_SYM(s, c.pid, c.lib_alpha + 4, "fixlib_alpha", lib_path, l_alpha + 4);
 	EXPECT_SYM(s, c.pid, c.lib_local + 1, "fixlib_local", lib_path, l_local + 1);
 	EXPECT_SYM(s, c.pid, c.lib_sized, "fixlib_sized", lib_path, l_sized);
+	/* A versioned definition is named without its version. */
+	EXPECT_SYM(s, c.pid, c.lib_versioned + 1, "fixlib_versioned", lib_path, l_vers + 1);
 	/* Past the 1-byte symbol, before the next: a gap. */
 	EXPECT_SYM(s, c.pid, c.lib_sized + 8, NULL, lib_path, l_sized + 8);
 	/* No mapping at all. */
