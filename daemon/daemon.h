@@ -35,6 +35,9 @@ struct daemon {
 	/* Connections whose CUPTI library sent GpuAttach (handlers.c). */
 	struct gpu_conn *gpu_conns;
 	size_t n_gpu_conns, gpu_conns_cap;
+	/* Processes followed for users other than root (FollowRequest), to cap each uid's share. */
+	struct follow_root *follow_roots;
+	size_t n_follow_roots, follow_roots_cap;
 	/*
 	 * A large dump or trace was built: its memory goes back to the system (malloc_trim) on
 	 * a tick at or after this time, once its reply is written. 0: none pending.
@@ -44,6 +47,12 @@ struct daemon {
 	struct snapshot *snapshot;
 	/* Why it could not be loaded (answered to every request after); "" while untried. */
 	char snapshot_error[192];
+};
+
+/* A process a user asked to follow (profctl record), while it lives. */
+struct follow_root {
+	uint32_t pid;
+	uint32_t uid;
 };
 
 /* A connection of a CUPTI library: the process it speaks for and that process's owner. */

@@ -7,6 +7,7 @@
 #include "grow.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -730,6 +731,38 @@ static int handle_gpu_batch(struct daemon *d, const struct server_peer *peer,
 	return reply_control(enable, frame, len);
 }
 
+/*
+ * Processes one uid other than root may have followed at once: the target filter holds
+ * PROFD_MAX_TARGETS processes for everyone, and one user's script must not fill it.
+ */
+#define FOLLOW_MAX_PER_UID 64
+
+/*
+ * Whether uid may follow one more process: forget its followed processes that are gone, then
+ * count the rest. Returns 0 with the slot reserved for pid, -EUSERS at the cap, -ENOMEM.
+ */
+static int follow_reserve(struct daemon *d, uint32_t uid, uint32_t pid)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < d->n_follow_roots;) {
+		struct follow_root *f = &d->follow_roots[i];
+
+		if (kill((pid_t)f->pid, 0) && errno == ESRCH) {
+			*f = d->follow_roots[--d->n_follow_roots];
+			continue;
+		}
+		n += f->uid == uid;
+		i++;
+	}
+	if (n >= FOLLOW_MAX_PER_UID)
+		return -EUSERS;
+	if (GROW(d->follow_roots, d->follow_roots_cap, d->n_follow_roots + 1))
+		return -ENOMEM;
+	d->follow_roots[d->n_follow_roots++] = (struct follow_root){pid, uid};
+	return 0;
+}
+
 /* Sample a process from now on: `profctl record` asks it for the command it starts. */
 static int handle_follow(struct daemon *d, const struct server_peer *peer,
 			 const Profd__FollowRequest *req, uint8_t **frame, size_t *len)
@@ -754,10 +787,24 @@ static int handle_follow(struct daemon *d, const struct server_peer *peer,
 			 req->pid, owner, peer->uid);
 		return handlers__error(PROFD__ERROR_CODE__ERROR_PERMISSION_DENIED, msg, frame, len);
 	}
+	if (peer->uid != 0) {
+		err = follow_reserve(d, peer->uid, req->pid);
+		if (err) {
+			snprintf(msg, sizeof(msg),
+				 err == -EUSERS
+				     ? "uid %u follows %d processes already (profctl record "
+				       "runs); wait for one to end"
+				     : "uid %u: out of memory",
+				 peer->uid, FOLLOW_MAX_PER_UID);
+			return handlers__error(PROFD__ERROR_CODE__ERROR_BUSY, msg, frame, len);
+		}
+	}
 	fr.has_system_wide = true;
 	fr.system_wide = !d->sampler || !sampler__filtered(d->sampler);
 	/* System-wide too: its forks then name their parent, for the --children dump. */
 	err = d->sampler ? sampler__follow(d->sampler, req->pid) : 0;
+	if (err && peer->uid != 0)
+		d->n_follow_roots--; /* the slot follow_reserve took last */
 	if (err) {
 		snprintf(msg, sizeof(msg), "cannot follow pid %u: %s", req->pid,
 			 err == -ENOSPC ? "the daemon follows too many processes" : strerror(-err));
@@ -797,6 +844,9 @@ void handlers__fini(struct daemon *d)
 	free(d->gpu_conns);
 	d->gpu_conns = NULL;
 	d->n_gpu_conns = d->gpu_conns_cap = 0;
+	free(d->follow_roots);
+	d->follow_roots = NULL;
+	d->n_follow_roots = d->follow_roots_cap = 0;
 }
 
 int handlers__handle(void *ctx, const struct server_peer *peer, const Profd__Request *req,

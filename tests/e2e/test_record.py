@@ -124,6 +124,31 @@ try:
         s2.close()
         check(e is not None and e[0] == 3 and "permission denied" in e[1],
               f"following root's process as nobody is refused: {e}")
+
+        # One user may follow 64 live processes at once: the filter is everyone's.
+        sleepers = [subprocess.Popen(as_user(nobody) + ["sleep", "60"]) for _ in range(65)]
+        try:
+            time.sleep(0.5)
+            os.setegid(nobody.pw_gid)
+            os.seteuid(nobody.pw_uid)
+            try:
+                s3 = connect(d.sock)
+            finally:
+                os.seteuid(0)
+                os.setegid(0)
+            s3.sendall(req_hello())
+            read_frame(s3)
+            errs = []
+            for p in sleepers:
+                s3.sendall(frame(field_bytes(10, field_varint(1, p.pid))))
+                errs.append(error_of(read_frame(s3)))
+            s3.close()
+            check(errs[:64] == [None] * 64 and errs[64] is not None and errs[64][0] == 7,
+                  f"nobody follows 64 processes, the 65th is refused as busy: {errs[64]}")
+        finally:
+            for p in sleepers:
+                p.kill()
+                p.wait()
 finally:
     idle.kill()
     idle.wait()
