@@ -119,6 +119,10 @@ int py_layout_static(uint16_t version, struct py_layout *out)
  * checked against its header and a live process; 3.14 follows its header (interpreter_state
  * gained threads_main, code_object_generation, tlbc_generation; interpreter_frame stackpointer
  * and tlbc_index; code_object co_tlbc; a set_object block follows list_object).
+ * The GIL: interpreter_state.{ceval_gil, gil_runtime_state, gil_runtime_state_locked,
+ * gil_runtime_state_holder} (3.13: 14, 15, 17, 18; 3.14: 15, 16, 18, 19, after threads_main)
+ * and thread_state.interp (22; 25), as read from live processes: 3.13.0 ceval.gil at 16, _gil
+ * at 7752, _gil.last_holder 7760, _gil.locked 7768; 3.14.10 16, 7784, 7792, 7800; interp at 16.
  */
 struct dbg_layout {
 	uint8_t minor;

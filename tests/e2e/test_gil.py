@@ -12,6 +12,7 @@
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -235,4 +236,5 @@ for label, exe in pys:
     check_held(label, exe, program)
     check_free(label, exe, program, "hash", HASH_NATIVE)
     check_free(label, exe, program, "memset", MEMSET_NATIVE)
+shutil.rmtree(tmp, ignore_errors=True)
 log("PASS")
