@@ -130,6 +130,15 @@ _Static_assert(sizeof(struct profd_sample_rec) ==
 #define PROFD_SAMPLE_UPROBE (1u << 6)	/* PROFD_REC_LAUNCH from a libcuda uprobe */
 /* PROFD_REC_THREAD: the thread was on a CPU as it was read: its user stack may be torn. */
 #define PROFD_SAMPLE_ON_CPU (1u << 7)
+/*
+ * The GIL, for a thread of a CPython process (none of the three: not known). HELD: the GIL is
+ * locked and its last holder is this thread's PyThreadState. FREE: the thread has a thread state
+ * but does not hold the GIL (C code that released it, or a thread about to wait for it). NO_GIL:
+ * a free-threaded build (3.13t, 3.14t), which has no GIL to hold.
+ */
+#define PROFD_SAMPLE_GIL_HELD (1u << 8)
+#define PROFD_SAMPLE_GIL_FREE (1u << 9)
+#define PROFD_SAMPLE_NO_GIL (1u << 10)
 
 /* A thread's scheduler state in a PROFD_REC_THREAD, as the state letter of /proc/PID/stat. */
 enum profd_task_state {
@@ -156,6 +165,14 @@ enum profd_task_state {
  */
 #define PROFD_PY_NO_FIELD 0xffff
 
+/* Where a process's GIL is (struct _gil_runtime_state). */
+enum profd_py_gil_kind {
+	PROFD_PY_GIL_UNKNOWN = 0,  /* not read */
+	PROFD_PY_GIL_RUNTIME = 1,  /* 3.8-3.11: at runtime_addr + gil_off (_PyRuntime.ceval.gil) */
+	PROFD_PY_GIL_INTERP = 2,   /* 3.12+: *(tstate->interp + gil_off) (interp->ceval.gil) */
+	PROFD_PY_GIL_DISABLED = 3, /* free-threaded build: no GIL, and no frames are read */
+};
+
 enum profd_py_lasti_kind {
 	PROFD_PY_LASTI_INT = 0, /* 3.8-3.10: int f_lasti at fr_lasti */
 	PROFD_PY_LASTI_PTR = 1, /* 3.11+: instruction pointer at fr_lasti; emit ptr - code */
@@ -180,7 +197,15 @@ struct profd_py_proc {
 	__u8 lasti_kind;	   /* enum profd_py_lasti_kind */
 	__u8 boundary_owner;	   /* owner >= this marks a C boundary frame; 0: none */
 	__u8 code_tag_mask;	   /* low bits of f_executable to clear (3.14: 1) */
-	__u8 __pad[9];
+	__u8 gil_kind;		   /* enum profd_py_gil_kind */
+	__u16 gil_off;		   /* see enum profd_py_gil_kind */
+	__u16 ts_interp;	   /* PyThreadState.interp (PROFD_PY_GIL_INTERP) */
+	/*
+	 * _gil_runtime_state.last_holder (a PyThreadState *); `locked` (an int: 1 locked, 0 free,
+	 * -1 not created yet) is 8 bytes after it in every version: one 16-byte read gets both.
+	 */
+	__u16 gil_holder;
+	__u16 __pad;
 };
 _Static_assert(sizeof(struct profd_py_proc) == 48, "profd_py_proc layout");
 

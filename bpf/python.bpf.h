@@ -6,7 +6,8 @@
  * x86_64 is the thread pointer in fsbase. Included by sample.bpf.c (the CPU sampler and the
  * launch probes: they read the current thread's memory) and by stacks.bpf.c (a sleepable task
  * iterator that reads another thread's: it defines PY_READ_TASK first, and the walk then goes
- * through bpf_copy_from_user_task of the task in the loop context).
+ * through bpf_copy_from_user_task of the task in the loop context). With the frames, whether the
+ * thread holds its interpreter's GIL (PROFD_SAMPLE_GIL_*): one more read per sample.
  */
 #ifndef PROFD_PYTHON_BPF_H
 #define PROFD_PYTHON_BPF_H
@@ -23,12 +24,21 @@ struct {
 	__type(value, struct profd_py_proc);
 } py_procs SEC(".maps");
 
-/* tid -> PyThreadState*, revalidated on every use (tids and tstates are reused). */
+/*
+ * A thread's PyThreadState and, once read, the GIL of its interpreter (3.12+: the GIL is behind
+ * two pointers, tstate->interp->ceval.gil, read once per thread instead of on every sample).
+ */
+struct py_ts_ent {
+	__u64 ts;
+	__u64 gil; /* PROFD_PY_GIL_INTERP: &struct _gil_runtime_state; 0: not read yet */
+};
+
+/* tid -> its thread state, revalidated on every use (tids and tstates are reused). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct py_ts_ent);
 } py_tstates SEC(".maps");
 
 /*
@@ -143,15 +153,21 @@ static long py_find_cb(__u32 i, void *arg)
 	return 0;
 }
 
-static __always_inline __u64 py_find_tstate(struct py_loop_ctx *c, __u32 tid, __u64 fsbase)
+/* The thread state of the thread tid (fsbase: its thread pointer), 0 if none; *gil as cached. */
+static __always_inline __u64 py_find_tstate(struct py_loop_ctx *c, __u32 tid, __u64 fsbase,
+					    __u64 *gil)
 {
 	const struct profd_py_proc *py = c->py;
 	struct py_scratch *s = c->s;
-	__u64 *cached = bpf_map_lookup_elem(&py_tstates, &tid);
+	struct py_ts_ent *cached = bpf_map_lookup_elem(&py_tstates, &tid);
+	struct py_ts_ent ent = {};
 	__u64 found;
 
-	if (cached && *cached && read_ptr(c, *cached + py->ts_thread_id) == fsbase)
-		return *cached;
+	*gil = 0;
+	if (cached && cached->ts && read_ptr(c, cached->ts + py->ts_thread_id) == fsbase) {
+		*gil = cached->gil;
+		return cached->ts;
+	}
 #ifdef PY_READ_TASK
 	{
 		struct py_ts_key key = {.thread_id = fsbase, .tgid = c->tgid};
@@ -159,7 +175,8 @@ static __always_inline __u64 py_find_tstate(struct py_loop_ctx *c, __u32 tid, __
 
 		found = seen ? *seen : 0;
 		if (found && read_ptr(c, found + py->ts_thread_id) == fsbase) {
-			bpf_map_update_elem(&py_tstates, &tid, &found, BPF_ANY);
+			ent.ts = found;
+			bpf_map_update_elem(&py_tstates, &tid, &ent, BPF_ANY);
 			return found;
 		}
 		if (py_walked_tgid == c->tgid)
@@ -175,8 +192,9 @@ static __always_inline __u64 py_find_tstate(struct py_loop_ctx *c, __u32 tid, __
 	s->ts = read_ptr(c, s->interp + py->interp_threads_head);
 	bpf_loop(PY_MAX_THREADS_WALK, py_find_cb, c, 0);
 	found = s->found;
+	ent.ts = found;
 	if (found)
-		bpf_map_update_elem(&py_tstates, &tid, &found, BPF_ANY);
+		bpf_map_update_elem(&py_tstates, &tid, &ent, BPF_ANY);
 #ifdef PY_READ_TASK
 	else
 		py_walked_tgid = c->tgid;
@@ -249,6 +267,45 @@ static long py_walk_cb(__u32 i, void *arg)
 }
 
 /*
+ * Whether thread tid (thread state ts) holds its interpreter's GIL: sets PROFD_SAMPLE_GIL_HELD or
+ * PROFD_SAMPLE_GIL_FREE in rec, or neither when the GIL cannot be read. One 16-byte read once the
+ * GIL's address is known (3.12+: cached per thread in py_tstates).
+ */
+static __always_inline void py_gil_state(struct py_loop_ctx *c, struct profd_sample_rec *rec,
+					 __u64 ts, __u64 gil)
+{
+	const struct profd_py_proc *py = c->py;
+	__u32 tid = rec->tid; /* a map key from the stack */
+	struct py_ts_ent ent;
+	__u64 w[2] = {};
+	__s32 locked;
+
+	if (py->gil_kind == PROFD_PY_GIL_RUNTIME) {
+		gil = py->runtime_addr + py->gil_off;
+	} else if (py->gil_kind == PROFD_PY_GIL_INTERP) {
+		if (!gil) {
+			__u64 interp = read_ptr(c, ts + py->ts_interp);
+
+			gil = interp ? read_ptr(c, interp + py->gil_off) : 0;
+			if (!gil)
+				return; /* no GIL created yet: ask again next time */
+			ent.ts = ts;
+			ent.gil = gil;
+			bpf_map_update_elem(&py_tstates, &tid, &ent, BPF_ANY);
+		}
+	} else {
+		return;
+	}
+	if (PY_READ(c, w, sizeof(w), gil + py->gil_holder))
+		return;
+	locked = (__s32)w[1];
+	if (locked == 1 && w[0] == ts)
+		rec->flags |= PROFD_SAMPLE_GIL_HELD;
+	else if (locked == 0 || locked == 1)
+		rec->flags |= PROFD_SAMPLE_GIL_FREE;
+}
+
+/*
  * Read the Python frames of task (rec->tid: the current thread, or with PY_READ_TASK any thread)
  * into rec after its n_ips addresses, walking in py_scratch_map[slot]. Sets rec->nr_py and
  * rec->py_status; returns the bytes appended.
@@ -260,11 +317,16 @@ static __always_inline __u32 py_collect(struct profd_sample_rec *rec, __u32 n_ip
 	struct py_loop_ctx c;
 	struct py_scratch *s;
 	__u32 bytes, n;
-	__u64 ts, fsbase, frame;
+	__u64 ts, fsbase, frame, gil;
 
 	py = bpf_map_lookup_elem(&py_procs, &rec->pid);
 	if (!py)
 		return 0;
+	if (py->gil_kind == PROFD_PY_GIL_DISABLED) {
+		/* Only registered to say this: the daemon reads no frames of these builds. */
+		rec->flags |= PROFD_SAMPLE_NO_GIL;
+		return 0;
+	}
 	s = bpf_map_lookup_elem(&py_scratch_map, &slot);
 	if (!s)
 		return 0;
@@ -279,11 +341,12 @@ static __always_inline __u32 py_collect(struct profd_sample_rec *rec, __u32 n_ip
 	c.task = task;
 	c.tgid = rec->pid;
 #endif
-	ts = fsbase ? py_find_tstate(&c, rec->tid, fsbase) : 0;
+	ts = fsbase ? py_find_tstate(&c, rec->tid, fsbase, &gil) : 0;
 	if (!ts) {
 		rec->py_status = PROFD_PY_NO_TSTATE;
 		return 0;
 	}
+	py_gil_state(&c, rec, ts, gil);
 	frame = read_ptr(&c, ts + py->ts_frame);
 	if (frame && py->cframe_current != PROFD_PY_NO_FIELD)
 		frame = read_ptr(&c, frame + py->cframe_current);

@@ -204,6 +204,17 @@ static void print_py_left_out(FILE *out, const Profd__StatusReply *st)
 		fputs(" Python frames left out (code unreadable)\n", out);
 }
 
+/* CPU samples of Python threads by the GIL state they were taken in. */
+static void print_py_gil(FILE *out, const Profd__StatusReply *st)
+{
+	if (!st->has_python_gil_held || !st->has_python_gil_free || !st->has_python_no_gil)
+		return;
+	fprintf(out,
+		"%-14sGIL: %" PRIu64 " samples holding it, %" PRIu64 " without it, %" PRIu64
+		" in free-threaded builds\n",
+		"", st->python_gil_held, st->python_gil_free, st->python_no_gil);
+}
+
 static void print_gpu(FILE *out, const Profd__StatusReply *st)
 {
 	if (!st->has_gpu_processes && !st->n_gpu)
@@ -300,6 +311,7 @@ static void status_print_text(FILE *out, const Profd__StatusReply *st)
 		"%-14s%" PRIu64 " processes, %" PRIu64 " samples with Python frames, %" PRIu64
 		" samples without a thread state\n",
 		"python:", st->python_processes, st->python_samples, st->python_no_thread_state);
+	print_py_gil(out, st);
 	print_py_left_out(out, st);
 	fprintf(
 	    out, "%-14s%s of %s, %" PRIu64 " stacks, %" PRIu64 " frames, %" PRIu64 " processes\n",

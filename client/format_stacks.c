@@ -97,6 +97,40 @@ static void put_frame(const Profd__Profile *p, const Profd__Frame *f, FILE *out)
 	putc('\n', out);
 }
 
+/* What a Python thread's dump says of the GIL: ", holds the GIL", ... or "" when unknown. */
+static const char *gil_text(const Profd__Thread *t)
+{
+	if (!t || !t->has_gil)
+		return "";
+	switch (t->gil) {
+	case PROFD__GIL_STATE__GIL_HELD:
+		return ", holds the GIL";
+	case PROFD__GIL_STATE__GIL_NOT_HELD:
+		return ", does not hold the GIL";
+	case PROFD__GIL_STATE__GIL_NONE:
+		return ", no GIL (free-threaded build)";
+	default:
+		return "";
+	}
+}
+
+/* The JSON "gil" value, NULL when unknown. */
+static const char *gil_json(const Profd__Thread *t)
+{
+	if (!t || !t->has_gil)
+		return NULL;
+	switch (t->gil) {
+	case PROFD__GIL_STATE__GIL_HELD:
+		return "held";
+	case PROFD__GIL_STATE__GIL_NOT_HELD:
+		return "not held";
+	case PROFD__GIL_STATE__GIL_NONE:
+		return "none";
+	default:
+		return NULL;
+	}
+}
+
 int format_stacks_text(const Profd__Profile *p, FILE *out)
 {
 	for (size_t i = 0; i < p->n_processes; i++) {
@@ -113,7 +147,8 @@ int format_stacks_text(const Profd__Profile *p, FILE *out)
 
 		fprintf(out, "\nThread %" PRIu32 " (", s->tid);
 		put_clean(out, t ? profile_string(p, t->name) : "");
-		fprintf(out, ") %s%s\n", state_name(t), t && t->on_cpu ? ", on a CPU" : "");
+		fprintf(out, ") %s%s%s\n", state_name(t), t && t->on_cpu ? ", on a CPU" : "",
+			gil_text(t));
 		for (size_t j = 0; j < st->n_frames; j++)
 			put_frame(p, p->frames[st->frames[j]], out);
 	}
@@ -178,8 +213,11 @@ int format_stacks_json(const Profd__Profile *p, FILE *out)
 
 		fprintf(out, "    {\"tid\": %" PRIu32 ", \"name\": ", s->tid);
 		json_write_string(out, t ? profile_string(p, t->name) : "");
-		fprintf(out, ", \"state\": \"%s\", \"on_cpu\": %s, \"frames\": [\n", state_name(t),
+		fprintf(out, ", \"state\": \"%s\", \"on_cpu\": %s", state_name(t),
 			t && t->on_cpu ? "true" : "false");
+		if (gil_json(t))
+			fprintf(out, ", \"gil\": \"%s\"", gil_json(t));
+		fputs(", \"frames\": [\n", out);
 		for (size_t j = 0; j < st->n_frames; j++)
 			json_frame(p, p->frames[st->frames[j]], j + 1 == st->n_frames, out);
 		fprintf(out, "    ]}%s\n", i + 1 == p->n_samples ? "" : ",");

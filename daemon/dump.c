@@ -833,6 +833,10 @@ int dump__threads(struct store *s, const struct dump_thread *th, size_t n,
 		pt->state = (Profd__ThreadState)th[k].state;
 		pt->has_on_cpu = 1;
 		pt->on_cpu = th[k].on_cpu;
+		if (th[k].gil) {
+			pt->has_gil = 1;
+			pt->gil = (Profd__GilState)th[k].gil;
+		}
 	}
 	*out = p;
 	err = 0;

@@ -38,12 +38,13 @@ struct dump_thread {
 	uint32_t tid;
 	uint32_t stack; /* store stack id, leaf first */
 	uint32_t state; /* enum profd_task_state, the same numbers as Profd__ThreadState */
+	uint32_t gil;	/* Profd__GilState; 0: unknown (left out of the Profile) */
 	bool on_cpu;
 };
 /*
  * Build a live stack dump's Profile: one Sample per thread of th[0..n) (the "samples" value 1),
  * Profile.threads in the order given, each with its name from the store (store__set_thread),
- * its state and on_cpu. meta as for dump__build. Returns 0 and *out (free with dump__free),
+ * its state, on_cpu and gil. meta as for dump__build. Returns 0 and *out (free with dump__free),
  * -ENODATA for n == 0, or another negative errno.
  */
 int dump__threads(struct store *s, const struct dump_thread *th, size_t n,

@@ -50,6 +50,18 @@ struct take_ctx {
 	size_t bad; /* records ingest refused as malformed */
 };
 
+/* The Profile's GIL state of a thread record's flags. */
+static uint32_t gil_state(uint32_t flags)
+{
+	if (flags & PROFD_SAMPLE_GIL_HELD)
+		return PROFD__GIL_STATE__GIL_HELD;
+	if (flags & PROFD_SAMPLE_GIL_FREE)
+		return PROFD__GIL_STATE__GIL_NOT_HELD;
+	if (flags & PROFD_SAMPLE_NO_GIL)
+		return PROFD__GIL_STATE__GIL_NONE;
+	return PROFD__GIL_STATE__GIL_UNKNOWN;
+}
+
 static int on_thread(void *ctx, const struct profd_sample_rec *rec, size_t size)
 {
 	struct take_ctx *t = ctx;
@@ -67,6 +79,7 @@ static int on_thread(void *ctx, const struct profd_sample_rec *rec, size_t size)
 	    .tid = rec->tid,
 	    .stack = stack,
 	    .state = rec->task_state,
+	    .gil = gil_state(rec->flags),
 	    .on_cpu = (rec->flags & PROFD_SAMPLE_ON_CPU) != 0,
 	};
 	return 0;

@@ -169,6 +169,7 @@ static int status_for_user(struct daemon *d, uint32_t uid, Profd__StatusReply *s
 	st->has_python_samples = st->has_python_frames_dropped = false;
 	st->has_python_frames_exited = false;
 	st->has_python_no_thread_state = st->has_python_processes = false;
+	st->has_python_gil_held = st->has_python_gil_free = st->has_python_no_gil = false;
 	st->has_store_bytes = st->has_stacks = st->has_frames = st->has_processes = false;
 	st->has_oldest_ns = st->has_newest_ns = false;
 	st->has_clients = st->has_daemon_cpu_ns = st->has_daemon_rss_bytes = false;
@@ -247,6 +248,10 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 	st.python_no_thread_state = is.py_no_tstate;
 	st.has_python_processes = true;
 	st.python_processes = is.py_processes;
+	st.has_python_gil_held = st.has_python_gil_free = st.has_python_no_gil = true;
+	st.python_gil_held = is.py_gil_held;
+	st.python_gil_free = is.py_gil_free;
+	st.python_no_gil = is.py_no_gil;
 	st.has_store_bytes = true;
 	st.store_bytes = ss.bytes;
 	st.has_store_cap_bytes = true;

@@ -371,6 +371,15 @@ static void python_check(struct ingest *in, struct pid_entry *e, uint64_t now)
 		} else {
 			e->py_state = PY_UNSUPPORTED;
 		}
+	} else if (r == PYTHON_UNSUPPORTED && cfg.gil_kind == PROFD_PY_GIL_DISABLED) {
+		/*
+		 * A free-threaded build: native frames only, but the sampler marks its samples as
+		 * running without a GIL. PY_ACTIVE so that its entry goes when it exits.
+		 */
+		if (in->py_config && in->py_config(in->py_ctx, e->pid, &cfg) == 0)
+			e->py_state = PY_ACTIVE;
+		else
+			e->py_state = PY_UNSUPPORTED;
 	} else if (r == PYTHON_UNSUPPORTED) {
 		e->py_state = PY_UNSUPPORTED;
 	} else if (r == -EAGAIN) {
@@ -611,6 +620,12 @@ static void deliver(struct ingest *in, const struct pid_entry *pe,
 				    uprobe ? 0 : rec->corr_id);
 	} else {
 		in->stats.samples++;
+		if (rec->flags & PROFD_SAMPLE_GIL_HELD)
+			in->stats.py_gil_held++;
+		else if (rec->flags & PROFD_SAMPLE_GIL_FREE)
+			in->stats.py_gil_free++;
+		else if (rec->flags & PROFD_SAMPLE_NO_GIL)
+			in->stats.py_no_gil++;
 		err = route__sample(&in->route, rec->ts_ns, rec->pid, rec->tid, pe->uid, stack);
 	}
 	if (err)

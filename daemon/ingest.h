@@ -56,6 +56,8 @@ struct ingest_stats {
 	uint64_t py_no_tstate;	   /* samples of a Python process with no matching thread state */
 	uint64_t py_read_errors;   /* samples whose frame walk hit unreadable memory */
 	uint64_t py_processes;	   /* processes where CPython was found and set up */
+	/* CPU samples by the GIL state of their thread (PROFD_SAMPLE_GIL_*, NO_GIL) */
+	uint64_t py_gil_held, py_gil_free, py_no_gil;
 	uint64_t launches;	   /* launch records (USDT and uprobe) handed to the GPU module */
 	uint64_t uprobe_launches;  /* of those, from libcuda uprobes */
 	uint64_t launches_dropped; /* valid launch records dropped: no GPU module */

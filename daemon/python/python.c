@@ -469,7 +469,7 @@ int python__detect(struct python *py, uint32_t pid, struct profd_py_proc *cfg)
 		p->status = ret;
 		*slot = p;
 	}
-	if (p->status == PYTHON_SUPPORTED)
+	if (p->status == PYTHON_SUPPORTED || p->cfg.gil_kind == PROFD_PY_GIL_DISABLED)
 		*cfg = p->cfg;
 	else
 		memset(cfg, 0, sizeof(*cfg));

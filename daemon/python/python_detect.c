@@ -409,6 +409,14 @@ static int detect_in(struct python *py, struct py_proc *p, const struct py_candi
 	if (major)
 		p->version = PY_VER(major, minor);
 	if (ft) {
+		/*
+		 * No frames, but the sampler is told there is no GIL: an entry that says only
+		 * that (python__detect hands it out with PYTHON_UNSUPPORTED).
+		 */
+		memset(&p->cfg, 0, sizeof(p->cfg));
+		p->cfg.runtime_addr = runtime;
+		p->cfg.version = p->version;
+		p->cfg.gil_kind = PROFD_PY_GIL_DISABLED;
 		log_unsupported(py, p->pid, major, minor, true, NULL);
 		return PYTHON_UNSUPPORTED;
 	}

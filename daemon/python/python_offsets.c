@@ -11,6 +11,20 @@
  * by a program compiled against each version's own headers (Py_BUILD_CORE, internal/ headers
  * included), and the live frames of real interpreters were walked with them.
  * One group of fields per line, hence no clang-format here.
+ *
+ * The GIL, struct _gil_runtime_state (Include/internal/pycore_gil.h, the same in 3.8 to 3.12):
+ * interval (unsigned long) at 0, last_holder at 8, locked (an int) at 16. Where it lives:
+ *   3.8      _PyRuntime.ceval.gil (pycore_pystate.h: struct _ceval_runtime_state after
+ *            recursion_limit, tracing_possible, eval_breaker, gil_drop_request, pending,
+ *            signals_pending)
+ *   3.9-3.11 _PyRuntime.ceval.gil (pycore_runtime.h: struct _ceval_runtime_state
+ *            {signals_pending; gil}; 3.10's EXPERIMENTAL_ISOLATED_SUBINTERPRETERS builds, which
+ *            move it into the interpreter, are not a release configuration)
+ *   3.12     PyInterpreterState.ceval.gil, a pointer (pycore_ceval_state.h: struct _ceval_state;
+ *            pycore_interp.h: the storage is PyInterpreterState._gil, the main interpreter's
+ *            own, shared by subinterpreters that have no GIL of their own)
+ * Offsets below from offsetof(_PyRuntimeState, ceval.gil) and offsetof(PyInterpreterState,
+ * ceval.gil) compiled against 3.8.18, 3.9.18, 3.10.13, 3.11.7 and 3.12.1.
  */
 /* clang-format off */
 static const struct py_layout layouts[] = {
@@ -20,6 +34,7 @@ static const struct py_layout layouts[] = {
 		.ts_next = 8, .ts_thread_id = 176, .ts_frame = 24, .cframe_current = NF,
 		.fr_code = 32, .fr_back = 24, .fr_lasti = 104, .fr_owner = NF, .fr_is_entry = NF,
 		.lasti_kind = PROFD_PY_LASTI_INT,
+		.gil_kind = PROFD_PY_GIL_RUNTIME, .gil_off = 1152, .ts_interp = NF, .gil_holder = 8,
 		.ob_type = 8, .co_firstlineno = 40, .co_filename = 104, .co_name = 112,
 		.co_qualname = NF, .co_linetable = 120, .co_code_adaptive = NF,
 		.line_format = PY_LINES_LNOTAB,
@@ -32,6 +47,7 @@ static const struct py_layout layouts[] = {
 		.ts_next = 8, .ts_thread_id = 176, .ts_frame = 24, .cframe_current = NF,
 		.fr_code = 32, .fr_back = 24, .fr_lasti = 104, .fr_owner = NF, .fr_is_entry = NF,
 		.lasti_kind = PROFD_PY_LASTI_INT,
+		.gil_kind = PROFD_PY_GIL_RUNTIME, .gil_off = 352, .ts_interp = NF, .gil_holder = 8,
 		.ob_type = 8, .co_firstlineno = 40, .co_filename = 104, .co_name = 112,
 		.co_qualname = NF, .co_linetable = 120, .co_code_adaptive = NF,
 		.line_format = PY_LINES_LNOTAB,
@@ -45,6 +61,7 @@ static const struct py_layout layouts[] = {
 		.ts_next = 8, .ts_thread_id = 176, .ts_frame = 24, .cframe_current = NF,
 		.fr_code = 32, .fr_back = 24, .fr_lasti = 96, .fr_owner = NF, .fr_is_entry = NF,
 		.lasti_kind = PROFD_PY_LASTI_INT,
+		.gil_kind = PROFD_PY_GIL_RUNTIME, .gil_off = 352, .ts_interp = NF, .gil_holder = 8,
 		.ob_type = 8, .co_firstlineno = 40, .co_filename = 104, .co_name = 112,
 		.co_qualname = NF, .co_linetable = 120, .co_code_adaptive = NF,
 		.line_format = PY_LINES_LINETABLE,
@@ -58,6 +75,7 @@ static const struct py_layout layouts[] = {
 		.ts_next = 8, .ts_thread_id = 152, .ts_frame = 56, .cframe_current = 8,
 		.fr_code = 32, .fr_back = 48, .fr_lasti = 56, .fr_owner = 69, .fr_is_entry = 68,
 		.lasti_kind = PROFD_PY_LASTI_PTR,
+		.gil_kind = PROFD_PY_GIL_RUNTIME, .gil_off = 360, .ts_interp = NF, .gil_holder = 8,
 		.ob_type = 8, .co_firstlineno = 72, .co_filename = 112, .co_name = 120,
 		.co_qualname = 128, .co_linetable = 136, .co_code_adaptive = 184,
 		.line_format = PY_LINES_LOCATIONS,
@@ -71,6 +89,7 @@ static const struct py_layout layouts[] = {
 		.ts_next = 8, .ts_thread_id = 136, .ts_frame = 56, .cframe_current = 0,
 		.fr_code = 0, .fr_back = 8, .fr_lasti = 56, .fr_owner = 70, .fr_is_entry = NF,
 		.lasti_kind = PROFD_PY_LASTI_PTR, .boundary_owner = 3,
+		.gil_kind = PROFD_PY_GIL_INTERP, .gil_off = 384, .ts_interp = 16, .gil_holder = 8,
 		.ob_type = 8, .co_firstlineno = 68, .co_filename = 112, .co_name = 120,
 		.co_qualname = 128, .co_linetable = 136, .co_code_adaptive = 192,
 		.line_format = PY_LINES_LOCATIONS,
@@ -100,13 +119,19 @@ int py_layout_static(uint16_t version, struct py_layout *out)
  * checked against its header and a live process; 3.14 follows its header (interpreter_state
  * gained threads_main, code_object_generation, tlbc_generation; interpreter_frame stackpointer
  * and tlbc_index; code_object co_tlbc; a set_object block follows list_object).
+ * The GIL: interpreter_state.{ceval_gil, gil_runtime_state, gil_runtime_state_locked,
+ * gil_runtime_state_holder} (3.13: 14, 15, 17, 18; 3.14: 15, 16, 18, 19, after threads_main)
+ * and thread_state.interp (22; 25), as read from live processes: 3.13.0 ceval.gil at 16, _gil
+ * at 7752, _gil.last_holder 7760, _gil.locked 7768; 3.14.10 16, 7784, 7792, 7800; interp at 16.
  */
 struct dbg_layout {
 	uint8_t minor;
 	uint8_t n; /* uint64_t values in the whole struct */
 	uint8_t rt_interp_head;
 	uint8_t interp_size, interp_next, interp_threads_head;
-	uint8_t ts_size, ts_next, ts_current_frame, ts_thread_id;
+	uint8_t ts_size, ts_next, ts_current_frame, ts_thread_id, ts_interp;
+	/* ceval.gil (the pointer), _gil, _gil.locked, _gil.last_holder: all in the interpreter */
+	uint8_t interp_ceval_gil, interp_gil, interp_gil_locked, interp_gil_holder;
 	uint8_t fr_size, fr_previous, fr_executable, fr_instr_ptr, fr_owner;
 	uint8_t co_size, co_filename, co_name, co_qualname, co_linetable, co_firstlineno;
 	uint8_t co_code_adaptive;
@@ -121,7 +146,10 @@ static const struct dbg_layout dbg_layouts[] = {
 	{
 		.minor = 13, .n = 73, .rt_interp_head = 5,
 		.interp_size = 6, .interp_next = 8, .interp_threads_head = 9,
-		.ts_size = 19, .ts_next = 21, .ts_current_frame = 23, .ts_thread_id = 24,
+		.interp_ceval_gil = 14, .interp_gil = 15, .interp_gil_locked = 17,
+		.interp_gil_holder = 18,
+		.ts_size = 19, .ts_next = 21, .ts_interp = 22, .ts_current_frame = 23,
+		.ts_thread_id = 24,
 		.fr_size = 28, .fr_previous = 29, .fr_executable = 30, .fr_instr_ptr = 31,
 		.fr_owner = 33,
 		.co_size = 34, .co_filename = 35, .co_name = 36, .co_qualname = 37,
@@ -135,7 +163,10 @@ static const struct dbg_layout dbg_layouts[] = {
 		/* f_executable is a _PyStackRef: its low bit is a tag. */
 		.minor = 14, .n = 95, .rt_interp_head = 5,
 		.interp_size = 6, .interp_next = 8, .interp_threads_head = 9,
-		.ts_size = 22, .ts_next = 24, .ts_current_frame = 26, .ts_thread_id = 27,
+		.interp_ceval_gil = 15, .interp_gil = 16, .interp_gil_locked = 18,
+		.interp_gil_holder = 19,
+		.ts_size = 22, .ts_next = 24, .ts_interp = 25, .ts_current_frame = 26,
+		.ts_thread_id = 27,
 		.fr_size = 31, .fr_previous = 32, .fr_executable = 33, .fr_instr_ptr = 34,
 		.fr_owner = 36,
 		.co_size = 39, .co_filename = 40, .co_name = 41, .co_qualname = 42,
@@ -160,6 +191,29 @@ _Static_assert(PY_DEBUG_OFFSETS_MAX == 95 * 8, "PY_DEBUG_OFFSETS_MAX covers 3.14
 static bool field_ok(uint64_t off, uint64_t size, unsigned int width)
 {
 	return size > 0 && size < DBG_STRUCT_MAX && off + width <= size && off < PROFD_PY_NO_FIELD;
+}
+
+/*
+ * The GIL's place from _Py_DebugOffsets: interp->ceval.gil points to a struct
+ * _gil_runtime_state, whose fields the table gives as offsets of the interpreter's own one
+ * (_gil.locked, _gil.last_holder). Left PROFD_PY_GIL_UNKNOWN when they do not make sense: the
+ * frames are read all the same.
+ */
+static void gil_from_debug(const struct dbg_layout *dl, const uint64_t *v, struct py_layout *out)
+{
+	uint64_t isize = v[dl->interp_size], base = v[dl->interp_gil];
+	uint64_t holder = v[dl->interp_gil_holder], locked = v[dl->interp_gil_locked];
+
+	out->gil_kind = PROFD_PY_GIL_UNKNOWN;
+	out->gil_off = out->ts_interp = out->gil_holder = NF;
+	if (!field_ok(v[dl->interp_ceval_gil], isize, 8) ||
+	    !field_ok(v[dl->ts_interp], v[dl->ts_size], 8) || !field_ok(holder, isize, 16) ||
+	    holder < base || holder - base > 64 || locked != holder + 8)
+		return;
+	out->gil_kind = PROFD_PY_GIL_INTERP;
+	out->gil_off = v[dl->interp_ceval_gil];
+	out->ts_interp = v[dl->ts_interp];
+	out->gil_holder = holder - base;
 }
 
 int py_layout_from_debug(const void *buf, size_t len, uint32_t *hexversion, bool *free_threaded,
@@ -231,6 +285,7 @@ int py_layout_from_debug(const void *buf, size_t len, uint32_t *hexversion, bool
 	/* C-stack entry frames: owner FRAME_OWNED_BY_CSTACK (3.13) / INTERPRETER (3.14), both 3. */
 	out->boundary_owner = 3;
 	out->code_tag_mask = dl->code_tag_mask;
+	gil_from_debug(dl, v, out);
 	out->ob_type = v[dl->obj_ob_type];
 	out->co_firstlineno = v[dl->co_firstlineno];
 	out->co_filename = v[dl->co_filename];
@@ -291,6 +346,10 @@ void py_layout_to_cfg(const struct py_layout *l, uint64_t runtime_addr, struct p
 	cfg->lasti_kind = l->lasti_kind;
 	cfg->boundary_owner = l->boundary_owner;
 	cfg->code_tag_mask = l->code_tag_mask;
+	cfg->gil_kind = l->gil_kind;
+	cfg->gil_off = l->gil_off;
+	cfg->ts_interp = l->ts_interp;
+	cfg->gil_holder = l->gil_holder;
 }
 
 size_t py_layout_code_span(const struct py_layout *l)

@@ -26,6 +26,9 @@ struct py_layout {
 	uint16_t ts_frame, cframe_current;
 	uint16_t fr_code, fr_back, fr_lasti, fr_owner, fr_is_entry;
 	uint8_t lasti_kind, boundary_owner, code_tag_mask;
+	/* The GIL (see enum profd_py_gil_kind): where, and last_holder inside it. */
+	uint8_t gil_kind;
+	uint16_t gil_off, ts_interp, gil_holder;
 	/* Code objects. */
 	uint16_t ob_type;
 	uint16_t co_firstlineno, co_filename, co_name, co_qualname, co_linetable;

@@ -24,7 +24,7 @@ else()
 endif()
 foreach(t cpu_split kernel_frames system_wide exited bad_input cli_errors lifecycle systemd_unit top
           python python_exit svg_browser diff formats socket_safety setuid perf_map_budget flood
-          losses perf_maps children record views stacks pyspy)
+          losses perf_maps children record views stacks pyspy gil)
   add_test(NAME e2e.${t}
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_${t}.py)
   set_tests_properties(e2e.${t} PROPERTIES
@@ -33,6 +33,8 @@ foreach(t cpu_split kernel_frames system_wide exited bad_input cli_errors lifecy
 endforeach()
 # Nine interpreters, each profiled twice, and the first run fetches CPython 3.14.
 set_tests_properties(e2e.python PROPERTIES TIMEOUT 900)
+# Three profiles and a dump per interpreter, up to ten interpreters.
+set_tests_properties(e2e.gil PROPERTIES TIMEOUT 600)
 
 # Launch probes (GPU launch stacks): the sampler's USDT and libcuda uprobe programs, driven
 # through the sampler API against a fixture with its own profd:cuda_launch probe site.

@@ -99,7 +99,8 @@ def parse_dump(text):
     """{tid: (name, state, [frames newest first])} from the text layout."""
     threads, cur = {}, None
     for line in text.splitlines():
-        m = re.match(r"^Thread (\d+) \((.*)\) (\S+?)(, on a CPU)?$", line)
+        m = re.match(r"^Thread (\d+) \((.*)\) (\S+?)(, on a CPU)?"
+                     r"(, holds the GIL|, does not hold the GIL|, no GIL \(.*\))?$", line)
         if m:
             cur = []
             threads[int(m.group(1))] = (m.group(2), m.group(3), cur)

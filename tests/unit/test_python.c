@@ -656,6 +656,121 @@ out:
 	reap(&c);
 }
 
+/* --- the GIL -----------------------------------------------------------------------------------
+ */
+
+/* The thread state whose thread_id is thread, as the sampler finds it; 0 if none. */
+static uint64_t find_tstate(pid_t pid, const struct profd_py_proc *cfg, uint64_t thread)
+{
+	uint64_t interp = peek_u64(pid, cfg->runtime_addr + cfg->rt_interp_head), t;
+	int i, j;
+
+	for (i = 0; interp && i < 16; i++) {
+		t = peek_u64(pid, interp + cfg->interp_threads_head);
+		for (j = 0; t && j < 256; j++) {
+			if (peek_u64(pid, t + cfg->ts_thread_id) == thread)
+				return t;
+			t = peek_u64(pid, t + cfg->ts_next);
+		}
+		interp = peek_u64(pid, interp + cfg->interp_next);
+	}
+	return 0;
+}
+
+/* The GIL (last_holder, locked) of thread state ts as bpf/python.bpf.h reads it. */
+static int read_gil(pid_t pid, const struct profd_py_proc *cfg, uint64_t ts, uint64_t *holder,
+		    int32_t *locked)
+{
+	uint64_t gil = 0, w[2];
+
+	if (cfg->gil_kind == PROFD_PY_GIL_RUNTIME)
+		gil = cfg->runtime_addr + cfg->gil_off;
+	else if (cfg->gil_kind == PROFD_PY_GIL_INTERP)
+		gil = peek_u64(pid, peek_u64(pid, ts + cfg->ts_interp) + cfg->gil_off);
+	if (!gil || peek(pid, gil + cfg->gil_holder, w, sizeof(w)))
+		return -EFAULT;
+	*holder = w[0];
+	*locked = (int32_t)w[1];
+	return 0;
+}
+
+static bool read_ident(FILE *f, const char *what, uint64_t *id)
+{
+	char word[32];
+	unsigned long long v;
+
+	if (fscanf(f, "%31s %llu", word, &v) != 2 || strcmp(word, what))
+		return false;
+	*id = v;
+	return true;
+}
+
+/*
+ * The GIL offsets against a live interpreter whose holder is known: a thread burning pure
+ * Python holds it (48 reads of 50 at least say so), then, once it stopped, the GIL is free and the
+ * main thread, waiting in sigwait(), was the last to hold it.
+ */
+static void test_gil(const struct interp *it)
+{
+	char script[PATH_MAX], *argv[3], word[32];
+	uint64_t burner = 0, main_id = 0, ts_burner, ts_main, holder = 0;
+	struct profd_py_proc cfg;
+	struct child c = {0};
+	struct python *py = NULL;
+	unsigned int held = 0, i;
+	int32_t locked = -2;
+
+	snprintf(script, sizeof(script), "%s/gil_target.py", PY_FIXTURE_DIR);
+	argv[0] = (char *)it->path;
+	argv[1] = script;
+	argv[2] = NULL;
+	if (spawn(argv, &c)) {
+		CHECK(!"spawn gil_target.py");
+		return;
+	}
+	CHECK(read_ident(c.out, "burner", &burner));
+	CHECK(read_ident(c.out, "main", &main_id));
+	py = python__new(NULL);
+	CHECK(py != NULL);
+	if (!py || !burner || !main_id)
+		goto out;
+	CHECK_EQ_I(python__detect(py, (uint32_t)c.pid, &cfg), PYTHON_SUPPORTED);
+	CHECK_EQ_U(cfg.gil_kind, it->minor <= 11 ? PROFD_PY_GIL_RUNTIME : PROFD_PY_GIL_INTERP);
+	CHECK_EQ_U(cfg.gil_holder, 8);
+	ts_burner = find_tstate(c.pid, &cfg, burner);
+	ts_main = find_tstate(c.pid, &cfg, main_id);
+	CHECK(ts_burner != 0);
+	CHECK(ts_main != 0 && ts_main != ts_burner);
+	if (it->minor >= 12) {
+		/* The main interpreter's ceval.gil points into the interpreter itself (its _gil).
+		 */
+		uint64_t interp = peek_u64(c.pid, ts_main + cfg.ts_interp);
+		uint64_t gil = peek_u64(c.pid, interp + cfg.gil_off);
+
+		CHECK(interp && gil > interp && gil - interp < (1u << 20));
+		CHECK_EQ_U(interp, peek_u64(c.pid, cfg.runtime_addr + cfg.rt_interp_head));
+	}
+	usleep(50000); /* main prints its ident holding the GIL, then waits without it */
+	for (i = 0; i < 50; i++) {
+		if (read_gil(c.pid, &cfg, ts_burner, &holder, &locked) == 0 && locked == 1 &&
+		    holder == ts_burner)
+			held++;
+		usleep(2000);
+	}
+	fprintf(stderr, "%s: GIL held by the burner in %u of 50 reads (locked %d)\n", it->label,
+		held, locked);
+	CHECK(held >= 48);
+	kill(c.pid, SIGUSR1);
+	CHECK(fscanf(c.out, "%31s", word) == 1 && !strcmp(word, "idle"));
+	usleep(50000); /* from the print to sigwait() */
+	CHECK_EQ_I(read_gil(c.pid, &cfg, ts_main, &holder, &locked), 0);
+	CHECK_EQ_I(locked, 0);
+	CHECK_EQ_U(holder, ts_main);
+out:
+	python__free(py);
+	reap(&c);
+}
+
 /* An interpreter that must be reported unsupported, with its version. */
 static void test_unsupported(const char *path, uint16_t version)
 {
@@ -772,7 +887,10 @@ static void fill_314(uint64_t *v)
 	v[2] = 0;
 	v[3] = 300000, v[5] = 632;			 /* runtime: size, interpreters_head */
 	v[6] = 200000, v[8] = 7264, v[9] = 7344;	 /* interp: size, next, threads.head */
+	v[15] = 7400, v[16] = 7480;			 /* interp: ceval.gil, _gil */
+	v[18] = 7480 + 16, v[19] = 7480 + 8;		 /* _gil.locked, _gil.last_holder */
 	v[22] = 400, v[24] = 8, v[26] = 72, v[27] = 152; /* tstate: size, next, frame, id */
+	v[25] = 16;					 /* tstate: interp */
 	v[31] = 88, v[32] = 8, v[33] = 0, v[34] = 56, v[36] = 74; /* frame */
 	v[39] = 216, v[40] = 112, v[41] = 120, v[42] = 128, v[43] = 136, v[44] = 68;
 	v[48] = 208;			    /* co_code_adaptive */
@@ -810,6 +928,24 @@ static void test_debug_offsets(void)
 	CHECK_EQ_U(cfg.boundary_owner, 3);
 	CHECK_EQ_U(cfg.cframe_current, PROFD_PY_NO_FIELD);
 
+	CHECK_EQ_U(cfg.gil_kind, PROFD_PY_GIL_INTERP);
+	CHECK_EQ_U(cfg.gil_off, 7400);
+	CHECK_EQ_U(cfg.ts_interp, 16);
+	CHECK_EQ_U(cfg.gil_holder, 8);
+	/* A GIL that makes no sense is not read; the frames still are. */
+	v[18] = 7480 + 24;
+	CHECK_EQ_I(py_layout_from_debug(v, sizeof(v), &hex, &ft, &l), 0);
+	CHECK_EQ_U(l.gil_kind, PROFD_PY_GIL_UNKNOWN);
+	fill_314(v);
+	v[19] = 7000; /* last_holder before the GIL's start */
+	CHECK_EQ_I(py_layout_from_debug(v, sizeof(v), &hex, &ft, &l), 0);
+	CHECK_EQ_U(l.gil_kind, PROFD_PY_GIL_UNKNOWN);
+	fill_314(v);
+	v[15] = 300000; /* ceval.gil beyond the interpreter */
+	CHECK_EQ_I(py_layout_from_debug(v, sizeof(v), &hex, &ft, &l), 0);
+	CHECK_EQ_U(l.gil_kind, PROFD_PY_GIL_UNKNOWN);
+	fill_314(v);
+
 	v[2] = 1; /* free-threaded */
 	CHECK_EQ_I(py_layout_from_debug(v, sizeof(v), &hex, &ft, &l), -ENOTSUP);
 	CHECK(ft);
@@ -838,6 +974,8 @@ static void test_debug_offsets(void)
 	for (uint16_t minor = 8; minor <= 12; minor++) {
 		CHECK_EQ_I(py_layout_static(0x0300 | minor, &l), 0);
 		CHECK(py_layout_plausible(&l));
+		CHECK_EQ_U(l.gil_kind, minor <= 11 ? PROFD_PY_GIL_RUNTIME : PROFD_PY_GIL_INTERP);
+		CHECK_EQ_U(l.gil_holder, 8);
 	}
 	fill_314(v);
 	CHECK_EQ_I(py_layout_from_debug(v, sizeof(v), &hex, &ft, &l), 0);
@@ -896,8 +1034,10 @@ int main(void)
 	}
 	if (!n)
 		return CHECK_SKIP("no CPython interpreter found");
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		test_interp(&its[i]);
+		test_gil(&its[i]);
+	}
 
 	/* Too old: found and named, not read. */
 	for (minor = 6; minor <= 7; minor++) {

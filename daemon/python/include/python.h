@@ -57,7 +57,9 @@ void python__free(struct python *py);
  * python_detect value (>= 0) or a negative errno (the process is gone: -ESRCH; -EAGAIN: the
  * executable needs a libpython that the loader has not mapped yet, ask again at a later
  * sample). The result is remembered until python__forget_pid(); a second call returns it
- * without new work. cfg is zeroed unless PYTHON_SUPPORTED.
+ * without new work. cfg is zeroed unless PYTHON_SUPPORTED, but for a free-threaded build
+ * (PYTHON_UNSUPPORTED): then it has gil_kind PROFD_PY_GIL_DISABLED, runtime_addr and version
+ * only, an entry for the sampler that reads no frames and marks samples PROFD_SAMPLE_NO_GIL.
  */
 int python__detect(struct python *py, uint32_t pid, struct profd_py_proc *cfg);
 
