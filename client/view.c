@@ -114,6 +114,20 @@ int view_fetch(struct conn *c, const struct fetch_query *q, const struct view_op
 		return err == -ENODATA ? -EREMOTEIO : err;
 	/* NVTX labels are ranges, not functions: every sample under one would rank it first. */
 	profile_strip_nvtx(resp->profile);
+	profile_strip_states(resp->profile);
+	/* With off-CPU time the tables show wall-clock time too, beside CPU and off-CPU. */
+	{
+		int oi = profile_value_index(resp->profile, "off_cpu");
+		uint32_t wi;
+
+		if (oi >= 0 && profile_value_total(resp->profile, (uint32_t)oi) &&
+		    profile_add_wall(resp->profile, &wi) == -ENOMEM) {
+			err = -ENOMEM;
+			cli_error_set(e, PROFCTL_EXIT_ERROR, "adding up wall-clock time: %s",
+				      strerror(ENOMEM));
+			goto out;
+		}
+	}
 	t = view_functable(resp->profile, v);
 	if (!t) {
 		err = -errno;

@@ -49,7 +49,7 @@ _profctl()
 		return 0
 		;;
 	--value)
-		mapfile -t COMPREPLY < <(compgen -W "cpu gpu gpu-kernels copy copy-bytes launches" \
+		mapfile -t COMPREPLY < <(compgen -W "cpu gpu gpu-kernels copy copy-bytes launches off-cpu wall" \
 			-- "$cur")
 		return 0
 		;;
@@ -91,7 +91,7 @@ _profctl()
 				-- "$cur")
 		else
 			mapfile -t COMPREPLY < <(compgen -W "--pid --tid --since --format -o --output --python-only
-				--function --no-lineno --per-thread --children --value --gpu-idle --nvtx --timeout --help" -- "$cur")
+				--function --no-lineno --per-thread --children --value --gpu-idle --nvtx --thread-state --timeout --help" -- "$cur")
 		fi
 		;;
 	record)
