@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+# profd --off-cpu on fixtures with known answers: a thread that sleeps 70% and burns 30% of its
+# time (off-CPU and wall-clock shares within 5 points of what the fixture measured itself, the
+# sleep under sleep_part as [off-cpu: sleep]); two threads in a pipe ping-pong (both waits under
+# their own read function, with the kernel's pipe_read and [off-cpu: pipe]); the status
+# counters; and the option's validation.
+import re
+import subprocess
+import time
+from profd_e2e import *
+
+require_root()
+
+# --off-cpu-min is validated: a bad value is one clear line and exit status 2 or 1.
+for bad in ["0", "abc", "2s", "-5us", "10xs"]:
+    r = subprocess.run([PROFD, "--off-cpu", "--off-cpu-min", bad], capture_output=True,
+                       text=True, timeout=30)
+    check(r.returncode != 0 and "--off-cpu-min" in r.stderr and len(r.stderr.splitlines()) == 1,
+          f"--off-cpu-min {bad} is refused in one line ({r.returncode}: {r.stderr.strip()})")
+r = subprocess.run([PROFD, "--help"], capture_output=True, text=True, timeout=30)
+check("--off-cpu" in r.stdout and "--off-cpu-min" in r.stdout, "profd --help names --off-cpu")
+
+
+def thread_rows(folded, comm):
+    """{stack below the thread root: value} of the thread named comm (--per-thread)."""
+    out = {}
+    for s, c in folded.items():
+        fr = s.split(";")
+        m = re.match(r"^thread \d+ \((.*)\)$", fr[0])
+        if m and m.group(1) == comm:
+            key = ";".join(fr[1:])
+            out[key] = out.get(key, 0) + c
+    return out
+
+
+def show(rows, n=8):
+    for s, c in sorted(rows.items(), key=lambda kv: -kv[1])[:n]:
+        log(f"  {c:14d} {s[:400]}")
+
+
+SECONDS = 6
+fx = subprocess.Popen([fixture("offcpu"), "sleepburn", str(SECONDS)], stdout=subprocess.PIPE,
+                      text=True)
+try:
+    with Daemon("--pid", str(fx.pid), "--frequency", "499", "--off-cpu") as d:
+        out, _ = fx.communicate(timeout=SECONDS + 30)
+        time.sleep(0.5)
+        wall = d.folded("--pid", str(fx.pid), "--value", "wall", "--per-thread",
+                        "--thread-state")
+        off = d.folded("--pid", str(fx.pid), "--value", "off-cpu", "--per-thread",
+                       "--thread-state")
+        plain = d.folded("--pid", str(fx.pid), "--value", "off-cpu")
+        svg = d.ctl("dump", "flamegraph", "--pid", str(fx.pid), "--value", "wall",
+                    "--format", "svg")
+        pp = d.ctl("dump", "flamegraph", "--pid", str(fx.pid), "--value", "off-cpu",
+                   "--format", "speedscope")
+        table = d.ctl("table", "--pid", str(fx.pid))
+        st = d.ctl("status")
+        log(st.stdout)
+finally:
+    if fx.poll() is None:
+        fx.kill()
+
+m = re.search(r"measured sleep=([\d.]+) burn=([\d.]+)", out)
+check(m is not None, f"the fixture printed its shares ({out!r})")
+want_sleep, want_burn = float(m.group(1)), float(m.group(2))
+rows = thread_rows(wall, "sleepburn")
+log(f"wall rows of sleepburn (fixture: sleep {want_sleep:.3f} burn {want_burn:.3f}):")
+show(rows)
+w = sum(rows.values())
+w_off = sum(c for s, c in rows.items() if s.startswith("[off-cpu:"))
+w_run = sum(c for s, c in rows.items() if s.startswith("[running"))
+w_sleep = sum(c for s, c in rows.items()
+              if s.startswith("[off-cpu: sleep]") and "sleep_part" in s.split(";"))
+w_burn = sum(c for s, c in rows.items() if "burn_part" in s.split(";") and
+             s.startswith("[running"))
+check(w > 0.8 * SECONDS * 1e9 and w < 1.2 * SECONDS * 1e9,
+      f"the thread's wall time {w / 1e9:.2f} s is its lifetime {SECONDS} s +- 20%")
+check(abs(w_off / w - want_sleep) <= 0.05,
+      f"off-CPU share of wall {w_off / w:.3f} is the measured {want_sleep:.3f} +- 0.05")
+check(abs(w_run / w - want_burn) <= 0.05,
+      f"running share of wall {w_run / w:.3f} is the measured {want_burn:.3f} +- 0.05")
+check(w_sleep >= 0.9 * w_off, f"[off-cpu: sleep] under sleep_part holds the off-CPU time "
+      f"({w_sleep} of {w_off})")
+check(w_burn >= 0.8 * w_run, f"burn_part holds the running time ({w_burn} of {w_run})")
+orows = thread_rows(off, "sleepburn")
+check(abs(sum(orows.values()) - w_off) <= 0.01 * w_off,
+      "--value off-cpu sums to the off-CPU part of --value wall")
+check(all(not s.startswith("[") or s.startswith("[short waits]") or "[off-cpu" not in s
+          for s in plain), "without --thread-state no state frame is shown")
+check(any("sleep_part" in s and "nanosleep" in s for s in plain),
+      "the kernel frames of the sleep are in the off-CPU stacks")
+check(svg.returncode == 0 and "<svg" in svg.stdout and "Wall-clock" in svg.stdout,
+      f"an SVG of wall-clock time ({svg.returncode}: {svg.stderr})")
+check(pp.returncode == 0 and '"unit": "nanoseconds"' in pp.stdout.replace('":"', '": "'),
+      f"speedscope of off-CPU time in nanoseconds ({pp.returncode}: {pp.stderr})")
+check(table.returncode == 0 and "off_cpu" in table.stdout and "wall_time" in table.stdout,
+      f"profctl table shows off_cpu and wall_time columns ({table.stderr})\n{table.stdout[:800]}")
+check("off-CPU" in st.stdout or "off_cpu" in st.stdout or "Off-CPU" in st.stdout,
+      "status reports off-CPU counters")
+
+# Ping-pong: each thread waits in its own read, in the pipe.
+fx = subprocess.Popen([fixture("offcpu"), "pingpong", "4"], stdout=subprocess.PIPE, text=True)
+try:
+    with Daemon("--pid", str(fx.pid), "--off-cpu", "--off-cpu-min", "1us") as d:
+        out, _ = fx.communicate(timeout=40)
+        time.sleep(0.5)
+        off = d.folded("--pid", str(fx.pid), "--value", "off-cpu", "--per-thread",
+                       "--thread-state")
+        st = d.ctl("status")
+        log(st.stdout)
+finally:
+    if fx.poll() is None:
+        fx.kill()
+log(out)
+for comm, fn in [("ping", "ping_wait"), ("pong", "pong_wait")]:
+    rows = thread_rows(off, comm)
+    log(f"off-CPU rows of {comm}:")
+    show(rows)
+    t = sum(rows.values())
+    inpipe = sum(c for s, c in rows.items() if fn in s.split(";") and "pipe_read_[k]" in s
+                 and s.startswith("[off-cpu: pipe]"))
+    check(t > 0, f"{comm} has off-CPU time")
+    check(inpipe >= 0.5 * t, f"{comm}: most off-CPU time is in {fn} -> pipe_read as "
+          f"[off-cpu: pipe] ({inpipe} of {t})")
+log("PASS")
