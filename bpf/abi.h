@@ -213,7 +213,9 @@ enum profd_counter {
 	PROFD_CNT_LAUNCH_LIMITED = 5, /* launch records over their process's rate limit */
 	PROFD_CNT_FOLLOW_FULL = 6,    /* new processes of followed ones not followed: map full */
 	PROFD_CNT_OFFCPU_LOST = 7,    /* off-CPU records (either kind) dropped: ring buffer full */
-	PROFD_CNT__MAX = 8,
+	/* long waits sent at the thread's next switch-out, not at its system call's return */
+	PROFD_CNT_OFFCPU_UNSENT = 8,
+	PROFD_CNT__MAX = 12,
 };
 
 /*

@@ -591,6 +591,15 @@ static bool is_launch_plumbing(const struct ingest *in, uint32_t frame_id)
 	return false;
 }
 
+/* A kernel frame of the BPF machinery: a program (no symbol of its own), a trampoline. */
+static bool is_tracing_frame(const struct ingest *in, uint32_t frame_id)
+{
+	const struct store_frame *f = store__frame(in->store, frame_id);
+
+	return !f || f->name[0] == '[' || !strncmp(f->name, "bpf_", 4) ||
+	       !strncmp(f->name, "__bpf_", 6) || !strcmp(f->name, "_einittext");
+}
+
 /*
  * Whether a launch record's kind and correlation id agree: the USDT probe always has an id
  * (CUPTI numbers from 1), a uprobe never. Either has no kernel stack.
@@ -679,19 +688,17 @@ static uint32_t native_frames(struct ingest *in, const struct profd_sample_rec *
 			in->user_buf[(*nuser)++] = f;
 	}
 	/*
-	 * A wait's kernel stack starts in the tracing that read it (the BPF program, the
-	 * tracepoint's glue): cut the leaf frames before the scheduler's.
+	 * A wait's kernel stack starts in the tracing that read it (the BPF program and its
+	 * trampoline, without symbols or named bpf_*): cut those leaf frames.
 	 */
 	if (rec->hdr.type == PROFD_REC_OFFCPU) {
-		for (uint32_t i = 0; i < n && i < 8; i++) {
-			const struct store_frame *f = store__frame(in->store, in->frame_buf[i]);
+		uint32_t skip = 0;
 
-			if (f && (!strcmp(f->name, "__schedule") || !strcmp(f->name, "schedule"))) {
-				memmove(in->frame_buf, in->frame_buf + i,
-					(n - i) * sizeof(uint32_t));
-				n -= i;
-				break;
-			}
+		while (skip < n && skip < 8 && is_tracing_frame(in, in->frame_buf[skip]))
+			skip++;
+		if (skip < n) {
+			memmove(in->frame_buf, in->frame_buf + skip, (n - skip) * sizeof(uint32_t));
+			n -= skip;
 		}
 	}
 	/* A USDT launch stack starts inside the CUPTI library and CUDA: cut those leaf frames. */
