@@ -20,6 +20,28 @@ int view_parse_sort(const char *cmd, const char *val, enum functable_sort *out, 
 	return 0;
 }
 
+int view_parse_value(const char *cmd, const char *val, int *out, struct cli_error *e)
+{
+	enum value_kind k;
+
+	if (value_parse(val, &k))
+		return opt_bad_value(e, cmd, "--value", val, "is not " VALUE_OPTION_LIST);
+	*out = (int)k;
+	return 0;
+}
+
+long view_value_index(const struct functable *t, int value)
+{
+	const char *col = value_column_name((enum value_kind)value);
+
+	if (value == VALUE_CPU)
+		return (long)functable__cpu_index(t);
+	for (size_t i = 0; i < functable__n_values(t); i++)
+		if (strcmp(functable__value_type(t, i), col) == 0)
+			return (long)i;
+	return -1;
+}
+
 bool view_opt(int opt, struct view_opts *v)
 {
 	switch (opt) {

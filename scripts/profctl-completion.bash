@@ -109,12 +109,13 @@ _profctl()
 		;;
 	top)
 		mapfile -t COMPREPLY < <(compgen -W "--pid --interval --window --sort --limit
-			--function --no-lineno --lines --native --python-only --per-thread --timeout
-			--help" -- "$cur")
+			--function --no-lineno --lines --native --python-only --per-thread --value
+			--timeout --help" -- "$cur")
 		;;
 	table)
 		mapfile -t COMPREPLY < <(compgen -W "--pid --tid --since --sort --limit --function
-			--no-lineno --lines --native --python-only --per-thread --timeout --help" -- "$cur")
+			--no-lineno --lines --native --python-only --per-thread --value --timeout --help" \
+			-- "$cur")
 		;;
 	diff)
 		if [[ $cur == -* ]]; then

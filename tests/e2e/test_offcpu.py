@@ -55,6 +55,9 @@ try:
         pp = d.ctl("dump", "flamegraph", "--pid", str(fx.pid), "--value", "off-cpu",
                    "--format", "speedscope")
         table = d.ctl("table", "--pid", str(fx.pid))
+        twall = d.ctl("table", "--pid", str(fx.pid), "--value", "wall", "--sort", "total",
+                      "--limit", "0")
+        tcpu = d.ctl("table", "--pid", str(fx.pid), "--sort", "total", "--limit", "0")
         st = d.ctl("status")
         log(st.stdout)
 finally:
@@ -96,6 +99,23 @@ check(pp.returncode == 0 and '"unit": "nanoseconds"' in pp.stdout.replace('":"',
       f"speedscope of off-CPU time in nanoseconds ({pp.returncode}: {pp.stderr})")
 check(table.returncode == 0 and "off_cpu" in table.stdout and "wall_time" in table.stdout,
       f"profctl table shows off_cpu and wall_time columns ({table.stderr})\n{table.stdout[:800]}")
+
+
+def row_order(text, names):
+    pos = {}
+    for i, line in enumerate(text.splitlines()):
+        for n in names:
+            if line.startswith(n + " ") and n not in pos:
+                pos[n] = i
+    return pos
+
+
+ow = row_order(twall.stdout, ["sleep_part", "burn_part"])
+oc = row_order(tcpu.stdout, ["sleep_part", "burn_part"])
+check(twall.returncode == 0 and len(ow) == 2 and ow["sleep_part"] < ow["burn_part"],
+      f"table --value wall ranks sleep_part (70%) above burn_part ({ow})\n{twall.stdout[:1500]}")
+check(tcpu.returncode == 0 and oc.get("burn_part", 1 << 30) < oc.get("sleep_part", 1 << 30),
+      f"by CPU burn_part ranks above sleep_part ({oc})")
 check("off-CPU" in st.stdout or "off_cpu" in st.stdout or "Off-CPU" in st.stdout,
       "status reports off-CPU counters")
 
