@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "wire.h"
-#include "value.h"
 
 #define REPORT_DEFAULT_TOP 10
 
@@ -153,7 +152,6 @@ int cmd_report(int argc, char **argv, const struct global_opts *g)
 	/* An empty profile is fine while the trace has GPU events: checked below. */
 	if (fetch_profile(c, &dreq, true, &presp, &e))
 		goto fail;
-	profile_strip_states(presp->profile);
 	/* The trace last: a daemon too old to know it answers with an error and may hang up. */
 	if (fetch_report_trace(c, &a.q, &tresp, &trace, &e))
 		goto fail;
