@@ -993,7 +993,7 @@ static int handle_offcpu_agg(struct ingest *in, const struct profd_offcpu_agg_re
 	struct pid_entry *pe;
 	uint32_t frames[2], stack;
 
-	if (size < sizeof(*r) || r->pid == 0 || r->count == 0 || r->off_ns == 0 ||
+	if (size < sizeof(*r) || r->pid == 0 || r->tid == 0 || r->count == 0 || r->off_ns == 0 ||
 	    r->ts_ns > now + MAX_CLOCK_AHEAD_NS) {
 		in->stats.malformed++;
 		return 0;
