@@ -39,6 +39,13 @@ enum profd_record_type {
 	 * user stack is a frame-pointer walk from the registers the thread entered the kernel with.
 	 */
 	PROFD_REC_THREAD = 6,
+	/*
+	 * struct profd_offcpu_rec: a sampled thread was off the CPU for off_ns, at least the
+	 * daemon's --off-cpu-min; its stacks are those it left the CPU with (tp_btf/sched_switch).
+	 */
+	PROFD_REC_OFFCPU = 7,
+	/* struct profd_offcpu_agg_rec: the shorter waits of one thread, summed in the kernel. */
+	PROFD_REC_OFFCPU_AGG = 8,
 };
 
 /*
@@ -230,7 +237,47 @@ enum profd_counter {
 	PROFD_CNT_TASK_DROPPED = 4,   /* exec/exit records dropped (ring buffer full) */
 	PROFD_CNT_LAUNCH_LIMITED = 5, /* launch records over their process's rate limit */
 	PROFD_CNT_FOLLOW_FULL = 6,    /* new processes of followed ones not followed: map full */
-	PROFD_CNT__MAX = 8,
+	PROFD_CNT_OFFCPU_LOST = 7,    /* off-CPU records (either kind) dropped: ring buffer full */
+	/* long waits sent at the thread's next switch-out, not at its system call's return */
+	PROFD_CNT_OFFCPU_UNSENT = 8,
+	PROFD_CNT__MAX = 12,
 };
+
+/*
+ * One wait of a sampled thread: the switch-out's stacks in `sample` (a profd_sample_rec cut
+ * after its last used byte, its hdr.type PROFD_REC_OFFCPU too; sample.ts_ns is the switch-out
+ * time), how long the thread stayed off the CPU, and the state it left in (PROFD_TASK_RUNNING:
+ * preempted, PROFD_TASK_SLEEPING, PROFD_TASK_DISK_SLEEP). size = PROFD_OFFCPU_HDR_SIZE +
+ * sample.hdr.size.
+ */
+struct profd_offcpu_rec {
+	struct profd_rec_hdr hdr;
+	__u64 off_ns;
+	__u32 state; /* enum profd_task_state */
+	__u32 __pad;
+	struct profd_sample_rec sample;
+};
+#define PROFD_OFFCPU_HDR_SIZE 24
+_Static_assert(__builtin_offsetof(struct profd_offcpu_rec, sample) == PROFD_OFFCPU_HDR_SIZE,
+	       "profd_offcpu_rec layout");
+
+/*
+ * Waits of one thread shorter than the threshold, summed in the kernel and sent at most every
+ * PROFD_OFFCPU_AGG_NS of the thread's time, so a thread that switches 100,000 times a second
+ * costs a record per interval, not per switch.
+ */
+#define PROFD_OFFCPU_AGG_NS (100ull * 1000 * 1000)
+struct profd_offcpu_agg_rec {
+	struct profd_rec_hdr hdr;
+	__u64 ts_ns;  /* the switch-in that sent it */
+	__u64 off_ns; /* the waits' sum */
+	__u64 count;  /* how many waits */
+	__u32 pid;
+	__u32 tid;
+	__u32 uid;
+	__u32 __pad;
+	char comm[PROFD_COMM_LEN];
+};
+_Static_assert(sizeof(struct profd_offcpu_agg_rec) == 64, "profd_offcpu_agg_rec layout");
 
 #endif /* PROFD_BPF_ABI_H */

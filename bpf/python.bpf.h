@@ -63,7 +63,7 @@ struct py_scratch {
 /* One per scratch slot of sample.bpf.c, for the same reason: programs that interrupt others. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 	__type(key, __u32);
 	__type(value, struct py_scratch);
 } py_scratch_map SEC(".maps");

@@ -53,7 +53,8 @@ struct {
 enum scratch_slot {
 	SLOT_SAMPLE = 0, /* perf_event: the CPU sampler */
 	SLOT_LAUNCH = 1, /* usdt/uprobe: launch probes */
-	SLOT__COUNT = 2,
+	SLOT_SWITCH = 2, /* tp_btf/sched_switch: off-CPU stacks (Python walk only) */
+	SLOT__COUNT = 3,
 };
 
 struct {
@@ -188,6 +189,7 @@ int profd_sample(struct bpf_perf_event_data *ctx)
 }
 
 #include "launch.bpf.h"
+#include "offcpu.bpf.h"
 
 /* A lifecycle record for process pid, whose leader is task; ppid 0 reads the parent's. */
 static __always_inline void task_record(__u32 type, struct task_struct *task, __u32 pid, __u32 ppid)

@@ -18,6 +18,7 @@
 
 #include "parse.h"
 #include "wire.h"
+#include "value.h"
 
 void cmd_diff_usage(FILE *f)
 {
@@ -297,6 +298,7 @@ static int fetch_window(struct conn *c, const struct diff_args *a, const struct 
 	}
 	if (err)
 		return err;
+	profile_strip_states(resp->profile);
 	*out = stacks__from_profile(resp->profile, a->n_pids == 0);
 	profd__response__free_unpacked(resp, NULL);
 	if (!*out) {

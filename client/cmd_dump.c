@@ -30,7 +30,8 @@ void cmd_dump_usage(FILE *f)
 	fputs("Usage: profctl [--socket PATH] dump flamegraph [--pid N]... [--tid N]\n"
 	      "               [--since DURATION] [--format FORMAT] [-o FILE] [--python-only]\n"
 	      "               [--function | --no-lineno] [--per-thread] [--children]\n"
-	      "               [--value VALUE | --gpu-idle] [--nvtx] [--timeout DURATION]\n"
+	      "               [--value VALUE | --gpu-idle] [--nvtx] [--thread-state]\n"
+	      "               [--timeout DURATION]\n"
 	      "       profctl [--socket PATH] dump trace [--pid N]... [--since DURATION]\n"
 	      "               [-o FILE] [--timeout DURATION]\n"
 	      "       profctl [--socket PATH] dump stacks --pid N [--json] [-o FILE]\n"
@@ -82,9 +83,16 @@ void cmd_dump_usage(FILE *f)
 	      "                         copy-bytes   bytes copied by launching stack\n"
 	      "                         launches     launches seen by the libcuda uprobes\n"
 	      "                                      (processes without the CUPTI library)\n"
+	      "                         off-cpu      time off the CPU (profd --off-cpu), by\n"
+	      "                                      the stack each thread waited in\n"
+	      "                         wall         wall-clock time: CPU samples times the\n"
+	      "                                      sampling period plus off-CPU time\n"
 	      "  --gpu-idle           only CPU samples taken while none of the process's GPU\n"
 	      "                       kernels ran: what the host did while the GPU starved\n"
 	      "  --nvtx               keep NVTX ranges as frames at the root ([nvtx] NAME)\n"
+	      "  --thread-state       keep the thread's state as a frame at the root:\n"
+	      "                       [running], [off-cpu: futex], [off-cpu: preempted], ...\n"
+	      "                       (profd --off-cpu)\n"
 	      "  --json               stacks: write JSON for scripts instead of text\n"
 	      "  --timeout DURATION   how long to wait for the daemon (default 60s)\n"
 	      "  -h, --help           show this help\n"
@@ -104,6 +112,8 @@ void cmd_dump_usage(FILE *f)
 	      "  profctl dump flamegraph --format json | jq '.samples | length'\n"
 	      "  profctl dump flamegraph --pid 1234 --value gpu -o gpu.svg\n"
 	      "  profctl dump flamegraph --pid 1234 --gpu-idle --nvtx -o idle.svg\n"
+	      "  profctl dump flamegraph --pid 1234 --value off-cpu -o waits.svg\n"
+	      "  profctl dump flamegraph --pid 1234 --value wall --thread-state --format folded\n"
 	      "  profctl dump trace --pid 1234 --since 10s -o trace.json\n"
 	      "  profctl dump stacks --pid 1234\n",
 	      f);
@@ -124,13 +134,21 @@ static const struct {
 };
 
 static const struct option dump_longopts[] = {
-    {"pid", required_argument, NULL, 'p'},    {"tid", required_argument, NULL, 'T'},
-    {"since", required_argument, NULL, 's'},  {"format", required_argument, NULL, 'f'},
-    {"output", required_argument, NULL, 'o'}, {"timeout", required_argument, NULL, 't'},
-    {"help", no_argument, NULL, 'h'},	      {"value", required_argument, NULL, 'v'},
-    {"gpu-idle", no_argument, NULL, 'I'},     {"nvtx", no_argument, NULL, 'N'},
-    {"children", no_argument, NULL, 'C'},     VIEW_LONGOPTS_DUMP,
-    {"json", no_argument, NULL, 'J'},	      {0},
+    {"pid", required_argument, NULL, 'p'},
+    {"tid", required_argument, NULL, 'T'},
+    {"since", required_argument, NULL, 's'},
+    {"format", required_argument, NULL, 'f'},
+    {"output", required_argument, NULL, 'o'},
+    {"timeout", required_argument, NULL, 't'},
+    {"help", no_argument, NULL, 'h'},
+    {"value", required_argument, NULL, 'v'},
+    {"gpu-idle", no_argument, NULL, 'I'},
+    {"nvtx", no_argument, NULL, 'N'},
+    {"thread-state", no_argument, NULL, 'S'},
+    {"children", no_argument, NULL, 'C'},
+    VIEW_LONGOPTS_DUMP,
+    {"json", no_argument, NULL, 'J'},
+    {0},
 };
 
 /* The word after "dump": flamegraph, trace or stacks. Returns 0, 1 for --help, or -EINVAL. */
@@ -223,6 +241,9 @@ static int parse_option(int opt, char **argv, struct dump_args *a, const char **
 	case 'N':
 		a->nvtx = true;
 		return 0;
+	case 'S':
+		a->thread_state = true;
+		return 0;
 	case 'C':
 		a->children = true;
 		a->q.children = true;
@@ -253,6 +274,7 @@ static int check_stacks_options(const struct dump_args *a, const char *value_opt
 			  : value_opt			     ? "--value"
 			  : a->gpu_idle			     ? "--gpu-idle"
 			  : a->nvtx			     ? "--nvtx"
+			  : a->thread_state		     ? "--thread-state"
 			  : a->children			     ? "--children"
 							     : NULL;
 
@@ -310,6 +332,7 @@ static int check_options(struct dump_args *a, const char *value_opt, struct cli_
 	      : value_opt			 ? "--value"
 	      : a->gpu_idle			 ? "--gpu-idle"
 	      : a->nvtx				 ? "--nvtx"
+	      : a->thread_state			 ? "--thread-state"
 	      : a->children			 ? "--children"
 						 : NULL;
 	if (bad) {
@@ -369,6 +392,10 @@ static const char *value_title(int v)
 		return "GPU copy bytes";
 	case VALUE_LAUNCHES:
 		return "GPU launches (uprobe)";
+	case VALUE_OFFCPU:
+		return "Off-CPU";
+	case VALUE_WALL:
+		return "Wall-clock";
 	default:
 		return "CPU";
 	}
@@ -513,6 +540,8 @@ int dump_flamegraph(struct conn *c, const struct dump_args *a)
 	fetch_note_lost(resp->profile->has_samples_lost, resp->profile->samples_lost);
 	if (!a->nvtx)
 		profile_strip_nvtx(resp->profile);
+	if (!a->thread_state)
+		profile_strip_states(resp->profile);
 	if (a->children && profile_name_processes_by_pid(resp->profile)) {
 		cli_error_set(&e, PROFCTL_EXIT_ERROR, "dump: out of memory");
 		ret = cli_error_print(&e);

@@ -28,6 +28,7 @@ struct dump_args {
 	int value;		 /* enum value_kind (value.h): the column drawn */
 	bool gpu_idle;		 /* --gpu-idle: the gpu_idle_samples column */
 	bool nvtx;		 /* keep NVTX frames */
+	bool thread_state;	 /* --thread-state: keep the thread state frames */
 	bool children;		 /* --children: the pids' descendants, each under its own root */
 	bool json;		 /* stacks: JSON instead of text */
 };

@@ -303,6 +303,13 @@ static void status_print_text(FILE *out, const Profd__StatusReply *st)
 		"samples:", st->samples_received, st->samples_lost_ringbuf, st->samples_evicted);
 	fprintf(out, "%-14s%" PRIu64 " kernel, %" PRIu64 " user\n",
 		"stack errors:", st->kstack_errors, st->ustack_errors);
+	if (st->has_off_cpu && st->off_cpu)
+		fprintf(out,
+			"%-14s%" PRIu64 " waits of %s or more, %" PRIu64 " shorter ones in %" PRIu64
+			" sums, %" PRIu64 " records lost (ring buffer full)\n",
+			"off-CPU:", st->off_cpu_waits,
+			fmt_duration(st->off_cpu_min_ns, a, sizeof(a)), st->off_cpu_short_waits,
+			st->off_cpu_short_records, st->off_cpu_lost);
 	fprintf(out,
 		"%-14s%" PRIu64 " task events lost, %" PRIu64 " malformed records, %" PRIu64
 		" samples dropped (daemon memory)\n",

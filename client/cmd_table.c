@@ -8,6 +8,7 @@
 #include "fetch.h"
 #include "functable.h"
 #include "opts.h"
+#include "value.h"
 #include "view.h"
 
 #include <errno.h>
@@ -23,7 +24,8 @@ void cmd_table_usage(FILE *f)
 	fputs(
 	    "Usage: profctl [--socket PATH] table [--pid N]... [--tid N] [--since DURATION]\n"
 	    "               [--sort self|total] [--limit N] [--function | --no-lineno | --lines]\n"
-	    "               [--native | --python-only] [--per-thread] [--timeout DURATION]\n"
+	    "               [--native | --python-only] [--per-thread] [--value VALUE]\n"
+	    "               [--timeout DURATION]\n"
 	    "\n"
 	    "Print the hottest functions of the samples the daemon holds as one table, laid\n"
 	    "out like the PyTorch profiler's key_averages().table(). A function is its display\n"
@@ -42,6 +44,8 @@ void cmd_table_usage(FILE *f)
 	    "                          sample, even when it recurses)\n"
 	    "  # Samples               that number of samples\n"
 	    "  GPU columns             the same pairs for each GPU value the daemon records\n"
+	    "  off_cpu, wall_time      with profd --off-cpu: time off the CPU, and wall-clock\n"
+	    "                          time (CPU samples x period + off-CPU time)\n"
 	    "The footer gives the totals the percentages are of.\n"
 	    "\n"
 	    "Options:\n"
@@ -50,6 +54,8 @@ void cmd_table_usage(FILE *f)
 	    "  --tid N              only thread N\n"
 	    "  --since DURATION     only the last DURATION (30s, 5m, 1h, 500ms; bare number: s)\n"
 	    "  --sort self|total    order by self time (default) or total time\n"
+	    "  --value VALUE        the column to order by: cpu (default), gpu, gpu-kernels,\n"
+	    "                       copy, copy-bytes, launches, off-cpu or wall\n"
 	    "  --limit N            at most N rows (default 20; 0: all)\n"
 	    "  --function           a row per function, NAME (FILE) (the default)\n"
 	    "  --no-lineno          no line numbers in names (here the same as --function)\n"
@@ -68,7 +74,8 @@ void cmd_table_usage(FILE *f)
 	    "  profctl table --pid 1234\n"
 	    "  profctl table --pid 1234 --since 30s --sort total --limit 50\n"
 	    "  profctl table --since 5m --limit 0 > functions.txt\n"
-	    "  profctl table --pid 1234 --per-thread --lines\n",
+	    "  profctl table --pid 1234 --per-thread --lines\n"
+	    "  profctl table --pid 1234 --value wall\n",
 	    f);
 }
 
@@ -81,11 +88,14 @@ int cmd_table(int argc, char **argv, const struct global_opts *g)
 	    {"sort", required_argument, NULL, 'S'},
 	    {"limit", required_argument, NULL, 'l'},
 	    {"timeout", required_argument, NULL, 't'},
+	    {"value", required_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    VIEW_LONGOPTS_TABLE,
 	    {0},
 	};
 	struct view_opts v = {0};
+	int value = VALUE_CPU;
+	long vi;
 	static struct fetch_query q; /* large: keep it off the stack */
 	enum functable_sort sort = FUNCTABLE_SORT_SELF;
 	struct functable_print_opts po = {.limit = TABLE_DEFAULT_LIMIT};
@@ -114,6 +124,9 @@ int cmd_table(int argc, char **argv, const struct global_opts *g)
 			break;
 		case 'S':
 			err = view_parse_sort("table", optarg, &sort, &e);
+			break;
+		case 'v':
+			err = view_parse_value("table", optarg, &value, &e);
 			break;
 		case 'l':
 			err = opt_parse_count("table", "--limit", optarg, 0, 1000000, &limit, &e);
@@ -145,7 +158,17 @@ int cmd_table(int argc, char **argv, const struct global_opts *g)
 	conn__free(c);
 	if (err)
 		return cli_error_print(&e);
-	functable__sort(t, sort, functable__cpu_index(t));
+	vi = view_value_index(t, value);
+	if (vi < 0) {
+		functable__free(t);
+		cli_error_set(&e, PROFCTL_EXIT_NO_SAMPLES, "table: the profile has no %s values%s",
+			      value_column_name((enum value_kind)value),
+			      value == VALUE_OFFCPU || value == VALUE_WALL
+				  ? ": run profd with --off-cpu"
+				  : "");
+		return cli_error_print(&e);
+	}
+	functable__sort(t, sort, (size_t)vi);
 	po.width = view_term_cols(STDOUT_FILENO);
 	err = functable__print_table(t, &po, stdout);
 	functable__free(t);

@@ -11,6 +11,7 @@
 #include "functable.h"
 #include "opts.h"
 #include "profile.h"
+#include "value.h"
 #include "view.h"
 
 #include <errno.h>
@@ -43,7 +44,7 @@ void cmd_top_usage(FILE *f)
 	fputs("Usage: profctl [--socket PATH] top [--pid N]... [--interval DURATION]\n"
 	      "               [--window DURATION] [--sort self|total] [--limit N]\n"
 	      "               [--function | --no-lineno | --lines] [--native | --python-only]\n"
-	      "               [--per-thread] [--timeout DURATION]\n"
+	      "               [--per-thread] [--value VALUE] [--timeout DURATION]\n"
 	      "\n"
 	      "Show the hottest functions of the last few seconds, refreshed in place like top.\n"
 	      "Each refresh asks the daemon for the samples of a sliding window (--window) and\n"
@@ -65,6 +66,9 @@ void cmd_top_usage(FILE *f)
 	      "  --window DURATION     how far back each refresh looks (default 5s, at least 1s:\n"
 	      "                        the daemon keeps samples in 1 s steps)\n"
 	      "  --sort self|total     the order to start with (default self)\n"
+	      "  --value VALUE         the column to order by: cpu (default), gpu, gpu-kernels,\n"
+	      "                        copy, copy-bytes, launches, off-cpu or wall (profd\n"
+	      "                        --off-cpu; a window without it is ordered by CPU)\n"
 	      "  --limit N             at most N rows (default: what fits the terminal; 20 when\n"
 	      "                        not on a terminal)\n"
 	      "  --function            a row per function, NAME (FILE) (the default)\n"
@@ -80,7 +84,8 @@ void cmd_top_usage(FILE *f)
 	      "Examples:\n"
 	      "  profctl top --pid 1234\n"
 	      "  profctl top --pid 1234 --interval 300ms --window 10s --sort total\n"
-	      "  profctl top --pid 1234 | head -5\n",
+	      "  profctl top --pid 1234 | head -5\n"
+	      "  profctl top --pid 1234 --value wall\n",
 	      f);
 }
 
@@ -89,6 +94,7 @@ struct top_args {
 	uint64_t interval_ns;
 	uint64_t window_ns;
 	enum functable_sort sort;
+	int value;	/* --value: enum value_kind, the column rows are ranked by */
 	uint32_t limit; /* 0: fit the screen */
 	uint64_t timeout_ns;
 	bool live; /* refreshing on a terminal: conn must not draw on it */
@@ -105,6 +111,7 @@ static int parse_args(int argc, char **argv, struct top_args *a, struct cli_erro
 	    {"sort", required_argument, NULL, 'S'},
 	    {"limit", required_argument, NULL, 'l'},
 	    {"timeout", required_argument, NULL, 't'},
+	    {"value", required_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    VIEW_LONGOPTS_TABLE,
 	    {0},
@@ -124,6 +131,9 @@ static int parse_args(int argc, char **argv, struct top_args *a, struct cli_erro
 			err = opt_parse_duration("top", "--interval", optarg, TOP_MIN_INTERVAL_NS,
 						 TOP_MAX_INTERVAL_NS, "100ms to 1h",
 						 &a->interval_ns, e);
+			break;
+		case 'v':
+			err = view_parse_value("top", optarg, &a->value, e);
 			break;
 		case 'w':
 			err = opt_parse_duration("top", "--window", optarg, TOP_MIN_WINDOW_NS,
@@ -324,7 +334,10 @@ static int draw(FILE *out, const struct top_args *a, const struct snapshot *s, u
 		po.limit = a->limit ? a->limit : TOP_PLAIN_LIMIT;
 	}
 	if (s->table) {
-		functable__sort(s->table, a->sort, functable__cpu_index(s->table));
+		long vi = view_value_index(s->table, a->value);
+
+		functable__sort(s->table, a->sort,
+				vi < 0 ? functable__cpu_index(s->table) : (size_t)vi);
 		return functable__print_top(s->table, &po, out);
 	}
 	fputs("(no samples in the window: is the target idle?)\n", out);

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 void fetch_dump_request(const struct fetch_query *q, Profd__DumpRequest *d)
 {
@@ -134,11 +135,27 @@ int fetch_trace(struct conn *c, const Profd__TraceRequest *treq, Profd__Response
 	return 0;
 }
 
-int fetch_select_value(const Profd__Profile *p, int value, uint32_t *index, struct cli_error *e)
+int fetch_select_value(Profd__Profile *p, int value, uint32_t *index, struct cli_error *e)
 {
 	const char *col = value_column_name((enum value_kind)value);
-	int idx = profile_value_index(p, col);
+	bool off = value == VALUE_OFFCPU || value == VALUE_WALL;
+	uint32_t wi;
+	int idx, err;
 
+	if (value == VALUE_WALL) {
+		err = profile_add_wall(p, &wi);
+		if (err == -ENOMEM) {
+			cli_error_set(e, PROFCTL_EXIT_ERROR, "adding up wall-clock time: %s",
+				      strerror(-err));
+			return err;
+		}
+	}
+	idx = profile_value_index(p, col);
+	if (idx < 0 && off) {
+		cli_error_set(e, PROFCTL_EXIT_NO_SAMPLES,
+			      "the profile has no off-CPU time: run profd with --off-cpu");
+		return -ENODATA;
+	}
 	if (idx < 0) {
 		cli_error_set(e, PROFCTL_EXIT_NO_SAMPLES,
 			      "the profile has no %s values: the daemon does not collect them (GPU "
@@ -147,10 +164,10 @@ int fetch_select_value(const Profd__Profile *p, int value, uint32_t *index, stru
 		return -ENODATA;
 	}
 	if (!profile_value_total(p, (uint32_t)idx)) {
-		cli_error_set(e, PROFCTL_EXIT_NO_SAMPLES,
-			      "no %s in the window: widen --since or check the --pid%s", col,
-			      value == VALUE_CPU ? ""
-						 : " (is the process's GPU library attached?)");
+		cli_error_set(
+		    e, PROFCTL_EXIT_NO_SAMPLES,
+		    "no %s in the window: widen --since or check the --pid%s", col,
+		    value == VALUE_CPU || off ? "" : " (is the process's GPU library attached?)");
 		return -ENODATA;
 	}
 	*index = (uint32_t)idx;

@@ -70,9 +70,10 @@ int fetch_no_samples(struct cli_error *e);
 
 /*
  * The column of p that value (enum value_kind) names. Returns 0 with *index set, or -ENODATA
- * with e filled (PROFCTL_EXIT_NO_SAMPLES) when p lacks the column or it sums to 0.
+ * with e filled (PROFCTL_EXIT_NO_SAMPLES) when p lacks the column or it sums to 0. VALUE_WALL
+ * adds its column to p first (profile_add_wall).
  */
-int fetch_select_value(const Profd__Profile *p, int value, uint32_t *index, struct cli_error *e);
+int fetch_select_value(Profd__Profile *p, int value, uint32_t *index, struct cli_error *e);
 
 /* Tell a non-root user, on stderr, that the daemon showed only their own processes. */
 void fetch_note_filtered(bool has_only_uid, uint32_t only_uid);

@@ -115,6 +115,8 @@ static const char *kind_name(Profd__FrameKind k)
 		return "gpu";
 	case PROFD__FRAME_KIND__FRAME_NVTX:
 		return "nvtx";
+	case PROFD__FRAME_KIND__FRAME_STATE:
+		return "state";
 	default:
 		return "unknown";
 	}

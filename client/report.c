@@ -183,7 +183,8 @@ static void idle_name(const Profd__Profile *p, const Profd__Stack *st, char *buf
 	for (size_t j = 0; j < st->n_frames && pos < len; j++) {
 		const Profd__Frame *f = p->frames[st->frames[j]];
 
-		if (f->kind == PROFD__FRAME_KIND__FRAME_NVTX)
+		if (f->kind == PROFD__FRAME_KIND__FRAME_NVTX ||
+		    f->kind == PROFD__FRAME_KIND__FRAME_STATE)
 			continue;
 		if (shown == IDLE_DEPTH) {
 			snprintf(buf + pos, len - pos, " <- ...");
@@ -203,12 +204,15 @@ static int from_profile(struct report *r, const Profd__Profile *p)
 	int ki = profile_value_index(p, "gpu_kernels");
 	int ii = profile_value_index(p, "gpu_idle_samples");
 	int ci = profile_value_index(p, "samples");
-	struct rows kernels = {0}, sites = {0}, idle = {0};
+	int oi = profile_value_index(p, "off_cpu");
+	uint64_t period = p->has_period_ns ? p->period_ns : 0;
+	struct rows kernels = {0}, sites = {0}, idle = {0}, states = {0}, waits = {0};
 	char buf[2048];
 	int err = 0;
 
 	r->has_gpu_time = gi >= 0;
 	r->has_idle = ii >= 0;
+	r->has_off_cpu = oi >= 0 && profile_value_total(p, (uint32_t)oi) > 0;
 	for (size_t i = 0; i < p->n_samples && !err; i++) {
 		const Profd__Sample *s = p->samples[i];
 		const Profd__Stack *st = p->stacks[s->stack];
@@ -237,13 +241,35 @@ static int from_profile(struct report *r, const Profd__Profile *p)
 			idle_name(p, st, buf, sizeof(buf));
 			err = row_add(&idle, buf, id, 0);
 		}
+		if (r->has_off_cpu && !err) {
+			uint64_t off = (size_t)oi < s->n_values ? s->values[oi] : 0;
+			uint64_t wall = sat_add(sat_mul(cpu, period), off);
+			const Profd__Frame *root =
+			    st->n_frames ? p->frames[st->frames[st->n_frames - 1]] : NULL;
+			const char *state = root && root->kind == PROFD__FRAME_KIND__FRAME_STATE
+						? profile_string(p, root->name)
+						: "[unknown state]";
+
+			r->wall_ns = sat_add(r->wall_ns, wall);
+			r->off_cpu_ns = sat_add(r->off_cpu_ns, off);
+			if (wall)
+				err = row_add(&states, state, wall, 0);
+			if (off && !err) {
+				idle_name(p, st, buf, sizeof(buf));
+				err = row_add(&waits, buf, off, 0);
+			}
+		}
 	}
 	if (err) {
 		rows_free(&kernels);
 		rows_free(&sites);
 		rows_free(&idle);
+		rows_free(&states);
+		rows_free(&waits);
 		return err;
 	}
+	rows_finish(&states, &r->states, &r->n_states);
+	rows_finish(&waits, &r->waits, &r->n_waits);
 	rows_finish(&kernels, &r->kernels, &r->n_kernels);
 	rows_finish(&sites, &r->sites, &r->n_sites);
 	rows_finish(&idle, &r->idle, &r->n_idle);
@@ -360,6 +386,8 @@ void report_release(struct report *r)
 	free_rows(r->kernels, r->n_kernels);
 	free_rows(r->sites, r->n_sites);
 	free_rows(r->idle, r->n_idle);
+	free_rows(r->states, r->n_states);
+	free_rows(r->waits, r->n_waits);
 	free(r->devices);
 	*r = (struct report){0};
 }
@@ -379,6 +407,22 @@ static void print_gpu_rows(FILE *out, const char *what, const struct report_row 
 		fprintf(out, "  %12s %6.1f%% %9" PRIu64 "  %s\n",
 			fmt_value(v[i].value, "nanoseconds", t, sizeof(t)), pct(v[i].value, total),
 			v[i].count, v[i].name);
+	if (n > top)
+		fprintf(out, "  (%zu more)\n", n - top);
+}
+
+/* A titled list of rows whose values are nanoseconds, as shares of total. */
+static void print_time_rows(FILE *out, const char *title, const char *what,
+			    const struct report_row *v, size_t n, size_t top, uint64_t total)
+{
+	char a[48];
+
+	fprintf(out, "\n%s, %s in all:\n", title, fmt_value(total, "nanoseconds", a, sizeof(a)));
+	fprintf(out, "  %12s %7s  %s\n", "Time", "%", what);
+	for (size_t i = 0; i < n && i < top; i++)
+		fprintf(out, "  %12s %6.1f%%  %s\n",
+			fmt_value(v[i].value, "nanoseconds", a, sizeof(a)), pct(v[i].value, total),
+			v[i].name);
 	if (n > top)
 		fprintf(out, "  (%zu more)\n", n - top);
 }
@@ -448,7 +492,27 @@ int report_print(const struct report *r, size_t top, FILE *out)
 		if (r->n_idle > top)
 			fprintf(out, "  (%zu more)\n", r->n_idle - top);
 	}
+	if (r->has_off_cpu) {
+		print_time_rows(out,
+				"Time by thread state (wall-clock: CPU samples x period + off-CPU)",
+				"State", r->states, r->n_states, top, r->wall_ns);
+		print_time_rows(out, "Top waits (off-CPU time by stack)", "Stack (leaf first)",
+				r->waits, r->n_waits, top, r->off_cpu_ns);
+	}
 	return fflush(out) || ferror(out) ? -EIO : 0;
+}
+
+static void json_time_rows(FILE *out, const char *key, const struct report_row *v, size_t n,
+			   size_t top, uint64_t total)
+{
+	fprintf(out, "  \"%s\": [", key);
+	for (size_t i = 0; i < n && i < top; i++) {
+		fprintf(out, "%s\n    {\"name\": ", i ? "," : "");
+		json_write_string(out, v[i].name);
+		fprintf(out, ", \"ns\": %" PRIu64 ", \"percent\": %.2f}", v[i].value,
+			pct(v[i].value, total));
+	}
+	fprintf(out, "%s],\n", n && top ? "\n  " : "");
 }
 
 static void json_rows(FILE *out, const char *key, const struct report_row *v, size_t n, size_t top,
@@ -502,6 +566,12 @@ int report_print_json(const struct report *r, size_t top, FILE *out)
 	fprintf(out, "  \"cpu_samples\": %" PRIu64 ",\n  \"idle_samples\": %" PRIu64 ",\n",
 		r->cpu_samples, r->idle_samples);
 	json_rows(out, "idle_stacks", r->idle, r->n_idle, top, r->idle_samples, false);
+	if (r->has_off_cpu) {
+		fprintf(out, "  \"wall_ns\": %" PRIu64 ",\n  \"off_cpu_ns\": %" PRIu64 ",\n",
+			r->wall_ns, r->off_cpu_ns);
+		json_time_rows(out, "thread_states", r->states, r->n_states, top, r->wall_ns);
+		json_time_rows(out, "waits", r->waits, r->n_waits, top, r->off_cpu_ns);
+	}
 	fprintf(out, "  \"has_gpu_time\": %s,\n  \"has_gpu_idle\": %s\n}\n",
 		r->has_gpu_time ? "true" : "false", r->has_idle ? "true" : "false");
 	return fflush(out) || ferror(out) ? -EIO : 0;

@@ -2,8 +2,9 @@
 /*
  * `profctl report`: the GPU questions in numbers. From a Trace: how busy the GPU was (the union
  * of kernel intervals over the trace's window). From a Profile: the kernels that took the GPU
- * time, the launch sites (launching stacks) they were charged to, and the CPU stacks sampled
- * while none of the process's kernels ran (the gpu_idle_samples column).
+ * time, the launch sites (launching stacks) they were charged to, the CPU stacks sampled
+ * while none of the process's kernels ran (the gpu_idle_samples column), and with off-CPU time
+ * the wall-clock time by thread state and the top waits.
  */
 #ifndef PROFCTL_REPORT_H
 #define PROFCTL_REPORT_H
@@ -47,6 +48,17 @@ struct report {
 	uint64_t idle_samples;			   /* the gpu_idle_samples column's sum */
 	struct report_row *kernels, *sites, *idle; /* each sorted by value, descending */
 	size_t n_kernels, n_sites, n_idle;	   /* all of them; printing cuts to top */
+
+	/*
+	 * With off-CPU time (profd --off-cpu; has_off_cpu false without the off_cpu column, or
+	 * when it sums to 0): wall-clock time (CPU samples x period + off-CPU ns) by thread state
+	 * (the FRAME_STATE root frame's name, "[unknown state]" without one), and off-CPU time by
+	 * stack (leaf first, state and NVTX frames left out).
+	 */
+	bool has_off_cpu;
+	uint64_t wall_ns, off_cpu_ns;
+	struct report_row *states, *waits;
+	size_t n_states, n_waits;
 };
 
 /*

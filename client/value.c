@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const struct {
@@ -19,6 +20,8 @@ static const struct {
     [VALUE_COPY] = {"copy", "copy_time"},
     [VALUE_COPY_BYTES] = {"copy-bytes", "copy_bytes"},
     [VALUE_LAUNCHES] = {"launches", "uprobe_launches"},
+    [VALUE_OFFCPU] = {"off-cpu", "off_cpu"},
+    [VALUE_WALL] = {"wall", "wall_time"},
 };
 
 int value_parse(const char *s, enum value_kind *out)
@@ -83,17 +86,100 @@ uint64_t profile_value_total(const Profd__Profile *p, uint32_t idx)
 	return total;
 }
 
-void profile_strip_nvtx(Profd__Profile *p)
+static void strip_kind(Profd__Profile *p, Profd__FrameKind kind)
 {
 	for (size_t i = 0; i < p->n_stacks; i++) {
 		Profd__Stack *st = p->stacks[i];
 		size_t n = 0;
 
 		for (size_t j = 0; j < st->n_frames; j++)
-			if (p->frames[st->frames[j]]->kind != PROFD__FRAME_KIND__FRAME_NVTX)
+			if (p->frames[st->frames[j]]->kind != kind)
 				st->frames[n++] = st->frames[j];
 		st->n_frames = n;
 	}
+}
+
+void profile_strip_nvtx(Profd__Profile *p)
+{
+	strip_kind(p, PROFD__FRAME_KIND__FRAME_NVTX);
+}
+
+void profile_strip_states(Profd__Profile *p)
+{
+	strip_kind(p, PROFD__FRAME_KIND__FRAME_STATE);
+}
+
+/* Index of string s in p's table, appended when missing; -1 when out of memory. */
+static int64_t string_index(Profd__Profile *p, const char *s)
+{
+	char **strs;
+
+	for (size_t i = 0; i < p->n_strings; i++)
+		if (p->strings[i] && strcmp(p->strings[i], s) == 0)
+			return (int64_t)i;
+	if (p->n_strings >= UINT32_MAX)
+		return -1;
+	strs = realloc(p->strings, (p->n_strings + 1) * sizeof(*strs));
+	if (!strs)
+		return -1;
+	p->strings = strs;
+	strs[p->n_strings] = strdup(s);
+	if (!strs[p->n_strings])
+		return -1;
+	return (int64_t)p->n_strings++;
+}
+
+int profile_add_wall(Profd__Profile *p, uint32_t *index)
+{
+	int ci = profile_value_index(p, "samples"), oi = profile_value_index(p, "off_cpu");
+	int wi = profile_value_index(p, "wall_time");
+	uint64_t period = p->has_period_ns ? p->period_ns : 0;
+	Profd__ValueType **vts, *vt;
+	size_t nv = p->n_value_types;
+	int64_t ts, us;
+
+	if (wi >= 0) {
+		*index = (uint32_t)wi;
+		return 0;
+	}
+	if (oi < 0 || !nv || (ci >= 0 && !period && profile_value_total(p, (uint32_t)ci)))
+		return -ENODATA;
+	ts = string_index(p, "wall_time");
+	us = ts < 0 ? -1 : string_index(p, "nanoseconds");
+	if (us < 0)
+		return -ENOMEM;
+	/* Each sample's row first: a failure leaves every array as long as its count says. */
+	for (size_t i = 0; i < p->n_samples; i++) {
+		Profd__Sample *s = p->samples[i];
+		uint64_t *v = realloc(s->values, (nv + 1) * sizeof(*v));
+		uint64_t cpu, off;
+
+		if (!v)
+			return -ENOMEM;
+		s->values = v;
+		for (size_t k = s->n_values; k < nv; k++)
+			v[k] = 0;
+		s->n_values = nv;
+		cpu = ci >= 0 ? v[ci] : 0;
+		off = v[oi];
+		v[nv] = sat_add(sat_mul(cpu, period), off);
+	}
+	vts = realloc(p->value_types, (nv + 1) * sizeof(*vts));
+	if (!vts)
+		return -ENOMEM;
+	p->value_types = vts;
+	vt = malloc(sizeof(*vt));
+	if (!vt)
+		return -ENOMEM;
+	profd__value_type__init(vt);
+	vt->type = (uint32_t)ts;
+	vt->unit = (uint32_t)us;
+	vts[nv] = vt;
+	p->n_value_types = nv + 1;
+	for (size_t i = 0; i < p->n_samples; i++)
+		p->samples[i]->n_values = nv + 1;
+	*index = (uint32_t)nv;
+	return 0;
 }
 
 bool value_unit_is_ns(const char *unit)

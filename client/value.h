@@ -24,12 +24,14 @@ enum value_kind {
 	VALUE_COPY,	   /* "copy_time" ns */
 	VALUE_COPY_BYTES,  /* "copy_bytes" bytes */
 	VALUE_LAUNCHES,	   /* "uprobe_launches": launches seen by the libcuda uprobes */
+	VALUE_OFFCPU,	   /* "off_cpu" ns: time off the CPU, by the stack the thread waited in */
+	VALUE_WALL,	   /* "wall_time" ns: CPU samples x period + off_cpu (profile_add_wall) */
 	VALUE__COUNT,
 };
 
 /*
  * The kind an option value names ("cpu", "gpu", "gpu-kernels", "copy", "copy-bytes",
- * "launches"; gpu-idle is its own option). Returns 0 or -EINVAL.
+ * "launches", "off-cpu", "wall"; gpu-idle is its own option). Returns 0 or -EINVAL.
  */
 int value_parse(const char *s, enum value_kind *out);
 /* The option spelling of k ("cpu"), for messages. */
@@ -37,7 +39,7 @@ const char *value_option_name(enum value_kind k);
 /* The column name the daemon gives k ("samples", "gpu_time"). */
 const char *value_column_name(enum value_kind k);
 /* "cpu, gpu, gpu-kernels, copy, copy-bytes or launches": for usage messages. */
-#define VALUE_OPTION_LIST "cpu, gpu, gpu-kernels, copy, copy-bytes or launches"
+#define VALUE_OPTION_LIST "cpu, gpu, gpu-kernels, copy, copy-bytes, launches, off-cpu or wall"
 
 /*
  * Index of the value type named type in p, or -1 when p has none of that name. A profile with
@@ -56,6 +58,22 @@ uint64_t profile_value_total(const Profd__Profile *p, uint32_t idx);
  * graphs without --nvtx look as they did before NVTX labels existed.
  */
 void profile_strip_nvtx(Profd__Profile *p);
+/*
+ * Drop the thread state frames ("[running]", "[off-cpu: futex]") from every stack of p, in
+ * place: views show them only with --thread-state.
+ */
+void profile_strip_states(Profd__Profile *p);
+
+/*
+ * Wall-clock time as a column of its own: append "wall_time" (nanoseconds) to p's value types,
+ * each sample's value its CPU samples times p's sampling period plus its off_cpu nanoseconds,
+ * so a thread's stacks add up to the time it lived in the window. p must come from
+ * profd__response__unpack with the default allocator (its arrays are grown with realloc).
+ * Returns 0 with *index the column (the existing one when p has it already), -ENODATA when p
+ * has no off_cpu column (the daemon runs without --off-cpu) or CPU samples but no period, or
+ * -ENOMEM (p is then unchanged but for spare room).
+ */
+int profile_add_wall(Profd__Profile *p, uint32_t *index);
 
 /*
  * v in unit, short and human: nanoseconds as "850 ns", "12.5 us", "3.25 ms", "1.500 s"; bytes

@@ -20,6 +20,28 @@ int view_parse_sort(const char *cmd, const char *val, enum functable_sort *out, 
 	return 0;
 }
 
+int view_parse_value(const char *cmd, const char *val, int *out, struct cli_error *e)
+{
+	enum value_kind k;
+
+	if (value_parse(val, &k))
+		return opt_bad_value(e, cmd, "--value", val, "is not " VALUE_OPTION_LIST);
+	*out = (int)k;
+	return 0;
+}
+
+long view_value_index(const struct functable *t, int value)
+{
+	const char *col = value_column_name((enum value_kind)value);
+
+	if (value == VALUE_CPU)
+		return (long)functable__cpu_index(t);
+	for (size_t i = 0; i < functable__n_values(t); i++)
+		if (strcmp(functable__value_type(t, i), col) == 0)
+			return (long)i;
+	return -1;
+}
+
 bool view_opt(int opt, struct view_opts *v)
 {
 	switch (opt) {
@@ -114,6 +136,20 @@ int view_fetch(struct conn *c, const struct fetch_query *q, const struct view_op
 		return err == -ENODATA ? -EREMOTEIO : err;
 	/* NVTX labels are ranges, not functions: every sample under one would rank it first. */
 	profile_strip_nvtx(resp->profile);
+	profile_strip_states(resp->profile);
+	/* With off-CPU time the tables show wall-clock time too, beside CPU and off-CPU. */
+	{
+		int oi = profile_value_index(resp->profile, "off_cpu");
+		uint32_t wi;
+
+		if (oi >= 0 && profile_value_total(resp->profile, (uint32_t)oi) &&
+		    profile_add_wall(resp->profile, &wi) == -ENOMEM) {
+			err = -ENOMEM;
+			cli_error_set(e, PROFCTL_EXIT_ERROR, "adding up wall-clock time: %s",
+				      strerror(ENOMEM));
+			goto out;
+		}
+	}
 	t = view_functable(resp->profile, v);
 	if (!t) {
 		err = -errno;

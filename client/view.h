@@ -67,6 +67,17 @@ int view_check(const char *cmd, const struct view_opts *v, struct cli_error *e);
  */
 struct reshape_opts view_reshape_opts(const struct view_opts *v, bool table);
 
+/*
+ * --value VALUE of top and table: the column rows are ranked by (value.h's kinds, gpu-idle
+ * aside). Returns 0 or -EINVAL with e filled (code PROFCTL_EXIT_USAGE).
+ */
+int view_parse_value(const char *cmd, const char *val, int *out, struct cli_error *e);
+/*
+ * The column of t that value (enum value_kind) names, or -1 when t has none (wall_time exists
+ * when the profile had off-CPU time: view_fetch adds it).
+ */
+long view_value_index(const struct functable *t, int value);
+
 /* --sort self|total. Returns 0 or -EINVAL with e filled (code PROFCTL_EXIT_USAGE). */
 int view_parse_sort(const char *cmd, const char *val, enum functable_sort *out,
 		    struct cli_error *e);

@@ -32,6 +32,11 @@ static void usage(FILE *f)
 	    "                          (format by its extension: .svg, .folded, .pb.gz,\n"
 	    "                          .speedscope.json, .json) and exit with CMD's status\n"
 	    "  -F, --frequency HZ      samples per second per CPU (default 99, max %d)\n"
+	    "      --off-cpu           also record off-CPU time: where sampled threads waited\n"
+	    "                          (kernel, native and Python stacks) and for how long\n"
+	    "      --off-cpu-min DURATION  waits at least this long are recorded with their\n"
+	    "                          stacks; shorter ones only summed per thread (default\n"
+	    "                          10us, from 1us to 1s)\n"
 	    "  -s, --socket PATH       socket to serve on (default %s, or $%s)\n"
 	    "      --socket-group GROUP  let members of GROUP connect (socket mode 0660)\n"
 	    "      --memory-cap SIZE   memory for profile data, oldest evicted first\n"
@@ -80,7 +85,9 @@ int config_parse(int argc, char **argv, struct config *cfg)
 		OPT_NO_CHILDREN,
 		OPT_RECORD,
 		OPT_FORMAT,
-		OPT_DURATION
+		OPT_DURATION,
+		OPT_OFF_CPU,
+		OPT_OFF_CPU_MIN
 	};
 	static const struct option longopts[] = {
 	    {"pid", required_argument, NULL, 'p'},
@@ -98,6 +105,8 @@ int config_parse(int argc, char **argv, struct config *cfg)
 	    {"output", required_argument, NULL, 'o'},
 	    {"format", required_argument, NULL, OPT_FORMAT},
 	    {"duration", required_argument, NULL, OPT_DURATION},
+	    {"off-cpu", no_argument, NULL, OPT_OFF_CPU},
+	    {"off-cpu-min", required_argument, NULL, OPT_OFF_CPU_MIN},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -113,6 +122,7 @@ int config_parse(int argc, char **argv, struct config *cfg)
 	cfg->ringbuf_size = 0; /* set by the CPU count below unless given */
 	cfg->bucket_ns = NSEC_PER_SEC;
 	cfg->gpu_ring_size = 8ull << 20;
+	cfg->off_cpu_min_ns = 10 * NSEC_PER_USEC;
 	cfg->socket_path = wire_socket_path(NULL);
 
 	opterr = 0;
@@ -144,6 +154,15 @@ int config_parse(int argc, char **argv, struct config *cfg)
 			break;
 		case OPT_NO_CHILDREN:
 			cfg->no_children = true;
+			break;
+		case OPT_OFF_CPU:
+			cfg->off_cpu = true;
+			break;
+		case OPT_OFF_CPU_MIN:
+			if (parse_duration_ns(optarg, NSEC_PER_USEC, NSEC_PER_SEC,
+					      &cfg->off_cpu_min_ns))
+				return bad("--off-cpu-min", optarg,
+					   "expected a duration from 1us to 1s, such as 10us");
 			break;
 		case OPT_RECORD:
 			cfg->record = true;

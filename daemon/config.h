@@ -27,8 +27,10 @@ struct config {
 	/* --libcuda paths to probe, tried in order; none given: look in the usual places */
 	const char *libcuda[CONFIG_MAX_LIBCUDA];
 	size_t nlibcuda;
-	bool libcuda_none; /* --libcuda none: no libcuda uprobes */
-	bool no_children;  /* --no-children: the targets' new processes are not followed */
+	bool libcuda_none;	 /* --libcuda none: no libcuda uprobes */
+	bool no_children;	 /* --no-children: the targets' new processes are not followed */
+	bool off_cpu;		 /* --off-cpu: record off-CPU time (tp_btf/sched_switch) */
+	uint64_t off_cpu_min_ns; /* --off-cpu-min: shorter waits are only summed per thread */
 	/*
 	 * --record -- CMD...: run CMD, profile it and its children until it exits, write the
 	 * profile (through profctl record on a private socket) and exit with CMD's status.

@@ -384,6 +384,8 @@ static Profd__FrameKind proto_kind(enum frame_kind k)
 		return PROFD__FRAME_KIND__FRAME_GPU;
 	case FRAME_KIND_NVTX:
 		return PROFD__FRAME_KIND__FRAME_NVTX;
+	case FRAME_KIND_STATE:
+		return PROFD__FRAME_KIND__FRAME_STATE;
 	default:
 		return PROFD__FRAME_KIND__FRAME_UNKNOWN;
 	}

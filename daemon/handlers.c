@@ -180,6 +180,8 @@ static int status_for_user(struct daemon *d, uint32_t uid, Profd__StatusReply *s
 	st->has_perf_maps_sparse = st->has_perf_map_reads = st->has_perf_map_read_ns = false;
 	st->has_symbol_bytes = st->has_symbol_files = st->has_symbol_budget_bytes = false;
 	st->has_trace_ring_bytes = false;
+	st->has_off_cpu_waits = st->has_off_cpu_short_records = false;
+	st->has_off_cpu_short_waits = st->has_off_cpu_lost = false;
 	return 0;
 }
 
@@ -222,6 +224,20 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 	st.target_pids = (uint32_t *)d->cfg->pids;
 	st.has_ncpus = true;
 	st.ncpus = sampler__ncpus(d->sampler);
+	st.has_off_cpu = true;
+	st.off_cpu = d->cfg->off_cpu;
+	if (d->cfg->off_cpu) {
+		st.has_off_cpu_min_ns = true;
+		st.off_cpu_min_ns = d->cfg->off_cpu_min_ns;
+		st.has_off_cpu_waits = true;
+		st.off_cpu_waits = is.offcpu_waits;
+		st.has_off_cpu_short_records = true;
+		st.off_cpu_short_records = is.offcpu_short_records;
+		st.has_off_cpu_short_waits = true;
+		st.off_cpu_short_waits = is.offcpu_short_waits;
+		st.has_off_cpu_lost = true;
+		st.off_cpu_lost = cnt[PROFD_CNT_OFFCPU_LOST];
+	}
 	st.has_samples_received = true;
 	st.samples_received = is.samples;
 	st.has_samples_lost_ringbuf = true;

@@ -14,6 +14,7 @@
 #include "gpu.h"
 #include "hash.h"
 #include "log.h"
+#include "offcpu.h"
 #include "route.h"
 #include "timeutil.h"
 
@@ -87,6 +88,8 @@ struct ingest {
 	size_t pid_fill;
 	uint32_t next_epoch;
 	struct ingest_stats stats;
+	bool thread_states; /* ingest_opts.thread_states */
+	const char *kname_buf[PROFD_MAX_STACK];
 	uint32_t frame_buf[2 * PROFD_MAX_STACK + PROFD_MAX_PY_FRAMES + 4];
 	uint32_t user_buf[PROFD_MAX_STACK];
 	uint32_t py_buf[PROFD_MAX_PY_FRAMES];
@@ -102,6 +105,11 @@ static const struct frame_key key_no_stack = {.kind = FRAME_KIND_UNKNOWN, .name 
 static const struct frame_key key_truncated = {.kind = FRAME_KIND_UNKNOWN, .name = "[truncated]"};
 /* A process's sample with kernel frames only: exiting (no address space) or unreadable stack. */
 static const struct frame_key key_no_user = {.kind = FRAME_KIND_UNKNOWN, .name = "[no user stack]"};
+/* The leaf of a thread's waits summed in the kernel, each too short to be sent with its stacks. */
+static const struct frame_key key_short_waits = {.kind = FRAME_KIND_UNKNOWN,
+						 .name = "[short waits]"};
+static const struct frame_key key_short_state = {.kind = FRAME_KIND_STATE,
+						 .name = "[off-cpu: short waits]"};
 
 struct ingest *ingest__new(const struct ingest_opts *opts)
 {
@@ -115,6 +123,7 @@ struct ingest *ingest__new(const struct ingest_opts *opts)
 	in->py_config = opts->py_config;
 	in->py_ctx = opts->py_ctx;
 	in->gpu = opts->gpu;
+	in->thread_states = opts->thread_states;
 	in->route =
 	    (struct route){.store = opts->store, .gpu = opts->gpu, .timeline = opts->timeline};
 	snprintf(in->proc_root, sizeof(in->proc_root), "%s",
@@ -591,6 +600,15 @@ static bool is_launch_plumbing(const struct ingest *in, uint32_t frame_id)
 	return false;
 }
 
+/* A kernel frame of the BPF machinery: a program (no symbol of its own), a trampoline. */
+static bool is_tracing_frame(const struct ingest *in, uint32_t frame_id)
+{
+	const struct store_frame *f = store__frame(in->store, frame_id);
+
+	return !f || f->name[0] == '[' || !strncmp(f->name, "bpf_", 4) ||
+	       !strncmp(f->name, "__bpf_", 6) || !strcmp(f->name, "_einittext");
+}
+
 /*
  * Whether a launch record's kind and correlation id agree: the USDT probe always has an id
  * (CUPTI numbers from 1), a uprobe never. Either has no kernel stack.
@@ -684,6 +702,20 @@ static uint32_t native_frames(struct ingest *in, const struct profd_sample_rec *
 		if (f)
 			in->user_buf[(*nuser)++] = f;
 	}
+	/*
+	 * A wait's kernel stack starts in the tracing that read it (the BPF program and its
+	 * trampoline, without symbols or named bpf_*): cut those leaf frames.
+	 */
+	if (rec->hdr.type == PROFD_REC_OFFCPU) {
+		uint32_t skip = 0;
+
+		while (skip < n && skip < 8 && is_tracing_frame(in, in->frame_buf[skip]))
+			skip++;
+		if (skip < n) {
+			memmove(in->frame_buf, in->frame_buf + skip, (n - skip) * sizeof(uint32_t));
+			n -= skip;
+		}
+	}
 	/* A USDT launch stack starts inside the CUPTI library and CUDA: cut those leaf frames. */
 	if (rec->hdr.type == PROFD_REC_LAUNCH && !(rec->flags & PROFD_SAMPLE_UPROBE)) {
 		uint32_t skip = 0;
@@ -754,17 +786,60 @@ static void record_time(struct ingest *in, uint64_t now)
 	}
 }
 
+/* Whether one of the user frames user_buf[0 .. nuser) is CPython waiting for the GIL. */
+static bool waits_for_gil(const struct ingest *in, uint32_t nuser)
+{
+	for (uint32_t i = 0; i < nuser; i++) {
+		const struct store_frame *f = store__frame(in->store, in->user_buf[i]);
+
+		if (f && f->kind == FRAME_KIND_NATIVE && is_gil_wait_symbol(f->name))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The thread state frame's name for a record whose nk kernel frames are frame_buf[0 .. nk) and
+ * nuser user frames user_buf[0 .. nuser): off (not NULL) is the wait the record is the stack of.
+ * NULL when the record gets no state frame (launches, live dumps, CPU samples without
+ * thread_states or GIL flags).
+ */
+static const char *state_name(struct ingest *in, const struct profd_sample_rec *rec,
+			      const struct profd_offcpu_rec *off, uint32_t nk, uint32_t nuser,
+			      char *buf, size_t len)
+{
+	const uint32_t gil_flags =
+	    PROFD_SAMPLE_GIL_HELD | PROFD_SAMPLE_GIL_FREE | PROFD_SAMPLE_NO_GIL;
+
+	if (off) {
+		for (uint32_t i = 0; i < nk && i < PROFD_MAX_STACK; i++) {
+			const struct store_frame *f = store__frame(in->store, in->frame_buf[i]);
+
+			in->kname_buf[i] = f ? f->name : NULL;
+		}
+		return offcpu_state_name(off->state, in->kname_buf, nk < PROFD_MAX_STACK ? nk : 0,
+					 waits_for_gil(in, nuser), buf, len);
+	}
+	if (rec->hdr.type != PROFD_REC_SAMPLE || (!in->thread_states && !(rec->flags & gil_flags)))
+		return NULL;
+	return oncpu_state_name(rec->flags, waits_for_gil(in, nuser));
+}
+
 /*
  * The store stack of a valid record of pe's process: kernel, native and Python frames, leaf
- * first, and the markers of what is missing. Returns the stack id, or 0 when the store refused.
+ * first, the markers of what is missing, and at the root the thread's state (state_name; off:
+ * the wait of an off-CPU record, else NULL). Returns the stack id, or 0 when the store refused.
  */
 static uint32_t record_stack(struct ingest *in, const struct pid_entry *pe,
-			     const struct profd_sample_rec *rec)
+			     const struct profd_sample_rec *rec, const struct profd_offcpu_rec *off)
 {
 	uint32_t n, nuser;
 	bool py_merged;
+	const char *state;
+	char sbuf[64];
 
 	n = native_frames(in, rec, (uint64_t)rec->pid << 32 | pe->epoch, &nuser);
+	state = state_name(in, rec, off, n, nuser, sbuf, sizeof(sbuf));
 	n = merge_python(in, pe, rec, n, nuser, &py_merged);
 	/* Kernel frames alone would look like the root of the process's work. */
 	if (n > 0 && nuser == 0 && !py_merged && !(rec->flags & PROFD_SAMPLE_KERNEL_THREAD))
@@ -775,6 +850,8 @@ static uint32_t record_stack(struct ingest *in, const struct pid_entry *pe,
 	/* Keep the sample: a kernel thread whose stack read failed still used the CPU. */
 	if (n == 0)
 		n = put_marker(in, &key_no_stack, n);
+	if (state)
+		n = put_marker(in, &(struct frame_key){.kind = FRAME_KIND_STATE, .name = state}, n);
 	return store__intern_stack(in->store, in->frame_buf, n);
 }
 
@@ -805,7 +882,7 @@ static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, 
 	}
 	python_check(in, pe, now);
 
-	stack = record_stack(in, pe, rec);
+	stack = record_stack(in, pe, rec, NULL);
 	if (!stack) {
 		in->stats.store_errors++;
 		return 0;
@@ -845,7 +922,7 @@ int ingest__snapshot_thread(struct ingest *in, const struct profd_sample_rec *re
 		return -ESRCH; /* ingest__snapshot_begin was not called, or an exec came between */
 	record_time(in, now);
 	comm_copy(comm, rec->comm);
-	*stack = record_stack(in, pe, rec);
+	*stack = record_stack(in, pe, rec, NULL);
 	if (!*stack)
 		return -ENOMEM;
 	return store__set_thread(in->store, rec->pid, rec->tid, comm);
@@ -856,6 +933,107 @@ void ingest__snapshot_forget(struct ingest *in, uint32_t pid)
 	forget_process(in, pid);
 	/* Not sampled, so no bucket names it: the store lets it go with its next sweep. */
 	store__process_exited(in->store, pid);
+}
+
+/*
+ * Charge value (nanoseconds of [start, end)) to the store's buckets it spans, each its share:
+ * a long wait belongs to every second it lasted, not to the one it ended in. Returns 0 or the
+ * store's error.
+ */
+static int charge_span(struct ingest *in, uint64_t start, uint64_t end, uint32_t pid, uint32_t tid,
+		       uint32_t stack)
+{
+	uint64_t bw = store__bucket_ns(in->store), t = start;
+	int err = 0;
+
+	/* A wait over many buckets: the oldest part goes first, at most 4096 pieces. */
+	for (int i = 0; t < end && !err; i++) {
+		uint64_t next = bw ? (t / bw + 1) * bw : end;
+
+		if (next >= end || i == 4095)
+			next = end;
+		err = store__add(in->store, t, pid, tid, stack, STORE_VALUE_OFFCPU_NS, next - t);
+		t = next;
+	}
+	return err;
+}
+
+/* A wait at least --off-cpu-min long, with the stacks the thread left the CPU with. */
+static int handle_offcpu(struct ingest *in, const struct profd_offcpu_rec *r, size_t size,
+			 uint64_t now)
+{
+	const struct profd_sample_rec *rec = &r->sample;
+	char comm[PROFD_COMM_LEN];
+	struct pid_entry *pe;
+	uint32_t stack;
+	size_t ssize;
+
+	if (size < PROFD_OFFCPU_HDR_SIZE + PROFD_SAMPLE_HDR_SIZE)
+		goto bad;
+	ssize = size - PROFD_OFFCPU_HDR_SIZE;
+	if (rec->hdr.type != PROFD_REC_OFFCPU || rec->hdr.size != ssize || r->off_ns == 0 ||
+	    r->state > PROFD_TASK_IDLE || r->off_ns > now + MAX_CLOCK_AHEAD_NS ||
+	    rec->ts_ns > now + MAX_CLOCK_AHEAD_NS - r->off_ns)
+		goto bad;
+	if (!sample_valid(in, rec, ssize, now))
+		return 0;
+	record_time(in, now);
+	comm_copy(comm, rec->comm);
+	pe = see_process(in, rec->pid, rec->tid, rec->uid, comm, now);
+	if (!pe) {
+		in->stats.store_errors++;
+		return -ENOMEM;
+	}
+	python_check(in, pe, now);
+	stack = record_stack(in, pe, rec, r);
+	if (!stack) {
+		in->stats.store_errors++;
+		return 0;
+	}
+	store__set_thread(in->store, rec->pid, rec->tid, comm);
+	in->stats.offcpu_waits++;
+	if (charge_span(in, rec->ts_ns, rec->ts_ns + r->off_ns, rec->pid, rec->tid, stack))
+		in->stats.store_errors++;
+	return 0;
+bad:
+	in->stats.malformed++;
+	return 0;
+}
+
+/* A thread's short waits, summed in the kernel: one stack, [short waits] under its state. */
+static int handle_offcpu_agg(struct ingest *in, const struct profd_offcpu_agg_rec *r, size_t size,
+			     uint64_t now)
+{
+	char comm[PROFD_COMM_LEN];
+	struct pid_entry *pe;
+	uint32_t frames[2], stack;
+
+	if (size < sizeof(*r) || r->pid == 0 || r->tid == 0 || r->count == 0 || r->off_ns == 0 ||
+	    r->ts_ns > now + MAX_CLOCK_AHEAD_NS) {
+		in->stats.malformed++;
+		return 0;
+	}
+	record_time(in, now);
+	comm_copy(comm, r->comm);
+	pe = see_process(in, r->pid, r->tid, r->uid, comm, now);
+	if (!pe) {
+		in->stats.store_errors++;
+		return -ENOMEM;
+	}
+	frames[0] = store__intern_frame(in->store, &key_short_waits);
+	frames[1] = store__intern_frame(in->store, &key_short_state);
+	stack = frames[0] && frames[1] ? store__intern_stack(in->store, frames, 2) : 0;
+	if (!stack) {
+		in->stats.store_errors++;
+		return 0;
+	}
+	store__set_thread(in->store, r->pid, r->tid, comm);
+	in->stats.offcpu_short_records++;
+	in->stats.offcpu_short_waits += r->count;
+	if (store__add(in->store, r->ts_ns, r->pid, r->tid, stack, STORE_VALUE_OFFCPU_NS,
+		       r->off_ns))
+		in->stats.store_errors++;
+	return 0;
 }
 
 static int handle_task(struct ingest *in, const struct profd_task_rec *rec, size_t size)
@@ -914,6 +1092,12 @@ int ingest__record(struct ingest *in, const void *data, size_t size)
 	case PROFD_REC_EXIT:
 	case PROFD_REC_FORK:
 		err = handle_task(in, data, hdr->size);
+		break;
+	case PROFD_REC_OFFCPU:
+		err = handle_offcpu(in, data, hdr->size, mono_ns());
+		break;
+	case PROFD_REC_OFFCPU_AGG:
+		err = handle_offcpu_agg(in, data, hdr->size, mono_ns());
 		break;
 	default:
 		in->stats.malformed++;

@@ -36,6 +36,11 @@ struct ingest_opts {
 	 */
 	struct gpu *gpu;
 	struct timeline *timeline; /* borrowed; NULL: nothing kept for traces */
+	/*
+	 * Put a thread state frame (FRAME_KIND_STATE) at the root of every CPU sample's stack:
+	 * "[running]", refined by the sample's GIL flags. Off-CPU records always get theirs.
+	 */
+	bool thread_states;
 };
 
 struct ingest_stats {
@@ -61,6 +66,9 @@ struct ingest_stats {
 	uint64_t launches;	   /* launch records (USDT and uprobe) handed to the GPU module */
 	uint64_t uprobe_launches;  /* of those, from libcuda uprobes */
 	uint64_t launches_dropped; /* valid launch records dropped: no GPU module */
+	uint64_t offcpu_waits;	   /* PROFD_REC_OFFCPU records stored */
+	uint64_t offcpu_short_records; /* PROFD_REC_OFFCPU_AGG records stored */
+	uint64_t offcpu_short_waits;   /* the waits those summed */
 };
 
 struct ingest;

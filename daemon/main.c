@@ -503,6 +503,7 @@ int main(int argc, char **argv)
 	    .py_ctx = &app,
 	    .gpu = app.d.gpu,
 	    .timeline = app.d.timeline,
+	    .thread_states = cfg.off_cpu,
 	});
 	if (!app.d.ingest) {
 		pr_err("ingest: %s", strerror(errno));
@@ -545,6 +546,8 @@ int main(int argc, char **argv)
 	    .no_children = cfg.no_children,
 	    .frequency_hz = cfg.frequency_hz,
 	    .ringbuf_size = cfg.ringbuf_size,
+	    .off_cpu = cfg.off_cpu,
+	    .off_cpu_min_ns = cfg.off_cpu_min_ns,
 	    .on_record = on_record,
 	    .ctx = &app,
 	});

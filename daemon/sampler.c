@@ -55,6 +55,8 @@ struct sampler {
 	struct bpf_link *exec_link;
 	struct bpf_link *exit_link;
 	struct bpf_link *fork_link;
+	struct bpf_link *switch_link;	/* --off-cpu: tp_btf/sched_switch; NULL: off */
+	struct bpf_link *sys_exit_link; /* --off-cpu: tp_btf/sys_exit */
 	bool filtered;
 	bool no_children;
 	/* A handful of processes run the CUPTI library at once: a plain array is enough. */
@@ -250,6 +252,10 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	    (opts->launch_burst ? opts->launch_burst : SAMPLER_LAUNCH_BURST) *
 	    s->skel->rodata->launch_interval_ns;
 	s->skel->rodata->wakeup_bytes = opts->ringbuf_size / 4;
+	s->skel->rodata->off_cpu_min_ns = opts->off_cpu_min_ns;
+	/* Without --off-cpu nothing is attached to the scheduler: not even a program to skip. */
+	bpf_program__set_autoload(s->skel->progs.profd_switch, opts->off_cpu);
+	bpf_program__set_autoload(s->skel->progs.profd_sys_exit, opts->off_cpu);
 	err = bpf_map__set_max_entries(s->skel->maps.events, (__u32)opts->ringbuf_size);
 	if (err) {
 		pr_err("sampler: ring buffer size %llu: %s", (unsigned long long)opts->ringbuf_size,
@@ -364,6 +370,23 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 		s->ncpus++;
 	}
 	free(online);
+	online = NULL;
+	if (opts->off_cpu) {
+		s->switch_link = bpf_program__attach(s->skel->progs.profd_switch);
+		if (!s->switch_link) {
+			err = -errno;
+			explain_bpf_error("attaching to sched_switch (--off-cpu)", err);
+			goto fail;
+		}
+		s->sys_exit_link = bpf_program__attach(s->skel->progs.profd_sys_exit);
+		if (!s->sys_exit_link) {
+			err = -errno;
+			explain_bpf_error("attaching to sys_exit (--off-cpu)", err);
+			goto fail;
+		}
+		pr_info("sampler: off-CPU time of waits from %llu ns, shorter ones summed",
+			(unsigned long long)opts->off_cpu_min_ns);
+	}
 	pr_info("sampler: sampling %u CPUs at %u Hz, %s", s->ncpus, opts->frequency_hz,
 		!s->filtered	    ? "system-wide"
 		: opts->no_children ? "target processes only"
@@ -404,6 +427,8 @@ void sampler__free(struct sampler *s)
 	bpf_link__destroy(s->exec_link);
 	bpf_link__destroy(s->exit_link);
 	bpf_link__destroy(s->fork_link);
+	bpf_link__destroy(s->sys_exit_link);
+	bpf_link__destroy(s->switch_link);
 	ring_buffer__free(s->rb);
 	sample_bpf__destroy(s->skel);
 	free(s);

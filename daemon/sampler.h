@@ -35,6 +35,13 @@ struct sampler_opts {
 	 */
 	uint32_t launch_rate;
 	uint32_t launch_burst;
+	/*
+	 * Off-CPU time (tp_btf/sched_switch): waits of off_cpu_min_ns or more come as
+	 * PROFD_REC_OFFCPU records with their stacks, shorter ones summed per thread
+	 * (PROFD_REC_OFFCPU_AGG).
+	 */
+	bool off_cpu;
+	uint64_t off_cpu_min_ns;
 };
 
 /*

@@ -6,6 +6,7 @@
 
 #define NSEC_PER_SEC 1000000000ull
 #define NSEC_PER_MSEC 1000000ull
+#define NSEC_PER_USEC 1000ull
 
 /* CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns(), the one clock of every event. */
 uint64_t mono_ns(void);

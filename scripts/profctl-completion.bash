@@ -49,7 +49,7 @@ _profctl()
 		return 0
 		;;
 	--value)
-		mapfile -t COMPREPLY < <(compgen -W "cpu gpu gpu-kernels copy copy-bytes launches" \
+		mapfile -t COMPREPLY < <(compgen -W "cpu gpu gpu-kernels copy copy-bytes launches off-cpu wall" \
 			-- "$cur")
 		return 0
 		;;
@@ -91,7 +91,7 @@ _profctl()
 				-- "$cur")
 		else
 			mapfile -t COMPREPLY < <(compgen -W "--pid --tid --since --format -o --output --python-only
-				--function --no-lineno --per-thread --children --value --gpu-idle --nvtx --timeout --help" -- "$cur")
+				--function --no-lineno --per-thread --children --value --gpu-idle --nvtx --thread-state --timeout --help" -- "$cur")
 		fi
 		;;
 	record)
@@ -109,12 +109,13 @@ _profctl()
 		;;
 	top)
 		mapfile -t COMPREPLY < <(compgen -W "--pid --interval --window --sort --limit
-			--function --no-lineno --lines --native --python-only --per-thread --timeout
-			--help" -- "$cur")
+			--function --no-lineno --lines --native --python-only --per-thread --value
+			--timeout --help" -- "$cur")
 		;;
 	table)
 		mapfile -t COMPREPLY < <(compgen -W "--pid --tid --since --sort --limit --function
-			--no-lineno --lines --native --python-only --per-thread --timeout --help" -- "$cur")
+			--no-lineno --lines --native --python-only --per-thread --value --timeout --help" \
+			-- "$cur")
 		;;
 	diff)
 		if [[ $cur == -* ]]; then

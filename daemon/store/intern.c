@@ -219,7 +219,7 @@ uint32_t intern_frame(struct intern *in, const struct frame_key *key)
 	uint32_t h, id, slot = 0;
 	int err = 0;
 
-	if (!key || !key->name || (unsigned int)key->kind > FRAME_KIND_NVTX) {
+	if (!key || !key->name || (unsigned int)key->kind > FRAME_KIND_STATE) {
 		errno = EINVAL;
 		return 0;
 	}

@@ -640,6 +640,7 @@ void store_value_type(enum store_value col, const char **type, const char **unit
 	    [STORE_VALUE_COPY_NS] = {"copy_time", "nanoseconds"},
 	    [STORE_VALUE_COPY_BYTES] = {"copy_bytes", "bytes"},
 	    [STORE_VALUE_UPROBE_LAUNCHES] = {"uprobe_launches", "count"},
+	    [STORE_VALUE_OFFCPU_NS] = {"off_cpu", "nanoseconds"},
 	};
 
 	if ((unsigned int)col >= STORE_VALUE__COUNT) {

@@ -3,7 +3,7 @@
 find_package(Threads REQUIRED)
 
 foreach(name test_format test_format_cli test_functable test_formats_files test_diff
-    test_gpu_views test_trace test_report test_reshape)
+    test_gpu_views test_trace test_report test_reshape test_wall)
   add_executable(${name} unit/${name}.c)
   target_link_libraries(${name} PRIVATE profctl_lib Threads::Threads)
   target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit)

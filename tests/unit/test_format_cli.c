@@ -127,8 +127,8 @@ static void test_parse_dump_errors(void)
 	    "dump", "flamegraf");
 	BAD("dump: say what to dump (flamegraph, trace or stacks); see 'profctl dump --help'",
 	    "dump");
-	BAD("dump: --value 'gpu-idle' is not cpu, gpu, gpu-kernels, copy, copy-bytes or "
-	    "launches; see 'profctl dump --help'",
+	BAD("dump: --value 'gpu-idle' is not cpu, gpu, gpu-kernels, copy, copy-bytes, launches, "
+	    "off-cpu or wall; see 'profctl dump --help'",
 	    "dump", "flamegraph", "--value", "gpu-idle");
 	BAD("dump: --gpu-idle selects CPU samples, it cannot go with --value gpu; see 'profctl "
 	    "dump --help'",

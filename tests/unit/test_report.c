@@ -262,6 +262,59 @@ static void test_old_daemon(void)
 	report_release(&r);
 }
 
+/*
+ * Off-CPU time: wall-clock by the state frame at each stack's root (CPU samples x period +
+ * off_cpu), waits by stack without their state frame, in text and JSON.
+ */
+#define NS_MS(x) ((uint64_t)(x)*1000000ull)
+
+static void test_off_cpu(void)
+{
+	struct fixture fx;
+	struct report r;
+	char *out;
+
+	fx_init_samples(&fx, NS_MS(10));
+	fx_value_type(&fx, "off_cpu", "nanoseconds");
+	uint32_t m = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "main");
+	uint32_t w = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "wait_here");
+	uint32_t run = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_STATE, "[running]");
+	uint32_t fu = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_STATE, "[off-cpu: futex]");
+	uint32_t sr = fx_stack(&fx, 2, (uint32_t[]){run, m});
+	uint32_t sw = fx_stack(&fx, 3, (uint32_t[]){fu, m, w});
+
+	fx_sample_values(&fx, sr, 1, 1, 2, (const uint64_t[]){10, 0}); /* 100 ms running */
+	fx_sample_values(&fx, sw, 1, 1, 2, (const uint64_t[]){0, NS_MS(300)});
+	CHECK_EQ_I(report_build(&r, &fx.p, NULL), 0);
+	CHECK(r.has_off_cpu);
+	CHECK_EQ_U(r.wall_ns, NS_MS(400));
+	CHECK_EQ_U(r.off_cpu_ns, NS_MS(300));
+	CHECK_EQ_U(r.n_states, 2);
+	if (r.n_states == 2) {
+		CHECK_STREQ(r.states[0].name, "[off-cpu: futex]");
+		CHECK_EQ_U(r.states[0].value, NS_MS(300));
+		CHECK_STREQ(r.states[1].name, "[running]");
+		CHECK_EQ_U(r.states[1].value, NS_MS(100));
+	}
+	CHECK_EQ_U(r.n_waits, 1);
+	if (r.n_waits == 1)
+		CHECK_STREQ(r.waits[0].name, "wait_here <- main");
+	out = print(&r, 10, false);
+	CHECK(out && strstr(out, "Time by thread state (wall-clock: CPU samples x period + "
+				 "off-CPU), 400.00 ms in all:\n"
+				 "          Time       %  State\n"
+				 "     300.00 ms   75.0%  [off-cpu: futex]\n"
+				 "     100.00 ms   25.0%  [running]\n"));
+	CHECK(out && strstr(out, "     300.00 ms  100.0%  wait_here <- main\n"));
+	free(out);
+	out = print(&r, 10, true);
+	CHECK(out && strstr(out, "\"wall_ns\": 400000000,\n  \"off_cpu_ns\": 300000000,\n"));
+	CHECK(out && strstr(out, "{\"name\": \"[running]\", \"ns\": 100000000, "
+				 "\"percent\": 25.00}"));
+	free(out);
+	report_release(&r);
+}
+
 /* The ring had lost the start of the window: the window starts at its oldest event. */
 static void test_ring_cut(void)
 {
@@ -288,5 +341,6 @@ int main(void)
 	test_text();
 	test_old_daemon();
 	test_ring_cut();
+	test_off_cpu();
 	return CHECK_DONE();
 }

@@ -24,6 +24,8 @@ enum frame_kind {
 	FRAME_KIND_PYTHON = 3,
 	FRAME_KIND_GPU = 4,
 	FRAME_KIND_NVTX = 5,
+	/* a thread state at the root end of a stack: "[running]", "[off-cpu: futex]" */
+	FRAME_KIND_STATE = 6,
 };
 
 /*
@@ -41,6 +43,8 @@ enum store_value {
 	STORE_VALUE_COPY_BYTES,	      /* "copy_bytes" bytes */
 	STORE_VALUE_UPROBE_LAUNCHES,  /* "uprobe_launches" count: libcuda launches seen by a uprobe
 				       * in processes without the CUPTI library (no durations) */
+	STORE_VALUE_OFFCPU_NS,	      /* "off_cpu" nanoseconds: time off the CPU, by the stack
+				       * the thread left with (--off-cpu) */
 	STORE_VALUE__COUNT,
 };
 
