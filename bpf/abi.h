@@ -146,6 +146,14 @@ _Static_assert(sizeof(struct profd_sample_rec) ==
 #define PROFD_SAMPLE_GIL_HELD (1u << 8)
 #define PROFD_SAMPLE_GIL_FREE (1u << 9)
 #define PROFD_SAMPLE_NO_GIL (1u << 10)
+/*
+ * An off-CPU record of a Python thread that waited for the GIL: the system call the wait was in
+ * is a futex on a word inside the interpreter's struct _gil_runtime_state (its condition
+ * variable or mutex), which is where take_gil blocks in every version (3.8-3.14).
+ */
+#define PROFD_SAMPLE_GIL_WAIT (1u << 11)
+/* Bytes from the GIL's address that hold its futex words: struct _gil_runtime_state is < 256. */
+#define PROFD_GIL_SPAN 256
 
 /* A thread's scheduler state in a PROFD_REC_THREAD, as the state letter of /proc/PID/stat. */
 enum profd_task_state {

@@ -118,11 +118,27 @@ static __always_inline void offcpu_send(struct profd_offcpu_rec *out, __u64 size
  * (this is its system call's return, or it waits again inside the same call), so they are
  * still the wait's.
  */
+/*
+ * The futex word the current thread's system call waits on (x86-64: futex(2), its first
+ * argument), 0 for any other call: the Python walk tells a wait for the GIL by it.
+ */
+static __always_inline __u64 futex_word(void)
+{
+#if defined(__TARGET_ARCH_x86)
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+
+	if (regs && regs->orig_ax == 202 /* __NR_futex */)
+		return regs->di;
+#endif
+	return 0;
+}
+
 static __always_inline void offcpu_send_pending(void *ctx, struct offcpu_task *st, __u32 tgid,
 						__u32 tid)
 {
 	struct profd_offcpu_rec *out;
-	__u32 slot = 0, nk = st->pending_nk;
+	struct py_scratch *py;
+	__u32 slot = 0, nk = st->pending_nk, pslot = SLOT_SWITCH;
 	__u64 size, off_ns = st->pending_ns;
 
 	st->pending_ns = 0;
@@ -136,7 +152,12 @@ static __always_inline void offcpu_send_pending(void *ctx, struct offcpu_task *s
 	if (nk && bpf_probe_read_kernel(out->sample.ips, nk * 8, st->kips))
 		return;
 	out->sample.nr_kernel = nk;
+	py = bpf_map_lookup_elem(&py_scratch_map, &pslot);
+	if (py)
+		py->futex_uaddr = futex_word();
 	size = fill_user(ctx, &out->sample, nk, SLOT_SWITCH);
+	if (py)
+		py->futex_uaddr = 0;
 	offcpu_send(out, size, off_ns, st->pending_state);
 }
 

@@ -58,6 +58,8 @@ struct py_scratch {
 	__u32 interps;
 	__u32 read_err;
 	__u32 __pad;
+	/* The futex word the thread waited on (off-CPU records; 0: none): inside the GIL? */
+	__u64 futex_uaddr;
 };
 
 /* One per scratch slot of sample.bpf.c, for the same reason: programs that interrupt others. */
@@ -296,6 +298,8 @@ static __always_inline void py_gil_state(struct py_loop_ctx *c, struct profd_sam
 	} else {
 		return;
 	}
+	if (c->s->futex_uaddr && c->s->futex_uaddr - gil < PROFD_GIL_SPAN)
+		rec->flags |= PROFD_SAMPLE_GIL_WAIT;
 	if (PY_READ(c, w, sizeof(w), gil + py->gil_holder))
 		return;
 	locked = (__s32)w[1];

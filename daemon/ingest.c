@@ -817,8 +817,9 @@ static const char *state_name(struct ingest *in, const struct profd_sample_rec *
 
 			in->kname_buf[i] = f ? f->name : NULL;
 		}
-		return offcpu_state_name(off->state, in->kname_buf, nk < PROFD_MAX_STACK ? nk : 0,
-					 waits_for_gil(in, nuser), buf, len);
+		return offcpu_state_name(
+		    off->state, in->kname_buf, nk < PROFD_MAX_STACK ? nk : 0,
+		    (rec->flags & PROFD_SAMPLE_GIL_WAIT) || waits_for_gil(in, nuser), buf, len);
 	}
 	if (rec->hdr.type != PROFD_REC_SAMPLE || (!in->thread_states && !(rec->flags & gil_flags)))
 		return NULL;

@@ -78,6 +78,23 @@ def vm_bytes(pid, key):
     return 0
 
 
+def cpythons():
+    """[(label, executable)] of the CPythons at hand: pyenv's 3.8-3.13, Debian's static 3.11,
+    and the 3.14 builds PROFD_TEST_PYTHON314 names (colon-separated)."""
+    pyenv = os.environ.get("PROFD_PYENV", "/root/.pyenv/versions")
+    out = []
+    for v in ("3.8.18", "3.9.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0"):
+        exe = os.path.join(pyenv, v, "bin", "python" + v.rsplit(".", 1)[0])
+        if os.access(exe, os.X_OK):
+            out.append((v, exe))
+    if os.access("/usr/bin/python3.11", os.X_OK):
+        out.append(("3.11-debian-static", "/usr/bin/python3.11"))
+    for exe in filter(None, os.environ.get("PROFD_TEST_PYTHON314", "").split(":")):
+        if os.access(exe, os.X_OK):
+            out.append((os.path.basename(exe), exe))
+    return out
+
+
 def fixture(name):
     path = os.path.join(FIXTURES, name)
     if not os.path.exists(path):

@@ -79,21 +79,6 @@ sys.stdin.read()
 '''
 
 
-def interpreters():
-    """[(label, executable)] of the CPythons at hand: pyenv's, Debian's, PROFD_TEST_PYTHON314."""
-    out = []
-    for v in ("3.8.18", "3.9.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0"):
-        exe = os.path.join(PYENV, v, "bin", "python" + v.rsplit(".", 1)[0])
-        if os.access(exe, os.X_OK):
-            out.append((v, exe))
-    if os.access("/usr/bin/python3.11", os.X_OK):
-        out.append(("3.11-debian-static", "/usr/bin/python3.11"))
-    for exe in filter(None, os.environ.get("PROFD_TEST_PYTHON314", "").split(":")):
-        if os.access(exe, os.X_OK):
-            out.append((os.path.basename(exe), exe))
-    return out
-
-
 def status(d):
     r = d.ctl("status", "--json")
     if r.returncode != 0:
@@ -220,7 +205,7 @@ if len(sys.argv) > 1 and sys.argv[1] == "--self-check":
     sys.exit(0)
 
 require_root()
-pys = interpreters()
+pys = cpythons()
 check(pys, "at least one CPython to test with")
 HASH_NATIVE = re.compile(r"sha256|sha2|hacl|libcrypto|_hashlib", re.I)
 MEMSET_NATIVE = re.compile(r"memset", re.I)
