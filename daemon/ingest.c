@@ -786,16 +786,22 @@ static void record_time(struct ingest *in, uint64_t now)
 	}
 }
 
-/* Whether one of the user frames user_buf[0 .. nuser) is CPython waiting for the GIL. */
-static bool waits_for_gil(const struct ingest *in, uint32_t nuser)
+/* Whether one of the user frames user_buf[0 .. nuser) is a native frame pred() names. */
+static bool user_frame_is(const struct ingest *in, uint32_t nuser, bool (*pred)(const char *))
 {
 	for (uint32_t i = 0; i < nuser; i++) {
 		const struct store_frame *f = store__frame(in->store, in->user_buf[i]);
 
-		if (f && f->kind == FRAME_KIND_NATIVE && is_gil_wait_symbol(f->name))
+		if (f && f->kind == FRAME_KIND_NATIVE && pred(f->name))
 			return true;
 	}
 	return false;
+}
+
+/* Whether one of the user frames user_buf[0 .. nuser) is CPython waiting for the GIL. */
+static bool waits_for_gil(const struct ingest *in, uint32_t nuser)
+{
+	return user_frame_is(in, nuser, is_gil_wait_symbol);
 }
 
 /*
@@ -817,12 +823,19 @@ static const char *state_name(struct ingest *in, const struct profd_sample_rec *
 
 			in->kname_buf[i] = f ? f->name : NULL;
 		}
+		if (off->state != PROFD_TASK_RUNNING &&
+		    user_frame_is(in, nuser, is_cuda_sync_symbol)) {
+			snprintf(buf, len, "[off-cpu: CUDA sync]");
+			return buf;
+		}
 		return offcpu_state_name(
 		    off->state, in->kname_buf, nk < PROFD_MAX_STACK ? nk : 0,
 		    (rec->flags & PROFD_SAMPLE_GIL_WAIT) || waits_for_gil(in, nuser), buf, len);
 	}
 	if (rec->hdr.type != PROFD_REC_SAMPLE || (!in->thread_states && !(rec->flags & gil_flags)))
 		return NULL;
+	if (user_frame_is(in, nuser, is_cuda_sync_symbol))
+		return "[running: CUDA sync]";
 	return oncpu_state_name(rec->flags, waits_for_gil(in, nuser));
 }
 

@@ -84,3 +84,23 @@ bool is_gil_wait_symbol(const char *name)
 	/* take_gil (3.8-3.14), static in ceval_gil.c: its own symbol where .symtab is kept. */
 	return name && (strcmp(name, "take_gil") == 0 || strncmp(name, "take_gil.", 9) == 0);
 }
+
+bool is_cuda_sync_symbol(const char *name)
+{
+	static const char *const calls[] = {
+	    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+	    "cudaThreadSynchronize", "cuCtxSynchronize",      "cuStreamSynchronize",
+	    "cuEventSynchronize",
+	};
+
+	if (!name)
+		return false;
+	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
+		size_t n = strlen(calls[i]);
+
+		/* cuStreamSynchronize_ptsz, cudaStreamSynchronize_v2, ...: the same call. */
+		if (!strncmp(name, calls[i], n) && (name[n] == '\0' || name[n] == '_'))
+			return true;
+	}
+	return false;
+}

@@ -37,4 +37,12 @@ const char *oncpu_state_name(uint32_t flags, bool waiting_for_gil);
 /* Whether a native frame's symbol is where CPython waits for the GIL. */
 bool is_gil_wait_symbol(const char *name);
 
+/*
+ * Whether a native frame's symbol is a CUDA call that blocks the host until the GPU is done
+ * (cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize and their driver API and
+ * per-thread-stream forms): the thread's state is then "[off-cpu: CUDA sync]" while it sleeps
+ * in it, "[running: CUDA sync]" while it spins.
+ */
+bool is_cuda_sync_symbol(const char *name);
+
 #endif

@@ -4,7 +4,7 @@ find_package(Python3 COMPONENTS Interpreter REQUIRED)
 # Fixtures with known call chains: frame pointers kept, no inlining, no tail calls.
 set(FIXTURE_FLAGS -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
     -fno-optimize-sibling-calls -fno-inline)
-foreach(fx burn syscaller demo jit blocker offcpu)
+foreach(fx burn syscaller demo jit blocker offcpu cuda_sync)
   add_executable(fixture_${fx} ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/${fx}.c)
   # Fixtures are the profiled programs, not code under test: no sanitizer runtime in them.
   target_compile_options(fixture_${fx} PRIVATE ${FIXTURE_FLAGS} -fno-sanitize=all)
@@ -25,7 +25,7 @@ else()
 endif()
 foreach(t cpu_split kernel_frames system_wide exited bad_input cli_errors lifecycle systemd_unit top
           python python_exit svg_browser diff formats socket_safety setuid perf_map_budget flood
-          losses perf_maps children record views stacks pyspy gil gil_wait offcpu offcpu_python)
+          losses perf_maps children record views stacks pyspy gil gil_wait offcpu offcpu_python cuda_sync)
   add_test(NAME e2e.${t}
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_${t}.py)
   set_tests_properties(e2e.${t} PROPERTIES

@@ -80,6 +80,12 @@ static void test_reasons(void)
 	CHECK(is_gil_wait_symbol("take_gil"));
 	CHECK(is_gil_wait_symbol("take_gil.lto_priv.0"));
 	CHECK(!is_gil_wait_symbol("take_gilx") && !is_gil_wait_symbol(NULL));
+	CHECK(is_cuda_sync_symbol("cudaStreamSynchronize"));
+	CHECK(is_cuda_sync_symbol("cuStreamSynchronize_ptsz"));
+	CHECK(is_cuda_sync_symbol("cudaDeviceSynchronize") &&
+	      is_cuda_sync_symbol("cuCtxSynchronize"));
+	CHECK(!is_cuda_sync_symbol("cudaStreamSynchronized") && !is_cuda_sync_symbol(NULL));
+	CHECK(!is_cuda_sync_symbol("cudaStreamWaitEvent") && !is_cuda_sync_symbol("cudaMemcpy"));
 }
 
 static struct profd_offcpu_rec orec;
