@@ -870,15 +870,42 @@ static uint32_t record_stack(struct ingest *in, const struct pid_entry *pe,
 }
 
 /*
+ * The store stack of a valid sample, launch or off-CPU record (off: its wait), its process and
+ * thread noted: *pe gets the process. Returns the stack, 0 when the store refused it (counted),
+ * or -ENOMEM.
+ */
+static int64_t ingest_stack(struct ingest *in, const struct profd_sample_rec *rec,
+			    const struct profd_offcpu_rec *off, uint64_t now, struct pid_entry **pe)
+{
+	char comm[PROFD_COMM_LEN];
+	uint32_t stack;
+
+	record_time(in, now);
+	comm_copy(comm, rec->comm);
+	*pe = see_process(in, rec->pid, rec->tid, rec->uid, comm, now);
+	if (!*pe) {
+		in->stats.store_errors++;
+		return -ENOMEM;
+	}
+	python_check(in, *pe, now);
+	stack = record_stack(in, *pe, rec, off);
+	if (!stack) {
+		in->stats.store_errors++;
+		return 0;
+	}
+	store__set_thread(in->store, rec->pid, rec->tid, comm);
+	return stack;
+}
+
+/*
  * A CPU sample, or a launch record (same layout, user and Python stacks only): both symbolized
  * the same way, so a launch stack and a sample stack of the same code are the same stack.
  */
 static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, size_t size,
 			 uint64_t now)
 {
-	char comm[PROFD_COMM_LEN];
 	struct pid_entry *pe;
-	uint32_t stack;
+	int64_t stack;
 
 	if (!sample_valid(in, rec, size, now))
 		return 0;
@@ -887,23 +914,10 @@ static int handle_sample(struct ingest *in, const struct profd_sample_rec *rec, 
 		in->stats.launches_dropped++;
 		return 0;
 	}
-	record_time(in, now);
-	comm_copy(comm, rec->comm);
-	pe = see_process(in, rec->pid, rec->tid, rec->uid, comm, now);
-	if (!pe) {
-		in->stats.store_errors++;
-		return -ENOMEM;
-	}
-	python_check(in, pe, now);
-
-	stack = record_stack(in, pe, rec, NULL);
-	if (!stack) {
-		in->stats.store_errors++;
-		return 0;
-	}
-	store__set_thread(in->store, rec->pid, rec->tid, comm);
-	deliver(in, pe, rec, stack);
-	return 0;
+	stack = ingest_stack(in, rec, NULL, now, &pe);
+	if (stack > 0)
+		deliver(in, pe, rec, (uint32_t)stack);
+	return stack < 0 ? (int)stack : 0;
 }
 
 int ingest__snapshot_begin(struct ingest *in, uint32_t pid)
@@ -977,8 +991,8 @@ static int handle_offcpu(struct ingest *in, const struct profd_offcpu_rec *r, si
 			 uint64_t now)
 {
 	const struct profd_sample_rec *rec = &r->sample;
-	char comm[PROFD_COMM_LEN];
 	struct pid_entry *pe;
+	int64_t sstack;
 	uint32_t stack;
 	size_t ssize;
 
@@ -991,20 +1005,10 @@ static int handle_offcpu(struct ingest *in, const struct profd_offcpu_rec *r, si
 		goto bad;
 	if (!sample_valid(in, rec, ssize, now))
 		return 0;
-	record_time(in, now);
-	comm_copy(comm, rec->comm);
-	pe = see_process(in, rec->pid, rec->tid, rec->uid, comm, now);
-	if (!pe) {
-		in->stats.store_errors++;
-		return -ENOMEM;
-	}
-	python_check(in, pe, now);
-	stack = record_stack(in, pe, rec, r);
-	if (!stack) {
-		in->stats.store_errors++;
-		return 0;
-	}
-	store__set_thread(in->store, rec->pid, rec->tid, comm);
+	sstack = ingest_stack(in, rec, r, now, &pe);
+	if (sstack <= 0)
+		return (int)sstack;
+	stack = (uint32_t)sstack;
 	in->stats.offcpu_waits++;
 	if (charge_span(in, rec->ts_ns, rec->ts_ns + r->off_ns, rec->pid, rec->tid, stack))
 		in->stats.store_errors++;

@@ -20,7 +20,6 @@ import time
 
 from profd_e2e import *
 
-PYENV = os.environ.get("PROFD_PYENV", "/root/.pyenv/versions")
 FREQ = 199
 SECONDS = 3
 SHARE = 0.90

@@ -18,7 +18,6 @@ import time
 from profd_e2e import *
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PYENV = os.environ.get("PROFD_PYENV", "/root/.pyenv/versions")
 
 PROGRAM = r'''
 import ctypes, os, sys, threading, time
@@ -77,21 +76,6 @@ def program_lines():
         m = re.search(r"# LINE:(\w+)", line)
         if m:
             out[m.group(1)] = i + 1
-    return out
-
-
-def interpreters():
-    """[(label, executable)] of the CPythons at hand: pyenv's, Debian's, PROFD_TEST_PYTHON314."""
-    out = []
-    for v in ("3.8.18", "3.9.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0"):
-        exe = os.path.join(PYENV, v, "bin", "python" + v.rsplit(".", 1)[0])
-        if os.access(exe, os.X_OK):
-            out.append((v, exe))
-    if os.access("/usr/bin/python3.11", os.X_OK):
-        out.append(("3.11-debian-static", "/usr/bin/python3.11"))
-    for exe in filter(None, os.environ.get("PROFD_TEST_PYTHON314", "").split(":")):
-        if os.access(exe, os.X_OK):
-            out.append((os.path.basename(exe), exe))
     return out
 
 
@@ -235,7 +219,7 @@ with Daemon("--socket-group", grp.getgrgid(PW.pw_gid).gr_name) as d:
         f.write(PROGRAM)
     os.chmod(tmp, 0o755)
     lines = program_lines()
-    pys = interpreters()
+    pys = cpythons()
     check(pys, "at least one CPython to test with")
     for label, exe in pys:
         check_python(d, label, exe, lines, program)
