@@ -740,22 +740,51 @@ static Profd__Profile *lay_out(struct build *bd, struct carver *c, const struct 
 	return p;
 }
 
+/* The tables and maps a build needs (nprocs: the processes' map's first size). */
+static int build_init(struct build *bd, const struct dump_meta *meta, size_t nprocs)
+{
+	bd->t = dump_tables__new(bd->s, meta && meta->hide_kernel_addresses);
+	if (!bd->t || idxmap_init(&bd->procs, nprocs) || idxmap_init(&bd->threads, 1024))
+		return -ENOMEM;
+	return number_value_types(bd);
+}
+
+/*
+ * Number the collected names, then lay the profile out twice: once to size the one block it
+ * lives in, once to fill it. Returns the profile or NULL (out of memory).
+ */
+static Profd__Profile *build_carve(struct build *bd, const struct dump_meta *meta)
+{
+	struct carver c = {0};
+
+	lay_out(bd, &c, meta);
+	c.p = malloc(c.off);
+	if (!c.p)
+		return NULL;
+	c.off = 0;
+	return lay_out(bd, &c, meta);
+}
+
+static void build_fini(struct build *bd)
+{
+	dump_tables__free(bd->t);
+	free(bd->rows.p);
+	idxmap_fini(&bd->procs);
+	idxmap_fini(&bd->threads);
+	free(bd->proc_pids.p);
+	free(bd->thread_keys.p);
+}
+
 int dump__build(struct store *s, const struct store_query *q, const struct dump_meta *meta,
 		Profd__Profile **out)
 {
 	struct build bd = {.s = s, .merge = q && q->merge_processes};
-	struct carver c = {0};
 	int err;
 
 	if (!s || !q || !out)
 		return -EINVAL;
 	*out = NULL;
-	bd.t = dump_tables__new(s, meta && meta->hide_kernel_addresses);
-	if (!bd.t || idxmap_init(&bd.procs, 256) || idxmap_init(&bd.threads, 1024)) {
-		err = -ENOMEM;
-		goto out;
-	}
-	err = number_value_types(&bd);
+	err = build_init(&bd, meta, 256);
 	if (err)
 		goto out;
 	err = store__query(s, q, collect_row, &bd);
@@ -768,22 +797,10 @@ int dump__build(struct store *s, const struct store_query *q, const struct dump_
 	err = number_names(&bd);
 	if (err)
 		goto out;
-	lay_out(&bd, &c, meta);
-	c.p = malloc(c.off);
-	if (!c.p) {
-		err = -ENOMEM;
-		goto out;
-	}
-	c.off = 0;
-	*out = lay_out(&bd, &c, meta);
-	err = 0;
+	*out = build_carve(&bd, meta);
+	err = *out ? 0 : -ENOMEM;
 out:
-	dump_tables__free(bd.t);
-	free(bd.rows.p);
-	idxmap_fini(&bd.procs);
-	idxmap_fini(&bd.threads);
-	free(bd.proc_pids.p);
-	free(bd.thread_keys.p);
+	build_fini(&bd);
 	return err;
 }
 
@@ -792,7 +809,6 @@ int dump__threads(struct store *s, const struct dump_thread *th, size_t n,
 {
 	struct build bd = {.s = s};
 	uint64_t values[STORE_VALUE__COUNT] = {0};
-	struct carver c = {0};
 	Profd__Profile *p;
 	int err;
 
@@ -801,12 +817,7 @@ int dump__threads(struct store *s, const struct dump_thread *th, size_t n,
 	*out = NULL;
 	if (!n)
 		return -ENODATA;
-	bd.t = dump_tables__new(s, meta && meta->hide_kernel_addresses);
-	if (!bd.t || idxmap_init(&bd.procs, 4) || idxmap_init(&bd.threads, 1024)) {
-		err = -ENOMEM;
-		goto out;
-	}
-	err = number_value_types(&bd);
+	err = build_init(&bd, meta, 4);
 	if (err)
 		goto out;
 	/* A thread is one sample of its stack, the moment it was read. */
@@ -817,14 +828,11 @@ int dump__threads(struct store *s, const struct dump_thread *th, size_t n,
 		err = number_names(&bd);
 	if (err)
 		goto out;
-	lay_out(&bd, &c, meta);
-	c.p = malloc(c.off);
-	if (!c.p) {
+	p = build_carve(&bd, meta);
+	if (!p) {
 		err = -ENOMEM;
 		goto out;
 	}
-	c.off = 0;
-	p = lay_out(&bd, &c, meta);
 	/* Threads are numbered in the order given, each once: thread k is th[k]. */
 	for (size_t k = 0; k < p->n_threads && k < n; k++) {
 		Profd__Thread *pt = p->threads[k];
@@ -843,12 +851,7 @@ int dump__threads(struct store *s, const struct dump_thread *th, size_t n,
 	*out = p;
 	err = 0;
 out:
-	dump_tables__free(bd.t);
-	free(bd.rows.p);
-	idxmap_fini(&bd.procs);
-	idxmap_fini(&bd.threads);
-	free(bd.proc_pids.p);
-	free(bd.thread_keys.p);
+	build_fini(&bd);
 	return err;
 }
 
