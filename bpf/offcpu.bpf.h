@@ -85,13 +85,7 @@ static __always_inline void fill_ident_task(struct profd_sample_rec *rec, struct
 	rec->pid = task->tgid;
 	rec->tid = task->pid;
 	rec->uid = BPF_CORE_READ(task, cred, euid.val);
-	rec->cpu = bpf_get_smp_processor_id();
-	rec->flags = 0;
-	rec->corr_id = 0;
-	rec->nr_kernel = 0;
-	rec->nr_user = 0;
-	rec->nr_py = 0;
-	rec->py_status = PROFD_PY_NONE;
+	clear_stacks(rec);
 	bpf_probe_read_kernel(rec->comm, sizeof(rec->comm), task->comm);
 }
 

@@ -92,6 +92,18 @@ static __always_inline __u32 current_euid(void)
 	return BPF_CORE_READ(task, cred, euid.val);
 }
 
+/* A record with no stacks yet, taken on this CPU: what fill_ident and its kin share. */
+static __always_inline void clear_stacks(struct profd_sample_rec *rec)
+{
+	rec->cpu = bpf_get_smp_processor_id();
+	rec->flags = 0;
+	rec->corr_id = 0;
+	rec->nr_kernel = 0;
+	rec->nr_user = 0;
+	rec->nr_py = 0;
+	rec->py_status = PROFD_PY_NONE;
+}
+
 /* Who and when: everything a record says about the current thread but its stacks. */
 static __always_inline void fill_ident(struct profd_sample_rec *rec, __u32 type, __u32 tgid,
 				       __u32 tid)
@@ -101,13 +113,7 @@ static __always_inline void fill_ident(struct profd_sample_rec *rec, __u32 type,
 	rec->pid = tgid;
 	rec->tid = tid;
 	rec->uid = current_euid();
-	rec->cpu = bpf_get_smp_processor_id();
-	rec->flags = 0;
-	rec->corr_id = 0;
-	rec->nr_kernel = 0;
-	rec->nr_user = 0;
-	rec->nr_py = 0;
-	rec->py_status = PROFD_PY_NONE;
+	clear_stacks(rec);
 	bpf_get_current_comm(rec->comm, sizeof(rec->comm));
 }
 

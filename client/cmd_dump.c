@@ -260,23 +260,29 @@ static int parse_option(int opt, char **argv, struct dump_args *a, const char **
 	}
 }
 
+/* The first option given that only flame graphs take (the first the checks below name). */
+static const char *flamegraph_option(const struct dump_args *a, const char *value_opt)
+{
+	return a->format != DUMP_FORMAT_DEFAULT ? "--format"
+	       : a->v.python_only		? "--python-only"
+	       : a->v.function			? "--function"
+	       : a->v.no_lineno			? "--no-lineno"
+	       : a->v.per_thread		? "--per-thread"
+	       : value_opt			? "--value"
+	       : a->gpu_idle			? "--gpu-idle"
+	       : a->nvtx			? "--nvtx"
+	       : a->thread_state		? "--thread-state"
+	       : a->children			? "--children"
+						: NULL;
+}
+
 /* dump stacks: one process, and none of the options of flame graphs and traces. */
 static int check_stacks_options(const struct dump_args *a, const char *value_opt,
 				struct cli_error *e)
 {
-	const char *bad = a->q.has_tid			     ? "--tid"
-			  : a->q.has_since		     ? "--since"
-			  : a->format != DUMP_FORMAT_DEFAULT ? "--format"
-			  : a->v.python_only		     ? "--python-only"
-			  : a->v.function		     ? "--function"
-			  : a->v.no_lineno		     ? "--no-lineno"
-			  : a->v.per_thread		     ? "--per-thread"
-			  : value_opt			     ? "--value"
-			  : a->gpu_idle			     ? "--gpu-idle"
-			  : a->nvtx			     ? "--nvtx"
-			  : a->thread_state		     ? "--thread-state"
-			  : a->children			     ? "--children"
-							     : NULL;
+	const char *bad = a->q.has_tid	   ? "--tid"
+			  : a->q.has_since ? "--since"
+					   : flamegraph_option(a, value_opt);
 
 	if (bad) {
 		cli_error_set(e, PROFCTL_EXIT_USAGE,
@@ -323,18 +329,7 @@ static int check_options(struct dump_args *a, const char *value_opt, struct cli_
 	}
 	if (a->kind != DUMP_KIND_TRACE)
 		return 0;
-	bad = a->q.has_tid			 ? "--tid"
-	      : a->format != DUMP_FORMAT_DEFAULT ? "--format"
-	      : a->v.python_only		 ? "--python-only"
-	      : a->v.function			 ? "--function"
-	      : a->v.no_lineno			 ? "--no-lineno"
-	      : a->v.per_thread			 ? "--per-thread"
-	      : value_opt			 ? "--value"
-	      : a->gpu_idle			 ? "--gpu-idle"
-	      : a->nvtx				 ? "--nvtx"
-	      : a->thread_state			 ? "--thread-state"
-	      : a->children			 ? "--children"
-						 : NULL;
+	bad = a->q.has_tid ? "--tid" : flamegraph_option(a, value_opt);
 	if (bad) {
 		cli_error_set(e, PROFCTL_EXIT_USAGE,
 			      "dump: %s is for flame graphs, not traces; see 'profctl dump --help'",
