@@ -322,16 +322,15 @@ static void on_record_done(void *ctx, int code)
  */
 static void follow_existing_children(struct app *app, const struct config *cfg)
 {
-	uint32_t *kids = NULL, ppid;
+	uint32_t *kids = NULL, *parents = NULL, uid;
 	size_t n = 0, added = 0;
 	char path[64], comm[32];
-	struct stat st;
 	FILE *f;
 	int err;
 
 	if (!cfg->npids || cfg->no_children)
 		return;
-	err = procfs_descendants("/proc", cfg->pids, cfg->npids, &kids, &n);
+	err = procfs_descendants("/proc", cfg->pids, cfg->npids, &kids, &parents, &n);
 	if (err) {
 		pr_warn("cannot list the targets' child processes: %s", strerror(-err));
 		return;
@@ -349,15 +348,15 @@ static void follow_existing_children(struct app *app, const struct config *cfg)
 			comm[strcspn(comm, "\n")] = '\0';
 			fclose(f);
 		}
-		snprintf(path, sizeof(path), "/proc/%u/stat", kids[i]);
-		if (stat(path, &st) || procfs_read_ppid("/proc", kids[i], &ppid))
+		if (procfs_owner_uid("/proc", kids[i], &uid))
 			continue;
-		store__set_process(app->d.store, kids[i], (uint32_t)st.st_uid, comm);
-		store__set_parent(app->d.store, kids[i], ppid);
+		store__set_process(app->d.store, kids[i], uid, comm);
+		store__set_parent(app->d.store, kids[i], parents[i]);
 	}
 	if (n)
 		pr_info("following %zu processes the targets started before profd", added);
 	free(kids);
+	free(parents);
 }
 
 static int check_targets(const struct config *cfg)

@@ -469,15 +469,17 @@ static int cmp_rel(const void *a, const void *b)
 }
 
 int procfs_descendants(const char *proc_root, const uint32_t *roots, size_t nroots, uint32_t **out,
-		       size_t *nout)
+		       uint32_t **parents, size_t *nout)
 {
-	uint32_t(*rel)[2] = NULL, (*grown)[2], *list = NULL;
+	uint32_t(*rel)[2] = NULL, (*grown)[2], *list = NULL, *par = NULL;
 	size_t n = 0, cap = 0, nlist = 0, head = 0;
 	struct dirent *de;
 	DIR *dir;
 	int err = 0;
 
 	*out = NULL;
+	if (parents)
+		*parents = NULL;
 	*nout = 0;
 	dir = opendir(proc_root);
 	if (!dir)
@@ -504,7 +506,8 @@ int procfs_descendants(const char *proc_root, const uint32_t *roots, size_t nroo
 	/* Sorted by parent: a breadth-first walk from the roots finds each generation. */
 	qsort(rel, n, sizeof(*rel), cmp_rel);
 	list = malloc((nroots + n + 1) * sizeof(*list));
-	if (!list) {
+	par = parents ? malloc((nroots + n + 1) * sizeof(*par)) : NULL;
+	if (!list || (parents && !par)) {
 		err = -ENOMEM;
 		goto out;
 	}
@@ -525,16 +528,26 @@ int procfs_descendants(const char *proc_root, const uint32_t *roots, size_t nroo
 		 * Each pid has one parent, so a pid is listed once, but a scan racing with pid
 		 * reuse can read a loop: the list never outgrows one entry per process.
 		 */
-		for (; lo < n && rel[lo][1] == list[head] && nlist < nroots + n; lo++)
-			if (rel[lo][0] != list[head])
-				list[nlist++] = rel[lo][0];
+		for (; lo < n && rel[lo][1] == list[head] && nlist < nroots + n; lo++) {
+			if (rel[lo][0] == list[head])
+				continue;
+			if (par)
+				par[nlist] = list[head];
+			list[nlist++] = rel[lo][0];
+		}
 	}
 	memmove(list, list + nroots, (nlist - nroots) * sizeof(*list));
 	*out = list;
+	if (par) {
+		memmove(par, par + nroots, (nlist - nroots) * sizeof(*par));
+		*parents = par;
+		par = NULL;
+	}
 	*nout = nlist - nroots;
 	list = NULL;
 out:
 	free(list);
+	free(par);
 	free(rel);
 	closedir(dir);
 	return err;

@@ -44,7 +44,7 @@ static bool listed(const uint32_t *v, size_t n, uint32_t x)
 static void test_family(const char *dir)
 {
 	char root[256], path[300];
-	uint32_t ppid = 0, *kids = NULL;
+	uint32_t ppid = 0, *kids = NULL, *parents = NULL;
 	size_t n = 0;
 	FILE *f;
 
@@ -95,21 +95,26 @@ static void test_family(const char *dir)
 	CHECK_EQ_U(ppid, (uint32_t)getuid());
 	CHECK_EQ_I(procfs_owner_uid(root, 99, &ppid), -ESRCH);
 
-	CHECK_EQ_I(procfs_descendants(root, (uint32_t[]){10}, 1, &kids, &n), 0);
+	CHECK_EQ_I(procfs_descendants(root, (uint32_t[]){10}, 1, &kids, &parents, &n), 0);
 	CHECK_EQ_U(n, 3);
 	CHECK(listed(kids, n, 11) && listed(kids, n, 12) && listed(kids, n, 13));
 	CHECK(!listed(kids, n, 10) && !listed(kids, n, 21));
+	/* Each with the parent its stat names: 11 and 13 of 10, 12 of 11. */
+	for (size_t i = 0; i < n; i++)
+		CHECK_EQ_U(parents[i], kids[i] == 12 ? 11u : 10u);
 	free(kids);
-	CHECK_EQ_I(procfs_descendants(root, (uint32_t[]){12, 20}, 2, &kids, &n), 0);
+	free(parents);
+	CHECK_EQ_I(procfs_descendants(root, (uint32_t[]){12, 20}, 2, &kids, NULL, &n), 0);
 	CHECK_EQ_U(n, 1);
 	CHECK(listed(kids, n, 21));
 	free(kids);
-	CHECK_EQ_I(procfs_descendants(root, (uint32_t[]){30}, 1, &kids, &n), 0);
+	CHECK_EQ_I(procfs_descendants(root, (uint32_t[]){30}, 1, &kids, NULL, &n), 0);
 	CHECK(n <= 10 && listed(kids, n, 31));
 	free(kids);
 
 	/* The real /proc: this process is a descendant of its parent. */
-	CHECK_EQ_I(procfs_descendants("/proc", (uint32_t[]){(uint32_t)getppid()}, 1, &kids, &n), 0);
+	CHECK_EQ_I(
+	    procfs_descendants("/proc", (uint32_t[]){(uint32_t)getppid()}, 1, &kids, NULL, &n), 0);
 	CHECK(listed(kids, n, (uint32_t)getpid()));
 	free(kids);
 	snprintf(path, sizeof(path), "rm -rf '%s'", root);

@@ -112,10 +112,11 @@ int procfs_read_ppid(const char *proc_root, uint32_t pid, uint32_t *ppid);
 
 /*
  * The processes of PROC_ROOT descended from roots[0 .. nroots), roots left out, as the
- * parent links read now give them: *out (free()) holds *nout pids. Processes that vanish
- * during the scan are skipped. Returns 0 or a negative errno (-ENOMEM, or opendir's).
+ * parent links read now give them: *out (free()) holds *nout pids and, when parents is not
+ * NULL, *parents (free()) the parent of each. Processes that vanish during the scan are
+ * skipped. Returns 0 or a negative errno (-ENOMEM, or opendir's).
  */
 int procfs_descendants(const char *proc_root, const uint32_t *roots, size_t nroots, uint32_t **out,
-		       size_t *nout);
+		       uint32_t **parents, size_t *nout);
 
 #endif
