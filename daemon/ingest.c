@@ -15,6 +15,7 @@
 #include "hash.h"
 #include "log.h"
 #include "offcpu.h"
+#include "procfs.h"
 #include "route.h"
 #include "timeutil.h"
 
@@ -284,18 +285,25 @@ static void comm_copy(char *dst, const char *src)
  * Who owns a process, as ptrace and perf decide: its effective uid while it is dumpable, root
  * when it is not (a setuid or setgid program, one that dropped or changed credentials, one that
  * made itself undumpable). The files of /proc/PID belong to exactly that uid. Once the process is
- * gone, the effective uid its record carries.
+ * gone or a zombie, the effective uid its record carries.
  */
 static uint32_t proc_owner(const struct ingest *in, uint32_t pid, uint32_t euid)
 {
-	char path[300];
+	char path[300], state;
 	struct stat st;
 	/* A file in it: the directory's own owner is not updated when dumpability changes. */
 	int n = snprintf(path, sizeof(path), "%s/%u/stat", in->proc_root, pid);
 
-	if (n > 0 && (size_t)n < sizeof(path) && stat(path, &st) == 0)
-		return (uint32_t)st.st_uid;
-	return euid;
+	if (n <= 0 || (size_t)n >= sizeof(path) || stat(path, &st) != 0)
+		return euid;
+	/*
+	 * The kernel also gives root the files of a task that has let go of its memory: an
+	 * exited process not reaped yet. That is no change of owner: keep the record's.
+	 */
+	if (st.st_uid == 0 && euid != 0 &&
+	    (procfs_read_state(in->proc_root, pid, &state) || state == 'Z' || state == 'X'))
+		return euid;
+	return (uint32_t)st.st_uid;
 }
 
 /* A process may change credentials while profiled: look again now and then. */

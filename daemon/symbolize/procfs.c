@@ -433,7 +433,8 @@ int procfs_read_nspid(const char *proc_root, uint32_t pid, uint32_t *nspid)
 	return err;
 }
 
-int procfs_read_ppid(const char *proc_root, uint32_t pid, uint32_t *ppid)
+/* The state letter and parent of PROC_ROOT/PID/stat (either may be NULL). */
+static int read_stat_head(const char *proc_root, uint32_t pid, char *state, uint32_t *ppid)
 {
 	char path[PATH_MAX], *buf = NULL, *p;
 	size_t len;
@@ -454,11 +455,23 @@ int procfs_read_ppid(const char *proc_root, uint32_t pid, uint32_t *ppid)
 
 		if (end) {
 			*end = '\0';
-			err = parse_u32(p + 4, 0, UINT32_MAX, ppid);
+			err = ppid ? parse_u32(p + 4, 0, UINT32_MAX, ppid) : 0;
+			if (!err && state)
+				*state = p[2];
 		}
 	}
 	free(buf);
 	return err;
+}
+
+int procfs_read_ppid(const char *proc_root, uint32_t pid, uint32_t *ppid)
+{
+	return read_stat_head(proc_root, pid, NULL, ppid);
+}
+
+int procfs_read_state(const char *proc_root, uint32_t pid, char *state)
+{
+	return read_stat_head(proc_root, pid, state, NULL);
 }
 
 static int cmp_rel(const void *a, const void *b)

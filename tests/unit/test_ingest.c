@@ -9,10 +9,12 @@
  * gpu__hold. Every sample and launch also goes to the timeline.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -20,6 +22,7 @@
 #include "check.h"
 #include "gpu.h"
 #include "ingest.h"
+#include "procfs.h"
 #include "store.h"
 #include "symbolize.h"
 #include "timeutil.h"
@@ -434,6 +437,64 @@ out:
 		munmap(jit, 4096);
 }
 
+/*
+ * A process's owner is read from /proc (root while it is not dumpable), but an exited process
+ * that is not reaped yet has root's /proc files too: its late samples keep the owner their
+ * records carry.
+ */
+static void test_zombie_owner(void)
+{
+	struct store *store = store__new(&(struct store_opts){0});
+	struct symbolizer *sym = symbolizer__new(&(struct symbolizer_opts){.no_kernel = true});
+	struct ingest *in = ingest__new(&(struct ingest_opts){.store = store, .sym = sym});
+	struct store_process_info pi;
+	pid_t zombie, live;
+	char state = 0;
+
+	CHECK(store && sym && in);
+	zombie = fork();
+	if (zombie == 0)
+		_exit(0);
+	live = fork();
+	if (live == 0) {
+		pause();
+		_exit(0);
+	}
+	CHECK(zombie > 0 && live > 0);
+	if (!in || zombie <= 0 || live <= 0)
+		goto out;
+	for (int i = 0; i < 200 && state != 'Z'; i++) {
+		usleep(5000);
+		if (procfs_read_state("/proc", (uint32_t)zombie, &state))
+			state = 0;
+	}
+	CHECK(state == 'Z');
+	/*
+	 * Samples that name another uid than the live child's /proc owner (ours): the zombie keeps
+	 * the record's, the live process is its /proc owner's.
+	 */
+	fill((uint32_t)zombie, 0, 0);
+	rec.uid = getuid() == 0 ? 1000 : getuid();
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	CHECK(store__process(store, (uint32_t)zombie, &pi));
+	CHECK_EQ_U(pi.uid, getuid() == 0 ? 1000 : getuid());
+	fill((uint32_t)live, 0, 0);
+	rec.uid = 1000;
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	CHECK(store__process(store, (uint32_t)live, &pi));
+	CHECK_EQ_U(pi.uid, getuid());
+out:
+	if (live > 0) {
+		kill(live, SIGKILL);
+		waitpid(live, NULL, 0);
+	}
+	if (zombie > 0)
+		waitpid(zombie, NULL, 0);
+	ingest__free(in);
+	symbolizer__free(sym);
+	store__free(store);
+}
+
 int main(void)
 {
 	struct store *store = store__new(&(struct store_opts){0});
@@ -451,6 +512,7 @@ int main(void)
 	CHECK(in != NULL);
 	if (!in)
 		return CHECK_DONE();
+	test_zombie_owner();
 
 	/* Malformed records: each counted, none stored. */
 	fill(me, 0, 1);

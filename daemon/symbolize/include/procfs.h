@@ -111,6 +111,12 @@ int procfs_owner_uid(const char *proc_root, uint32_t pid, uint32_t *uid);
 int procfs_read_ppid(const char *proc_root, uint32_t pid, uint32_t *ppid);
 
 /*
+ * The state letter of PID (the 3rd field of PROC_ROOT/PID/stat: R, S, D, Z, X, ...). Returns 0,
+ * -ESRCH when gone, -EINVAL for a malformed file, or a negative errno.
+ */
+int procfs_read_state(const char *proc_root, uint32_t pid, char *state);
+
+/*
  * The processes of PROC_ROOT descended from roots[0 .. nroots), roots left out, as the
  * parent links read now give them: *out (free()) holds *nout pids and, when parents is not
  * NULL, *parents (free()) the parent of each. Processes that vanish during the scan are
