@@ -26,6 +26,8 @@ FREQ = 199
 SECONDS = 8  # enough samples that the split is measured to about 2 points
 DEEP_SECONDS = 4
 SPLIT_TOLERANCE = 0.05
+# Every passed check and the top stacks of each run: PROFD_TEST_VERBOSE=1. Failed checks always.
+VERBOSE = os.environ.get("PROFD_TEST_VERBOSE") == "1"
 
 # "NAME (FILE:LINE)" with FILE a Python source or a pseudo-file such as "<frozen ...>"; native
 # frames without a symbol read "[unknown] (MODULE+0xADDR)" and never match.
@@ -61,16 +63,17 @@ def top_stacks(folded, pred=lambda fr: True, n=8, width=600):
 class Checks:
     """Named checks that do not stop the test, with the stacks that explain a failure."""
 
-    def __init__(self, label, quiet=False):
+    def __init__(self, label, quiet=False, show_ok=False):
         self.label = label
         self.quiet = quiet
+        self.show_ok = show_ok
         self.failed = []
         self.passed = 0
 
     def check(self, cond, what, folded=None, pred=lambda fr: True):
         if cond:
             self.passed += 1
-            if not self.quiet:
+            if self.show_ok and not self.quiet:
                 log(f"ok: [{self.label}] {what}")
             return True
         self.failed.append(what)
@@ -302,28 +305,44 @@ def run_workload(argv, *args, timeout=120):
     return p.pid, rc
 
 
-def profile_one(d, label, argv, tmp, checks):
-    c = Checks(label)
-    checks.append(c)
+def profile_one(d, label, argv, tmp):
+    """One interpreter's two runs and their checks: a Checks."""
+    c = Checks(label, show_ok=VERBOSE)
     out = os.path.join(tmp, f"{label}.json")
     pid, rc = run_workload(argv, "threads", SECONDS, out)
     if not c.check(rc == 0, f"workload ran (exit {rc})"):
-        return
+        return c
     time.sleep(0.5)
     f = d.folded("--pid", str(pid))
     with open(out) as fp:
         info = json.load(fp)
-    log(f"[{label}] Python {'.'.join(map(str, info['version']))}, pid {pid}, "
-        f"{total(f)} samples; timed CPU {info['cpu']}; top stacks:\n{top_stacks(f, n=6)}")
+    if VERBOSE:
+        log(f"[{label}] Python {'.'.join(map(str, info['version']))}, pid {pid}, "
+            f"{total(f)} samples; timed CPU {info['cpu']}; top stacks:\n{top_stacks(f, n=6)}")
     check_threads(c, f, info)
 
     pid, rc = run_workload(argv, "deep", DEEP_SECONDS)
     if not c.check(rc == 0, f"deep workload ran (exit {rc})"):
-        return
+        return c
     time.sleep(0.5)
     f = d.folded("--pid", str(pid))
     check_deep(c, f, info)
     c.check(d.proc.poll() is None and d.ping(), "the daemon is alive after the deep stacks")
+    return c
+
+
+def profile_interpreter(d, label, argv, tmp, checks):
+    """
+    Profile one interpreter; when a check fails, once more. The checks are statistical (CPU
+    splits to 5 points, 70% of the expected samples) and a shared machine has stalled a run
+    past them; a real defect fails both runs, and both runs' failures are printed.
+    """
+    c = profile_one(d, label, argv, tmp)
+    if c.failed:
+        log(f"[{label}] {len(c.failed)} checks failed; profiling it once more")
+        c = profile_one(d, label + " (second run)", argv, tmp)
+    log(f"[{label}] {c.passed} checks passed, {len(c.failed)} failed")
+    checks.append(c)
 
 
 def main():
@@ -340,7 +359,7 @@ def main():
     with Daemon("--frequency", str(FREQ)) as d:
         for label, argv, _ in todo:
             if argv is not None:
-                profile_one(d, label, argv, d.tmp, checks)
+                profile_interpreter(d, label, argv, d.tmp, checks)
         if os.access(old, os.X_OK):
             c = Checks("3.7.16-unsupported")
             checks.append(c)
