@@ -30,7 +30,7 @@ void cmd_dump_usage(FILE *f)
 	fputs("Usage: profctl [--socket PATH] dump flamegraph [--pid N]... [--tid N]\n"
 	      "               [--since DURATION] [--format FORMAT] [-o FILE] [--python-only]\n"
 	      "               [--function | --no-lineno] [--per-thread] [--children]\n"
-	      "               [--value VALUE | --gpu-idle] [--nvtx] [--thread-state]\n"
+	      "               [--value VALUE] [--gpu-idle] [--nvtx] [--thread-state]\n"
 	      "               [--timeout DURATION]\n"
 	      "       profctl [--socket PATH] dump trace [--pid N]... [--since DURATION]\n"
 	      "               [-o FILE] [--timeout DURATION]\n"
@@ -87,8 +87,10 @@ void cmd_dump_usage(FILE *f)
 	      "                                      the stack each thread waited in\n"
 	      "                         wall         wall-clock time: CPU samples times the\n"
 	      "                                      sampling period plus off-CPU time\n"
-	      "  --gpu-idle           only CPU samples taken while none of the process's GPU\n"
-	      "                       kernels ran: what the host did while the GPU starved\n"
+	      "  --gpu-idle           only what happened while none of the process's GPU\n"
+	      "                       kernels ran: what the host did while the GPU starved;\n"
+	      "                       CPU samples, or with --value off-cpu or wall the time\n"
+	      "                       waited or spent while the GPU was idle\n"
 	      "  --nvtx               keep NVTX ranges as frames at the root ([nvtx] NAME)\n"
 	      "  --thread-state       keep the thread's state as a frame at the root:\n"
 	      "                       [running], [off-cpu: futex], [off-cpu: preempted], ...\n"
@@ -112,6 +114,8 @@ void cmd_dump_usage(FILE *f)
 	      "  profctl dump flamegraph --format json | jq '.samples | length'\n"
 	      "  profctl dump flamegraph --pid 1234 --value gpu -o gpu.svg\n"
 	      "  profctl dump flamegraph --pid 1234 --gpu-idle --nvtx -o idle.svg\n"
+	      "  profctl dump flamegraph --pid 1234 --gpu-idle --value wall --thread-state\n"
+	      "      -o idle-wall.svg\n"
 	      "  profctl dump flamegraph --pid 1234 --value off-cpu -o waits.svg\n"
 	      "  profctl dump flamegraph --pid 1234 --value wall --thread-state --format folded\n"
 	      "  profctl dump trace --pid 1234 --since 10s -o trace.json\n"
@@ -303,16 +307,18 @@ static int check_stacks_options(const struct dump_args *a, const char *value_opt
 static int check_options(struct dump_args *a, const char *value_opt, struct cli_error *e)
 {
 	const char *bad;
+	enum value_kind idle;
 
-	if (a->gpu_idle && value_opt && a->value != VALUE_CPU) {
-		cli_error_set(e, PROFCTL_EXIT_USAGE,
-			      "dump: --gpu-idle selects CPU samples, it cannot go with --value %s; "
-			      "see 'profctl dump --help'",
-			      value_opt);
+	if (a->gpu_idle && value_gpu_idle((enum value_kind)a->value, &idle)) {
+		cli_error_set(
+		    e, PROFCTL_EXIT_USAGE,
+		    "dump: --gpu-idle goes with --value cpu, off-cpu or wall, not %s; see "
+		    "'profctl dump --help'",
+		    value_opt);
 		return -EINVAL;
 	}
 	if (a->gpu_idle)
-		a->value = VALUE_GPU_IDLE;
+		a->value = idle;
 	if (a->kind == DUMP_KIND_STACKS)
 		return check_stacks_options(a, value_opt, e);
 	if (a->json) {
@@ -391,6 +397,10 @@ static const char *value_title(int v)
 		return "Off-CPU";
 	case VALUE_WALL:
 		return "Wall-clock";
+	case VALUE_GPU_IDLE_OFFCPU:
+		return "GPU-idle off-CPU";
+	case VALUE_GPU_IDLE_WALL:
+		return "GPU-idle wall-clock";
 	default:
 		return "CPU";
 	}

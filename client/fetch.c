@@ -138,12 +138,13 @@ int fetch_trace(struct conn *c, const Profd__TraceRequest *treq, Profd__Response
 int fetch_select_value(Profd__Profile *p, int value, uint32_t *index, struct cli_error *e)
 {
 	const char *col = value_column_name((enum value_kind)value);
-	bool off = value == VALUE_OFFCPU || value == VALUE_WALL;
+	bool off = value == VALUE_OFFCPU || value == VALUE_WALL || value == VALUE_GPU_IDLE_OFFCPU ||
+		   value == VALUE_GPU_IDLE_WALL;
 	uint32_t wi;
 	int idx, err;
 
-	if (value == VALUE_WALL) {
-		err = profile_add_wall(p, &wi);
+	if (value == VALUE_WALL || value == VALUE_GPU_IDLE_WALL) {
+		err = profile_add_wall(p, value == VALUE_GPU_IDLE_WALL, &wi);
 		if (err == -ENOMEM) {
 			cli_error_set(e, PROFCTL_EXIT_ERROR, "adding up wall-clock time: %s",
 				      strerror(-err));
@@ -164,10 +165,11 @@ int fetch_select_value(Profd__Profile *p, int value, uint32_t *index, struct cli
 		return -ENODATA;
 	}
 	if (!profile_value_total(p, (uint32_t)idx)) {
-		cli_error_set(
-		    e, PROFCTL_EXIT_NO_SAMPLES,
-		    "no %s in the window: widen --since or check the --pid%s", col,
-		    value == VALUE_CPU || off ? "" : " (is the process's GPU library attached?)");
+		cli_error_set(e, PROFCTL_EXIT_NO_SAMPLES,
+			      "no %s in the window: widen --since or check the --pid%s", col,
+			      value == VALUE_CPU || value == VALUE_OFFCPU || value == VALUE_WALL
+				  ? ""
+				  : " (is the process's GPU library attached?)");
 		return -ENODATA;
 	}
 	*index = (uint32_t)idx;

@@ -71,7 +71,7 @@ int fetch_no_samples(struct cli_error *e);
 /*
  * The column of p that value (enum value_kind) names. Returns 0 with *index set, or -ENODATA
  * with e filled (PROFCTL_EXIT_NO_SAMPLES) when p lacks the column or it sums to 0. VALUE_WALL
- * adds its column to p first (profile_add_wall).
+ * and VALUE_GPU_IDLE_WALL add their column to p first (profile_add_wall).
  */
 int fetch_select_value(Profd__Profile *p, int value, uint32_t *index, struct cli_error *e);
 

@@ -205,14 +205,17 @@ static int from_profile(struct report *r, const Profd__Profile *p)
 	int ii = profile_value_index(p, "gpu_idle_samples");
 	int ci = profile_value_index(p, "samples");
 	int oi = profile_value_index(p, "off_cpu");
+	int wi = profile_value_index(p, "gpu_idle_off_cpu");
 	uint64_t period = p->has_period_ns ? p->period_ns : 0;
 	struct rows kernels = {0}, sites = {0}, idle = {0}, states = {0}, waits = {0};
-	char buf[2048];
+	struct rows idle_states = {0}, idle_wall = {0};
+	char buf[2048], named[2200];
 	int err = 0;
 
 	r->has_gpu_time = gi >= 0;
 	r->has_idle = ii >= 0;
 	r->has_off_cpu = oi >= 0 && profile_value_total(p, (uint32_t)oi) > 0;
+	r->has_idle_wall = r->has_off_cpu && r->has_idle && wi >= 0;
 	for (size_t i = 0; i < p->n_samples && !err; i++) {
 		const Profd__Sample *s = p->samples[i];
 		const Profd__Stack *st = p->stacks[s->stack];
@@ -258,9 +261,25 @@ static int from_profile(struct report *r, const Profd__Profile *p)
 				idle_name(p, st, buf, sizeof(buf));
 				err = row_add(&waits, buf, off, 0);
 			}
+			if (r->has_idle_wall && !err) {
+				uint64_t ioff = (size_t)wi < s->n_values ? s->values[wi] : 0;
+				uint64_t iw = sat_add(sat_mul(id, period), ioff);
+
+				if (iw) {
+					r->idle_wall_ns = sat_add(r->idle_wall_ns, iw);
+					err = row_add(&idle_states, state, iw, 0);
+				}
+				if (iw && !err) {
+					idle_name(p, st, buf, sizeof(buf));
+					snprintf(named, sizeof(named), "%s %s", state, buf);
+					err = row_add(&idle_wall, named, iw, 0);
+				}
+			}
 		}
 	}
 	if (err) {
+		rows_free(&idle_states);
+		rows_free(&idle_wall);
 		rows_free(&kernels);
 		rows_free(&sites);
 		rows_free(&idle);
@@ -273,6 +292,8 @@ static int from_profile(struct report *r, const Profd__Profile *p)
 	rows_finish(&kernels, &r->kernels, &r->n_kernels);
 	rows_finish(&sites, &r->sites, &r->n_sites);
 	rows_finish(&idle, &r->idle, &r->n_idle);
+	rows_finish(&idle_states, &r->idle_states, &r->n_idle_states);
+	rows_finish(&idle_wall, &r->idle_wall, &r->n_idle_wall);
 	return 0;
 }
 
@@ -388,6 +409,8 @@ void report_release(struct report *r)
 	free_rows(r->idle, r->n_idle);
 	free_rows(r->states, r->n_states);
 	free_rows(r->waits, r->n_waits);
+	free_rows(r->idle_states, r->n_idle_states);
+	free_rows(r->idle_wall, r->n_idle_wall);
 	free(r->devices);
 	*r = (struct report){0};
 }
@@ -499,6 +522,15 @@ int report_print(const struct report *r, size_t top, FILE *out)
 		print_time_rows(out, "Top waits (off-CPU time by stack)", "Stack (leaf first)",
 				r->waits, r->n_waits, top, r->off_cpu_ns);
 	}
+	if (r->has_idle_wall) {
+		print_time_rows(out,
+				"While the GPU was idle: time by thread state (wall-clock, every "
+				"thread)",
+				"State", r->idle_states, r->n_idle_states, top, r->idle_wall_ns);
+		print_time_rows(out, "While the GPU was idle: top stacks (wall-clock)",
+				"State and stack (leaf first)", r->idle_wall, r->n_idle_wall, top,
+				r->idle_wall_ns);
+	}
 	return fflush(out) || ferror(out) ? -EIO : 0;
 }
 
@@ -571,6 +603,13 @@ int report_print_json(const struct report *r, size_t top, FILE *out)
 			r->wall_ns, r->off_cpu_ns);
 		json_time_rows(out, "thread_states", r->states, r->n_states, top, r->wall_ns);
 		json_time_rows(out, "waits", r->waits, r->n_waits, top, r->off_cpu_ns);
+	}
+	if (r->has_idle_wall) {
+		fprintf(out, "  \"gpu_idle_wall_ns\": %" PRIu64 ",\n", r->idle_wall_ns);
+		json_time_rows(out, "gpu_idle_thread_states", r->idle_states, r->n_idle_states, top,
+			       r->idle_wall_ns);
+		json_time_rows(out, "gpu_idle_stacks_wall", r->idle_wall, r->n_idle_wall, top,
+			       r->idle_wall_ns);
 	}
 	fprintf(out, "  \"has_gpu_time\": %s,\n  \"has_gpu_idle\": %s\n}\n",
 		r->has_gpu_time ? "true" : "false", r->has_idle ? "true" : "false");

@@ -4,7 +4,8 @@
  * of kernel intervals over the trace's window). From a Profile: the kernels that took the GPU
  * time, the launch sites (launching stacks) they were charged to, the CPU stacks sampled
  * while none of the process's kernels ran (the gpu_idle_samples column), and with off-CPU time
- * the wall-clock time by thread state and the top waits.
+ * the wall-clock time by thread state and the top waits, and where the threads were, running
+ * or waiting, while the GPU was idle (gpu_idle_samples x period + gpu_idle_off_cpu).
  */
 #ifndef PROFCTL_REPORT_H
 #define PROFCTL_REPORT_H
@@ -59,6 +60,16 @@ struct report {
 	uint64_t wall_ns, off_cpu_ns;
 	struct report_row *states, *waits;
 	size_t n_states, n_waits;
+
+	/*
+	 * With off-CPU time and GPU data (has_idle_wall false without the gpu_idle_off_cpu
+	 * column): the wall-clock time of the processes' threads while none of their kernels
+	 * ran, by thread state, and by state and stack ("[off-cpu: futex] leaf <- caller").
+	 */
+	bool has_idle_wall;
+	uint64_t idle_wall_ns;
+	struct report_row *idle_states, *idle_wall;
+	size_t n_idle_states, n_idle_wall;
 };
 
 /*

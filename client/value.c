@@ -22,13 +22,15 @@ static const struct {
     [VALUE_LAUNCHES] = {"launches", "uprobe_launches"},
     [VALUE_OFFCPU] = {"off-cpu", "off_cpu"},
     [VALUE_WALL] = {"wall", "wall_time"},
+    [VALUE_GPU_IDLE_OFFCPU] = {"gpu-idle off-cpu", "gpu_idle_off_cpu"},
+    [VALUE_GPU_IDLE_WALL] = {"gpu-idle wall", "gpu_idle_wall_time"},
 };
 
 int value_parse(const char *s, enum value_kind *out)
 {
 	for (size_t i = 0; i < VALUE__COUNT; i++) {
-		/* gpu-idle has its own option, --gpu-idle: it changes the samples, not the unit. */
-		if (i == VALUE_GPU_IDLE)
+		/* --gpu-idle is an option of its own: it changes the samples, not the unit. */
+		if (i == VALUE_GPU_IDLE || i == VALUE_GPU_IDLE_OFFCPU || i == VALUE_GPU_IDLE_WALL)
 			continue;
 		if (strcmp(s, kinds[i].option) == 0) {
 			*out = (enum value_kind)i;
@@ -36,6 +38,26 @@ int value_parse(const char *s, enum value_kind *out)
 		}
 	}
 	return -EINVAL;
+}
+
+int value_gpu_idle(enum value_kind k, enum value_kind *out)
+{
+	switch (k) {
+	case VALUE_CPU:
+	case VALUE_GPU_IDLE:
+		*out = VALUE_GPU_IDLE;
+		return 0;
+	case VALUE_OFFCPU:
+	case VALUE_GPU_IDLE_OFFCPU:
+		*out = VALUE_GPU_IDLE_OFFCPU;
+		return 0;
+	case VALUE_WALL:
+	case VALUE_GPU_IDLE_WALL:
+		*out = VALUE_GPU_IDLE_WALL;
+		return 0;
+	default:
+		return -EINVAL;
+	}
 }
 
 const char *value_option_name(enum value_kind k)
@@ -129,10 +151,12 @@ static int64_t string_index(Profd__Profile *p, const char *s)
 	return (int64_t)p->n_strings++;
 }
 
-int profile_add_wall(Profd__Profile *p, uint32_t *index)
+int profile_add_wall(Profd__Profile *p, bool gpu_idle, uint32_t *index)
 {
-	int ci = profile_value_index(p, "samples"), oi = profile_value_index(p, "off_cpu");
-	int wi = profile_value_index(p, "wall_time");
+	const char *name = gpu_idle ? "gpu_idle_wall_time" : "wall_time";
+	int ci = profile_value_index(p, gpu_idle ? "gpu_idle_samples" : "samples");
+	int oi = profile_value_index(p, gpu_idle ? "gpu_idle_off_cpu" : "off_cpu");
+	int wi = profile_value_index(p, name);
 	uint64_t period = p->has_period_ns ? p->period_ns : 0;
 	Profd__ValueType **vts, *vt;
 	size_t nv = p->n_value_types;
@@ -144,7 +168,7 @@ int profile_add_wall(Profd__Profile *p, uint32_t *index)
 	}
 	if (oi < 0 || !nv || (ci >= 0 && !period && profile_value_total(p, (uint32_t)ci)))
 		return -ENODATA;
-	ts = string_index(p, "wall_time");
+	ts = string_index(p, name);
 	us = ts < 0 ? -1 : string_index(p, "nanoseconds");
 	if (us < 0)
 		return -ENOMEM;

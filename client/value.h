@@ -26,6 +26,10 @@ enum value_kind {
 	VALUE_LAUNCHES,	   /* "uprobe_launches": launches seen by the libcuda uprobes */
 	VALUE_OFFCPU,	   /* "off_cpu" ns: time off the CPU, by the stack the thread waited in */
 	VALUE_WALL,	   /* "wall_time" ns: CPU samples x period + off_cpu (profile_add_wall) */
+	/* --gpu-idle with --value off-cpu / wall: the part of those while no kernel ran */
+	VALUE_GPU_IDLE_OFFCPU, /* "gpu_idle_off_cpu" ns */
+	VALUE_GPU_IDLE_WALL,   /* "gpu_idle_wall_time" ns: gpu_idle_samples x period +
+				* gpu_idle_off_cpu (profile_add_wall) */
 	VALUE__COUNT,
 };
 
@@ -34,6 +38,11 @@ enum value_kind {
  * "launches", "off-cpu", "wall"; gpu-idle is its own option). Returns 0 or -EINVAL.
  */
 int value_parse(const char *s, enum value_kind *out);
+/*
+ * What --gpu-idle makes of k: cpu -> gpu-idle CPU samples, off-cpu -> gpu-idle off-CPU time,
+ * wall -> gpu-idle wall-clock time. Returns 0 or -EINVAL for a kind it does not go with.
+ */
+int value_gpu_idle(enum value_kind k, enum value_kind *out);
 /* The option spelling of k ("cpu"), for messages. */
 const char *value_option_name(enum value_kind k);
 /* The column name the daemon gives k ("samples", "gpu_time"). */
@@ -67,13 +76,15 @@ void profile_strip_states(Profd__Profile *p);
 /*
  * Wall-clock time as a column of its own: append "wall_time" (nanoseconds) to p's value types,
  * each sample's value its CPU samples times p's sampling period plus its off_cpu nanoseconds,
- * so a thread's stacks add up to the time it lived in the window. p must come from
- * profd__response__unpack with the default allocator (its arrays are grown with realloc).
- * Returns 0 with *index the column (the existing one when p has it already), -ENODATA when p
- * has no off_cpu column (the daemon runs without --off-cpu) or CPU samples but no period, or
- * -ENOMEM (p is then unchanged but for spare room).
+ * so a thread's stacks add up to the time it lived in the window. With gpu_idle set, the same
+ * of the parts taken while none of the process's kernels ran: "gpu_idle_wall_time" from
+ * gpu_idle_samples and gpu_idle_off_cpu. p must come from profd__response__unpack with the
+ * default allocator (its arrays are grown with realloc). Returns 0 with *index the column (the
+ * existing one when p has it already), -ENODATA when p has no off_cpu column (the daemon runs
+ * without --off-cpu) or CPU samples but no period, or -ENOMEM (p is then unchanged but for
+ * spare room).
  */
-int profile_add_wall(Profd__Profile *p, uint32_t *index);
+int profile_add_wall(Profd__Profile *p, bool gpu_idle, uint32_t *index);
 
 /*
  * v in unit, short and human: nanoseconds as "850 ns", "12.5 us", "3.25 ms", "1.500 s"; bytes

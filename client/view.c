@@ -143,7 +143,7 @@ int view_fetch(struct conn *c, const struct fetch_query *q, const struct view_op
 		uint32_t wi;
 
 		if (oi >= 0 && profile_value_total(resp->profile, (uint32_t)oi) &&
-		    profile_add_wall(resp->profile, &wi) == -ENOMEM) {
+		    profile_add_wall(resp->profile, false, &wi) == -ENOMEM) {
 			err = -ENOMEM;
 			cli_error_set(e, PROFCTL_EXIT_ERROR, "adding up wall-clock time: %s",
 				      strerror(ENOMEM));

@@ -971,29 +971,6 @@ void ingest__snapshot_forget(struct ingest *in, uint32_t pid)
 	store__process_exited(in->store, pid);
 }
 
-/*
- * Charge value (nanoseconds of [start, end)) to the store's buckets it spans, each its share:
- * a long wait belongs to every second it lasted, not to the one it ended in. Returns 0 or the
- * store's error.
- */
-static int charge_span(struct ingest *in, uint64_t start, uint64_t end, uint32_t pid, uint32_t tid,
-		       uint32_t stack)
-{
-	uint64_t bw = store__bucket_ns(in->store), t = start;
-	int err = 0;
-
-	/* A wait over many buckets: the oldest part goes first, at most 4096 pieces. */
-	for (int i = 0; t < end && !err; i++) {
-		uint64_t next = bw ? (t / bw + 1) * bw : end;
-
-		if (next >= end || i == 4095)
-			next = end;
-		err = store__add(in->store, t, pid, tid, stack, STORE_VALUE_OFFCPU_NS, next - t);
-		t = next;
-	}
-	return err;
-}
-
 /* A wait at least --off-cpu-min long, with the stacks the thread left the CPU with. */
 static int handle_offcpu(struct ingest *in, const struct profd_offcpu_rec *r, size_t size,
 			 uint64_t now)
@@ -1018,7 +995,8 @@ static int handle_offcpu(struct ingest *in, const struct profd_offcpu_rec *r, si
 		return (int)sstack;
 	stack = (uint32_t)sstack;
 	in->stats.offcpu_waits++;
-	if (charge_span(in, rec->ts_ns, rec->ts_ns + r->off_ns, rec->pid, rec->tid, stack))
+	if (route__wait(&in->route, rec->ts_ns, rec->ts_ns + r->off_ns, rec->pid, rec->tid, pe->uid,
+			stack))
 		in->stats.store_errors++;
 	return 0;
 bad:

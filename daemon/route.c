@@ -33,6 +33,21 @@ int route__sample(const struct route *r, uint64_t ts, uint32_t pid, uint32_t tid
 	return store__add(r->store, ts, pid, tid, stack, STORE_VALUE_CPU_SAMPLES, 1);
 }
 
+int route__wait(const struct route *r, uint64_t start, uint64_t end, uint32_t pid, uint32_t tid,
+		uint32_t uid, uint32_t stack)
+{
+	int err;
+
+	(void)uid;
+	if (end <= start)
+		return 0;
+	err = store__add_span(r->store, start, end, pid, tid, stack, STORE_VALUE_OFFCPU_NS, NULL,
+			      NULL);
+	if (!err && gpu__holds(r->gpu, pid))
+		err = gpu__hold_wait(r->gpu, start, end, pid, tid, stack);
+	return err;
+}
+
 int route__launch(const struct route *r, uint64_t ts, uint32_t pid, uint32_t tid, uint32_t uid,
 		  uint32_t stack, uint32_t corr)
 {

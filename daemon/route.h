@@ -8,6 +8,8 @@
  *                  STORE_VALUE_CPU_SAMPLES.
  *   USDT launch:   the timeline, then gpu__launch (joined with its kernel later).
  *   uprobe launch: the timeline, then the store's STORE_VALUE_UPROBE_LAUNCHES.
+ *   off-CPU wait:  the store's STORE_VALUE_OFFCPU_NS over the buckets it spans; then, when
+ *                  gpu__holds(pid), gpu__hold_wait for the part the GPU was idle.
  *
  * Not thread-safe: the daemon's loop thread owns every part.
  */
@@ -30,6 +32,9 @@ struct route {
 /* uid: the process's owner, which the timeline files the event under. Returns 0 or -errno. */
 int route__sample(const struct route *r, uint64_t ts, uint32_t pid, uint32_t tid, uint32_t uid,
 		  uint32_t stack);
+/* A wait [start, end) off the CPU, by the stack the thread left with. Returns 0 or -errno. */
+int route__wait(const struct route *r, uint64_t start, uint64_t end, uint32_t pid, uint32_t tid,
+		uint32_t uid, uint32_t stack);
 /* corr: CUPTI's correlation id (> 0) of a USDT launch, 0 for a libcuda uprobe launch. */
 int route__launch(const struct route *r, uint64_t ts, uint32_t pid, uint32_t tid, uint32_t uid,
 		  uint32_t stack, uint32_t corr);

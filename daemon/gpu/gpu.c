@@ -424,8 +424,18 @@ int gpu__hold(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_
 	struct gpu_proc *p = gpu_proc(g, pid);
 
 	if (p && p->enabled)
-		return gpu_hold(g, p, ts_ns, tid, stack);
+		return gpu_hold(g, p, ts_ns, ts_ns, tid, stack);
 	return store__add(g->store, ts_ns, pid, tid, stack, STORE_VALUE_CPU_SAMPLES, 1);
+}
+
+int gpu__hold_wait(struct gpu *g, uint64_t start_ns, uint64_t end_ns, uint32_t pid, uint32_t tid,
+		   uint32_t stack)
+{
+	struct gpu_proc *p = gpu_proc(g, pid);
+
+	if (p && p->enabled && end_ns > start_ns)
+		return gpu_hold(g, p, start_ns, end_ns, tid, stack);
+	return 0;
 }
 
 int gpu__launch(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack,

@@ -433,15 +433,39 @@ void gpu_join_gc(struct gpu *g, struct store_gc *mark, const struct store_gc *re
 
 /* --- held CPU samples --------------------------------------------------------------------- */
 
-/* Label and store one sample. */
+struct idle_ctx {
+	struct gpu *g;
+	struct gpu_proc *p;
+};
+
+static uint64_t idle_part(void *ctx, uint64_t a, uint64_t b)
+{
+	struct idle_ctx *c = ctx;
+
+	return gpu_idle_ns(c->g, c->p, a, b);
+}
+
+/*
+ * Label and store one sample; or store the part of a wait the GPU was idle (the wait's off-CPU
+ * time went to the store when it came).
+ */
 static int release_one(struct gpu *g, struct gpu_proc *p, const struct held *h)
 {
 	uint32_t nv[MAX_NVTX_DEPTH];
-	size_t nnv = gpu_nvtx_frames(g, p, h->tid, h->ts, nv);
-	bool idle = !gpu_busy_at(g, p, h->ts);
-	uint32_t id = nnv ? build_stack(g, 0, h->stack, nv, nnv) : h->stack;
+	size_t nnv;
+	bool idle;
+	uint32_t id;
 	int err;
 
+	if (h->end > h->ts) {
+		struct idle_ctx c = {g, p};
+
+		return store__add_span(g->store, h->ts, h->end, p->pid, h->tid, h->stack,
+				       STORE_VALUE_GPU_IDLE_OFFCPU_NS, idle_part, &c);
+	}
+	nnv = gpu_nvtx_frames(g, p, h->tid, h->ts, nv);
+	idle = !gpu_busy_at(g, p, h->ts);
+	id = nnv ? build_stack(g, 0, h->stack, nv, nnv) : h->stack;
 	if (!id)
 		id = h->stack;
 	err = store__add(g->store, h->ts, p->pid, h->tid, id, STORE_VALUE_CPU_SAMPLES, 1);
@@ -451,9 +475,10 @@ static int release_one(struct gpu *g, struct gpu_proc *p, const struct held *h)
 	return err;
 }
 
-int gpu_hold(struct gpu *g, struct gpu_proc *p, uint64_t ts, uint32_t tid, uint32_t stack)
+int gpu_hold(struct gpu *g, struct gpu_proc *p, uint64_t ts, uint64_t end, uint32_t tid,
+	     uint32_t stack)
 {
-	struct held h = {.ts = ts, .tid = tid, .stack = stack};
+	struct held h = {.ts = ts, .end = end > ts ? end : ts, .tid = tid, .stack = stack};
 	int err;
 
 	if (g->nheld >= g->o.max_pending || p->nheld >= MAX_HELD_PER_PROC) {
@@ -474,8 +499,9 @@ int gpu_hold(struct gpu *g, struct gpu_proc *p, uint64_t ts, uint32_t tid, uint3
 void gpu_release(struct gpu *g, struct gpu_proc *p, uint64_t now, bool all)
 {
 	/*
-	 * A launch with no record yet is a kernel that may be running: samples after it wait for
-	 * its record (or hold_ns), or they would count as GPU-idle while it runs.
+	 * A launch with no record yet is a kernel that may be running: samples after it, and
+	 * waits that end after it, wait for its record (or hold_ns), or they would count as
+	 * GPU-idle while it runs.
 	 */
 	uint64_t unrec = all || !p->nheld ? UINT64_MAX : gpu_join_oldest_launch(g, p->pid, true);
 	size_t k = 0, n = p->nheld;
@@ -485,7 +511,7 @@ void gpu_release(struct gpu *g, struct gpu_proc *p, uint64_t now, bool all)
 	 * while a store__add compacts); the stale copies between k and i are harmless to it.
 	 */
 	for (size_t i = 0; i < n; i++) {
-		uint64_t ts = p->held[i].ts;
+		uint64_t ts = p->held[i].end;
 		bool due = all || (p->complete_until_ns >= ts && unrec > ts) ||
 			   (now && now >= ts + g->o.hold_ns);
 

@@ -22,6 +22,12 @@
 #define NVTX_SCAN 8
 /* Busy intervals per process: the older half goes when full. */
 #define MAX_BUSY 65536
+/*
+ * Busy intervals are kept this long at least: an off-CPU wait is reported when it ends, and the
+ * part of it the GPU was idle needs the intervals back to its start. A longer wait (or one
+ * older than MAX_BUSY intervals) counts as idle only after the oldest one kept.
+ */
+#define BUSY_KEEP_NS (120ull * 1000000000)
 
 static uint64_t min_u64(uint64_t a, uint64_t b)
 {
@@ -340,6 +346,8 @@ int gpu_busy_add(struct gpu *g, struct gpu_proc *p, uint64_t start, uint64_t end
 	if (p->nbusy >= MAX_BUSY) {
 		busy_normalize(p);
 		if (p->nbusy >= MAX_BUSY) {
+			if (p->busy[MAX_BUSY / 2 - 1].end > p->busy_from)
+				p->busy_from = p->busy[MAX_BUSY / 2 - 1].end;
 			memmove(p->busy, p->busy + MAX_BUSY / 2,
 				(p->nbusy - MAX_BUSY / 2) * sizeof(*p->busy));
 			p->nbusy -= MAX_BUSY / 2;
@@ -372,6 +380,40 @@ bool gpu_busy_at(struct gpu *g, struct gpu_proc *p, uint64_t ts)
 	return lo > 0 && ts < p->busy[lo - 1].end;
 }
 
+uint64_t gpu_idle_ns(struct gpu *g, struct gpu_proc *p, uint64_t a, uint64_t b)
+{
+	uint64_t idle, t;
+	size_t lo = 0, hi;
+
+	(void)g;
+	if (a < p->busy_from)
+		a = p->busy_from;
+	if (a >= b)
+		return 0;
+	busy_normalize(p);
+	/* The first interval that ends after a: sorted by start and disjoint, so by end too. */
+	hi = p->nbusy;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (p->busy[mid].end <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	idle = 0;
+	t = a;
+	for (size_t i = lo; i < p->nbusy && p->busy[i].start < b; i++) {
+		if (p->busy[i].start > t)
+			idle += p->busy[i].start - t;
+		if (p->busy[i].end > t)
+			t = p->busy[i].end;
+		if (t >= b)
+			return idle;
+	}
+	return idle + (b - t);
+}
+
 void gpu_prune(struct gpu *g, struct gpu_proc *p, uint64_t now)
 {
 	/*
@@ -380,11 +422,13 @@ void gpu_prune(struct gpu *g, struct gpu_proc *p, uint64_t now)
 	 */
 	uint64_t keep = 2 * g->o.hold_ns > g->o.join_ttl_ns ? 2 * g->o.hold_ns : g->o.join_ttl_ns;
 	uint64_t lim = now > keep ? now - keep : 0;
+	uint64_t blim = now > BUSY_KEEP_NS ? now - BUSY_KEEP_NS : 0;
 	size_t k = 0;
 
 	lim = min_u64(lim, gpu_join_oldest_launch(g, p->pid, false));
 	for (size_t i = 0; i < p->nheld; i++)
 		lim = min_u64(lim, p->held[i].ts);
+	blim = min_u64(blim, lim);
 	if (!lim)
 		return;
 	nvtx_filter(g, p, lim);
@@ -397,9 +441,11 @@ void gpu_prune(struct gpu *g, struct gpu_proc *p, uint64_t now)
 	}
 	p->nopen = k;
 	busy_normalize(p);
-	for (k = 0; k < p->nbusy && p->busy[k].end < lim; k++)
+	for (k = 0; k < p->nbusy && p->busy[k].end < blim; k++)
 		;
 	if (k) {
+		if (p->busy[k - 1].end > p->busy_from)
+			p->busy_from = p->busy[k - 1].end;
 		memmove(p->busy, p->busy + k, (p->nbusy - k) * sizeof(*p->busy));
 		p->nbusy -= k;
 		p->busy_sorted = p->nbusy;
@@ -419,4 +465,5 @@ void gpu_proc_free_labels(struct gpu *g, struct gpu_proc *p)
 	p->busy = NULL;
 	p->nnvtx = p->nvtx_sorted = p->nvtx_cap = p->nopen = p->open_cap = 0;
 	p->nbusy = p->busy_sorted = p->busy_cap = 0;
+	p->busy_from = 0;
 }

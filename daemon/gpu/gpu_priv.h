@@ -46,9 +46,13 @@ struct busy {
 	uint64_t end;
 };
 
-/* A CPU sample waiting for its labels. */
+/*
+ * A CPU sample (end == ts) or an off-CPU wait [ts, end) waiting for its labels: a sample gets
+ * its NVTX frames and whether the GPU was idle, a wait the part of it the GPU was idle.
+ */
 struct held {
 	uint64_t ts;
+	uint64_t end;
 	uint32_t tid;
 	uint32_t stack;
 };
@@ -88,6 +92,11 @@ struct gpu_proc {
 	/* Sorted by start and disjoint in [0, busy_sorted); out-of-order ones after that. */
 	struct busy *busy;
 	size_t nbusy, busy_sorted, busy_cap;
+	/*
+	 * Busy intervals that ended before this were dropped (pruned, or the older half when
+	 * full): what the GPU did before it is unknown, and never counted as idle.
+	 */
+	uint64_t busy_from;
 	struct held *held;
 	size_t nheld, held_cap;
 };
@@ -207,7 +216,9 @@ void gpu_join_expire_pid(struct gpu *g, uint32_t pid);
 /* The launch ts of pid's oldest pending launch (any / no record yet); UINT64_MAX: none. */
 uint64_t gpu_join_oldest_launch(const struct gpu *g, uint32_t pid, bool unrecorded);
 void gpu_join_free_all(struct gpu *g);
-int gpu_hold(struct gpu *g, struct gpu_proc *p, uint64_t ts, uint32_t tid, uint32_t stack);
+/* A CPU sample (end == ts) or an off-CPU wait [ts, end) of p, held for its labels. */
+int gpu_hold(struct gpu *g, struct gpu_proc *p, uint64_t ts, uint64_t end, uint32_t tid,
+	     uint32_t stack);
 /* Release the held samples that are due (all when all is set). */
 void gpu_release(struct gpu *g, struct gpu_proc *p, uint64_t now, bool all);
 /* The store's compaction: keep every join's stack in mark, or (mark NULL) map it through remap. */
@@ -227,6 +238,11 @@ size_t gpu_nvtx_frames(struct gpu *g, struct gpu_proc *p, uint32_t tid, uint64_t
 int gpu_busy_add(struct gpu *g, struct gpu_proc *p, uint64_t start, uint64_t end);
 /* Whether a kernel of p ran at ts. */
 bool gpu_busy_at(struct gpu *g, struct gpu_proc *p, uint64_t ts);
+/*
+ * Nanoseconds of [a, b) in which no kernel of p ran, after busy_from only (what came before is
+ * unknown).
+ */
+uint64_t gpu_idle_ns(struct gpu *g, struct gpu_proc *p, uint64_t a, uint64_t b);
 /* Drop the labels nothing can ask for any more. */
 void gpu_prune(struct gpu *g, struct gpu_proc *p, uint64_t now);
 void gpu_proc_free_labels(struct gpu *g, struct gpu_proc *p);

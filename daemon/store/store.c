@@ -641,6 +641,7 @@ void store_value_type(enum store_value col, const char **type, const char **unit
 	    [STORE_VALUE_COPY_BYTES] = {"copy_bytes", "bytes"},
 	    [STORE_VALUE_UPROBE_LAUNCHES] = {"uprobe_launches", "count"},
 	    [STORE_VALUE_OFFCPU_NS] = {"off_cpu", "nanoseconds"},
+	    [STORE_VALUE_GPU_IDLE_OFFCPU_NS] = {"gpu_idle_off_cpu", "nanoseconds"},
 	};
 
 	if ((unsigned int)col >= STORE_VALUE__COUNT) {
@@ -714,4 +715,25 @@ uint64_t store__generation(const struct store *s)
 uint64_t store__bucket_ns(const struct store *s)
 {
 	return s ? s->bucket_ns : DEFAULT_BUCKET_NS;
+}
+
+int store__add_span(struct store *s, uint64_t start, uint64_t end, uint32_t pid, uint32_t tid,
+		    uint32_t stack, enum store_value col,
+		    uint64_t (*part)(void *ctx, uint64_t a, uint64_t b), void *ctx)
+{
+	uint64_t bw = store__bucket_ns(s), t = start;
+	int err = 0;
+
+	/* The oldest part goes first. */
+	for (int i = 0; t < end && !err; i++) {
+		uint64_t next = bw ? (t / bw + 1) * bw : end, v;
+
+		if (next >= end || i == 4095)
+			next = end;
+		v = part ? part(ctx, t, next) : next - t;
+		if (v)
+			err = store__add(s, t, pid, tid, stack, col, v);
+		t = next;
+	}
+	return err;
 }

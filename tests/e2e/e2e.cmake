@@ -101,11 +101,13 @@ if(TARGET fake_cupti AND TARGET profd_cupti)
   set_tests_properties(e2e.gpu PROPERTIES
     LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL TRUE
     ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e;PROFD_CUPTI_SO=$<TARGET_FILE:profd_cupti>;PROFD_FAKE_CUPTI=$<TARGET_FILE:fake_cupti>")
-  add_test(NAME e2e.gpu_child
-           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_gpu_child.py)
-  set_tests_properties(e2e.gpu_child PROPERTIES
-    LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL TRUE
-    ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e;PROFD_CUPTI_SO=$<TARGET_FILE:profd_cupti>;PROFD_FAKE_CUPTI=$<TARGET_FILE:fake_cupti>")
+  foreach(t gpu_child gpu_wall)
+    add_test(NAME e2e.${t}
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_${t}.py)
+    set_tests_properties(e2e.${t} PROPERTIES
+      LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL TRUE
+      ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e;PROFD_CUPTI_SO=$<TARGET_FILE:profd_cupti>;PROFD_FAKE_CUPTI=$<TARGET_FILE:fake_cupti>")
+  endforeach()
 elseif(DEFINED ENV{CI})
   message(FATAL_ERROR "e2e.gpu needs libprofd_cupti and the fake libcupti (CUDA toolkit headers, sys/sdt.h)")
 endif()

@@ -211,6 +211,49 @@ def start_fixture(name, *args):
 PROTOCOL_VERSION = 1
 
 
+class GpuApp:
+    """
+    The gpu_app fixture over the fake libcupti (tests/fixtures/gpu_app/gpu_app.c), started and
+    waited for until it has written its pid. lib: the libprofd_cupti path as the program gets
+    it (cwd for a relative one); extra: arguments after OUT_FILE. Fails the test when the
+    libraries are not built or the program does not start.
+    """
+
+    def __init__(self, tmp, seconds, *extra, lib=None, cwd=None):
+        self.lib = os.environ.get("PROFD_CUPTI_SO")
+        fake = os.environ.get("PROFD_FAKE_CUPTI")
+        if not self.lib or not fake or not os.path.exists(self.lib) or not os.path.exists(fake):
+            fail(f"libprofd_cupti ({self.lib}) or the fake libcupti ({fake}) is not built")
+        self.out_path = os.path.join(tmp, "out")
+        self.sock = os.path.join(tmp, "run", "profd.sock")
+        env = dict(os.environ, PROFD_SOCKET=self.sock, PROFD_CUPTI_PATH=fake)
+        self.proc = subprocess.Popen(
+            [fixture("gpu_app"), lib or self.lib, str(seconds), self.out_path, *extra], env=env,
+            cwd=cwd)
+        deadline = time.time() + 10
+        while time.time() < deadline and "pid" not in self.read_out():
+            if self.proc.poll() is not None:
+                fail(f"gpu_app exited with {self.proc.returncode} before it started")
+            time.sleep(0.05)
+        if "pid" not in self.read_out():
+            self.kill()
+            fail("gpu_app did not start in 10 s")
+        self.pid = int(self.read_out()["pid"])
+
+    def read_out(self):
+        """What the program wrote: {"pid": "N", "rounds": "N", ...}; {} before it wrote."""
+        try:
+            with open(self.out_path) as f:
+                return dict(line.split() for line in f if line.strip())
+        except FileNotFoundError:
+            return {}
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
 def varint(n):
     out = bytearray()
     while True:

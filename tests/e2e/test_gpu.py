@@ -11,47 +11,23 @@ kernel runs. It writes the exact kernel time it reported.
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
 
-from profd_e2e import Daemon, check, fail, fixture, has_chain, log, require_root
+from profd_e2e import Daemon, GpuApp, check, fail, has_chain, log, require_root
 
 require_root()
-LIB = os.environ.get("PROFD_CUPTI_SO")
-FAKE = os.environ.get("PROFD_FAKE_CUPTI")
-if not LIB or not FAKE or not os.path.exists(LIB) or not os.path.exists(FAKE):
-    fail(f"libprofd_cupti ({LIB}) or the fake libcupti ({FAKE}) is not built")
-
 tmp = tempfile.mkdtemp(prefix="profd-gpu-")
-out_path = os.path.join(tmp, "out")
-sock = os.path.join(tmp, "run", "profd.sock")
-env = dict(os.environ, PROFD_SOCKET=sock, PROFD_CUPTI_PATH=FAKE)
 # A relative library path, as CUDA_INJECTION64_PATH may be: the library must still tell the
 # daemon where it lives.
-app = subprocess.Popen([fixture("gpu_app"), "./" + os.path.basename(LIB), "6", out_path], env=env,
-                       cwd=os.path.dirname(LIB))
-
-
-def read_out():
-    with open(out_path) as f:
-        return dict(line.split() for line in f if line.strip())
-
-
-deadline = time.time() + 10
-while time.time() < deadline and not (os.path.exists(out_path) and "pid" in read_out()):
-    if app.poll() is not None:
-        fail(f"gpu_app exited with {app.returncode} before it started")
-    time.sleep(0.05)
-if not os.path.exists(out_path):
-    app.kill()
-    fail("gpu_app did not start in 10 s")
-pid = int(read_out()["pid"])
+so = os.environ.get("PROFD_CUPTI_SO") or "?"
+app = GpuApp(tmp, 6, lib="./" + os.path.basename(so), cwd=os.path.dirname(so))
+pid, sock, read_out = app.pid, app.sock, app.read_out
 
 try:
     with Daemon("--pid", str(pid), "--frequency", "499", socket_path=sock) as d:
-        rc = app.wait(90)
+        rc = app.proc.wait(90)
         check(rc == 0, f"the application ran to completion with the library (exit {rc})")
         res = {k: int(v) for k, v in read_out().items()}
         log(f"fixture: {res}")
@@ -155,7 +131,5 @@ try:
         check(m is not None and abs(float(m.group(1)) - 75.0) <= 0.5,
               f"report's top launch site is launch_matmul with 75% of GPU time ({sites.strip()!r})")
 finally:
-    if app.poll() is None:
-        app.kill()
-        app.wait()
+    app.kill()
 log("PASS")

@@ -57,7 +57,7 @@ target_compile_definitions(test_trace PRIVATE
 profctl_exit(bad_value 2
   "^profctl: dump: --value 'gpu_time' is not cpu, gpu, gpu-kernels, copy, copy-bytes or launches; see 'profctl dump --help'\n$"
   dump flamegraph --value gpu_time)
-profctl_exit(idle_with_value 2 "--gpu-idle selects CPU samples, it cannot go with --value copy"
+profctl_exit(idle_with_value 2 "--gpu-idle goes with --value cpu, off-cpu or wall, not copy"
   dump flamegraph --gpu-idle --value copy)
 profctl_exit(trace_format 2 "dump: --format is for flame graphs, not traces"
   dump trace --format svg)

@@ -130,8 +130,8 @@ static void test_parse_dump_errors(void)
 	BAD("dump: --value 'gpu-idle' is not cpu, gpu, gpu-kernels, copy, copy-bytes, launches, "
 	    "off-cpu or wall; see 'profctl dump --help'",
 	    "dump", "flamegraph", "--value", "gpu-idle");
-	BAD("dump: --gpu-idle selects CPU samples, it cannot go with --value gpu; see 'profctl "
-	    "dump --help'",
+	BAD("dump: --gpu-idle goes with --value cpu, off-cpu or wall, not gpu; see 'profctl dump "
+	    "--help'",
 	    "dump", "flamegraph", "--value", "gpu", "--gpu-idle");
 	BAD("dump: --tid is for flame graphs, not traces; see 'profctl dump --help'", "dump",
 	    "trace", "--tid", "3");
@@ -158,6 +158,11 @@ static void test_parse_dump_gpu(void)
 	/* --value cpu says the same thing --gpu-idle starts from. */
 	CHECK_EQ_I(PARSE(&a, &e, "dump", "flamegraph", "--value=cpu", "--gpu-idle"), 0);
 	CHECK_EQ_I(a.value, VALUE_GPU_IDLE);
+	/* With off-CPU time: the parts of the waits, and of wall-clock time, the GPU was idle. */
+	CHECK_EQ_I(PARSE(&a, &e, "dump", "flamegraph", "--gpu-idle", "--value", "off-cpu"), 0);
+	CHECK_EQ_I(a.value, VALUE_GPU_IDLE_OFFCPU);
+	CHECK_EQ_I(PARSE(&a, &e, "dump", "flamegraph", "--value", "wall", "--gpu-idle"), 0);
+	CHECK_EQ_I(a.value, VALUE_GPU_IDLE_WALL);
 	CHECK_EQ_I(PARSE(&a, &e, "dump", "trace", "--pid", "9", "--since", "10s", "-o", "t.json"),
 		   0);
 	CHECK_EQ_I(a.kind, DUMP_KIND_TRACE);

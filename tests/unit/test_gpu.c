@@ -87,6 +87,15 @@ static int t_cpu_sample(struct gpu *g, uint64_t ts, uint32_t pid, uint32_t tid, 
 	return route__sample(&r, ts, pid, tid, owner_of(pid), stack);
 }
 
+/* An off-CPU wait [start, end). */
+static int t_wait(struct gpu *g, uint64_t start, uint64_t end, uint32_t pid, uint32_t tid,
+		  uint32_t stack)
+{
+	struct route r = t_route(g);
+
+	return route__wait(&r, start, end, pid, tid, owner_of(pid), stack);
+}
+
 /* A USDT launch (corr > 0). */
 static int t_launch(struct gpu *g, uint64_t ts, uint32_t pid, uint32_t tid, uint32_t stack,
 		    uint32_t corr)
@@ -683,6 +692,101 @@ static void test_held_idle(void)
 	t_cpu_sample(f.g, 900001, PID, TID, st);
 	CHECK_EQ_U(val(&f, "main;work", TID, STORE_VALUE_CPU_SAMPLES), 7);
 	CHECK_EQ_U(val(&f, "main;work", TID, STORE_VALUE_GPU_IDLE_SAMPLES), 4);
+	fx_fini(&f);
+}
+
+/*
+ * Off-CPU waits: their time goes to the store at once, the part of it in which no kernel ran
+ * once the library's records up to the wait's end are in.
+ */
+static void test_held_wait_idle(void)
+{
+	const uint64_t S = 1000000000ull;
+	struct fx f;
+	struct batch b;
+	bool enable;
+	uint32_t st, other;
+
+	fx_init(&f, 0);
+	attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable);
+	st = stack_of(&f, "main", "wait", NULL);
+	other = stack_of(&f, "other_main", NULL, NULL);
+
+	/* A process without a library: off-CPU time, nothing held, no idle part. */
+	CHECK_EQ_I(t_wait(f.g, 1000, 9000, OTHER_PID, 201, other), 0);
+	CHECK_EQ_U(val(&f, "other_main", 201, STORE_VALUE_OFFCPU_NS), 8000);
+	CHECK_EQ_U(stats(&f).held, 0);
+	CHECK_EQ_U(val(&f, NULL, 0, STORE_VALUE_GPU_IDLE_OFFCPU_NS), 0);
+
+	/* [5000, 25000) against kernels over [10000, 20000) and [21000, 22000). */
+	CHECK_EQ_I(t_wait(f.g, 5000, 25000, PID, TID, st), 0);
+	CHECK_EQ_U(val(&f, "main;wait", TID, STORE_VALUE_OFFCPU_NS), 20000);
+	CHECK_EQ_U(stats(&f).held, 1);
+	/* One that ends after what the library will say is complete: held on. */
+	CHECK_EQ_I(t_wait(f.g, 28000, 40000, PID, TID, st), 0);
+	batch_init(&b);
+	add_string(&b, "k");
+	add_kernel(&b, 10000, 16000, 1, 1, 0);
+	add_kernel(&b, 12000, 20000, 2, 1, 0);
+	add_kernel(&b, 21000, 22000, 3, 1, 0);
+	complete_until(&b, 30000);
+	CHECK_EQ_I(send(&f, &b), 0);
+	CHECK_EQ_U(stats(&f).held, 1);
+	/* 5000 before the first kernel, 1000 between, 3000 after. */
+	CHECK_EQ_U(val(&f, "main;wait", TID, STORE_VALUE_GPU_IDLE_OFFCPU_NS), 9000);
+	/* The wait's stack, not a labelled copy, and the CPU columns untouched. */
+	CHECK_EQ_U(val(&f, "main;wait", TID, STORE_VALUE_CPU_SAMPLES), 0);
+	CHECK_EQ_U(val(&f, "main;wait", TID, STORE_VALUE_GPU_IDLE_SAMPLES), 0);
+	/* No word from the library: hold_ns after its end, with what is known (no kernel). */
+	gpu__tick(f.g, 40000 + HOLD - 1);
+	CHECK_EQ_U(stats(&f).held, 1);
+	gpu__tick(f.g, 40000 + HOLD);
+	CHECK_EQ_U(stats(&f).held, 0);
+	CHECK_EQ_U(val(&f, "main;wait", TID, STORE_VALUE_GPU_IDLE_OFFCPU_NS), 9000 + 12000);
+
+	/* A launch before the wait's end with no record yet: its kernel may run in the wait. */
+	t_launch(f.g, 45000, PID, TID, st, 7);
+	CHECK_EQ_I(t_wait(f.g, 44000, 50000, PID, TID, st), 0);
+	batch_init(&b);
+	complete_until(&b, 60000);
+	CHECK_EQ_I(send(&f, &b), 0);
+	CHECK_EQ_U(stats(&f).held, 1);
+	batch_init(&b);
+	add_string(&b, "k");
+	add_kernel(&b, 46000, 48000, 7, 1, 1);
+	complete_until(&b, 60000);
+	CHECK_EQ_I(send(&f, &b), 0);
+	CHECK_EQ_U(stats(&f).held, 0);
+	CHECK_EQ_U(val(&f, "main;wait", TID, STORE_VALUE_GPU_IDLE_OFFCPU_NS), 21000 + 4000);
+
+	/*
+	 * Seconds long, over bucket bounds (each second gets its part): kernels from 10.5 s to
+	 * 11.5 s, so the wait from 10 s to 13 s is idle 0.5 s in its first second, 0.5 s in its
+	 * second and all of its third.
+	 */
+	batch_init(&b);
+	add_string(&b, "k");
+	add_kernel(&b, 10 * S + S / 2, 11 * S + S / 2, 8, 1, 0);
+	complete_until(&b, 14 * S);
+	CHECK_EQ_I(send(&f, &b), 0);
+	CHECK_EQ_I(t_wait(f.g, 10 * S, 13 * S, PID, TID + 1, st), 0);
+	gpu__tick(f.g, 13 * S);
+	CHECK_EQ_U(stats(&f).held, 0);
+	CHECK_EQ_U(val(&f, "main;wait", TID + 1, STORE_VALUE_OFFCPU_NS), 3 * S);
+	CHECK_EQ_U(val(&f, "main;wait", TID + 1, STORE_VALUE_GPU_IDLE_OFFCPU_NS), 2 * S);
+	/*
+	 * Busy intervals dropped by age leave what came before them unknown, never idle: after
+	 * the kernel of 10.5-11.5 s is pruned (minutes later), a wait from 9 s to 12 s counts
+	 * only what follows the dropped kernel's end as idle.
+	 */
+	gpu__tick(f.g, 400 * S);
+	batch_init(&b);
+	complete_until(&b, 401 * S);
+	CHECK_EQ_I(send(&f, &b), 0);
+	CHECK_EQ_I(t_wait(f.g, 9 * S, 12 * S, PID, TID + 2, st), 0);
+	gpu__tick(f.g, 401 * S);
+	CHECK_EQ_U(stats(&f).held, 0);
+	CHECK_EQ_U(val(&f, "main;wait", TID + 2, STORE_VALUE_GPU_IDLE_OFFCPU_NS), S / 2);
 	fx_fini(&f);
 }
 
@@ -1737,6 +1841,7 @@ int main(void)
 	test_graph_ttl_weights();
 	test_copies_uprobe();
 	test_held_idle();
+	test_held_wait_idle();
 	test_nvtx();
 	test_trace();
 	test_gc();

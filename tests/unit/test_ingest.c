@@ -40,7 +40,7 @@ __attribute__((noinline)) int caller_fn(int x)
 }
 
 /* The GPU module's entry points the ingest calls, recorded instead of run. */
-enum gpu_call_kind { CALL_HOLD = 1, CALL_LAUNCH, CALL_EXITED };
+enum gpu_call_kind { CALL_HOLD = 1, CALL_LAUNCH, CALL_EXITED, CALL_WAIT };
 
 struct gpu_call {
 	enum gpu_call_kind kind;
@@ -71,6 +71,14 @@ bool gpu__holds(const struct gpu *g, uint32_t pid)
 int gpu__hold(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack)
 {
 	record_call(CALL_HOLD, g, ts_ns, pid, tid, stack, 0);
+	return 0;
+}
+
+/* A wait's length goes where a launch's correlation id does. */
+int gpu__hold_wait(struct gpu *g, uint64_t start_ns, uint64_t end_ns, uint32_t pid, uint32_t tid,
+		   uint32_t stack)
+{
+	record_call(CALL_WAIT, g, start_ns, pid, tid, stack, (uint32_t)(end_ns - start_ns));
 	return 0;
 }
 

@@ -315,6 +315,79 @@ static void test_off_cpu(void)
 	report_release(&r);
 }
 
+/*
+ * Off-CPU time and GPU data: where the threads were while the GPU was idle, by state and by
+ * state and stack (gpu_idle_samples x period + gpu_idle_off_cpu); the busy parts left out.
+ */
+static void test_gpu_idle_wall(void)
+{
+	struct fixture fx;
+	struct report r;
+	char *out;
+
+	fx_init_samples(&fx, NS_MS(10));
+	fx_value_type(&fx, "gpu_idle_samples", "count");
+	fx_value_type(&fx, "off_cpu", "nanoseconds");
+	fx_value_type(&fx, "gpu_idle_off_cpu", "nanoseconds");
+	uint32_t m = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "main");
+	uint32_t g = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_PYTHON, "get");
+	uint32_t s = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "sync");
+	uint32_t run = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_STATE, "[running]");
+	uint32_t fu = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_STATE, "[off-cpu: futex]");
+	uint32_t cs = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_STATE, "[off-cpu: CUDA sync]");
+	uint32_t sr = fx_stack(&fx, 2, (uint32_t[]){run, m});
+	uint32_t sq = fx_stack(&fx, 3, (uint32_t[]){fu, m, g});
+	uint32_t ss = fx_stack(&fx, 3, (uint32_t[]){cs, m, s});
+
+	/* 100 ms running, 40 of them with the GPU idle. */
+	fx_sample_values(&fx, sr, 1, 1, 4, (const uint64_t[]){10, 4, 0, 0});
+	/* 300 ms in get, 250 of them with the GPU idle. */
+	fx_sample_values(&fx, sq, 1, 1, 4, (const uint64_t[]){0, 0, NS_MS(300), NS_MS(250)});
+	/* 200 ms in a CUDA sync, the kernels running all along. */
+	fx_sample_values(&fx, ss, 1, 1, 4, (const uint64_t[]){0, 0, NS_MS(200), 0});
+	CHECK_EQ_I(report_build(&r, &fx.p, NULL), 0);
+	CHECK(r.has_idle_wall);
+	CHECK_EQ_U(r.idle_wall_ns, NS_MS(290));
+	CHECK_EQ_U(r.n_idle_states, 2);
+	if (r.n_idle_states == 2) {
+		CHECK_STREQ(r.idle_states[0].name, "[off-cpu: futex]");
+		CHECK_EQ_U(r.idle_states[0].value, NS_MS(250));
+		CHECK_STREQ(r.idle_states[1].name, "[running]");
+		CHECK_EQ_U(r.idle_states[1].value, NS_MS(40));
+	}
+	CHECK_EQ_U(r.n_idle_wall, 2);
+	if (r.n_idle_wall == 2)
+		CHECK_STREQ(r.idle_wall[0].name, "[off-cpu: futex] get <- main");
+	out = print(&r, 10, false);
+	CHECK(out && strstr(out, "While the GPU was idle: top stacks (wall-clock), 290.00 ms in "
+				 "all:\n"
+				 "          Time       %  State and stack (leaf first)\n"
+				 "     250.00 ms   86.2%  [off-cpu: futex] get <- main\n"
+				 "      40.00 ms   13.8%  [running] main\n"));
+	CHECK(out && !strstr(out, "CUDA sync] sync"));
+	free(out);
+	out = print(&r, 10, true);
+	CHECK(out && strstr(out, "\"gpu_idle_wall_ns\": 290000000,\n"));
+	CHECK(out &&
+	      strstr(out, "\"gpu_idle_stacks_wall\": [\n    {\"name\": \"[off-cpu: futex] get "
+			  "<- main\", \"ns\": 250000000, \"percent\": 86.21}"));
+	free(out);
+	report_release(&r);
+
+	/* Without the gpu_idle_off_cpu column (an older daemon): no such lists. */
+	fx_init_samples(&fx, NS_MS(10));
+	fx_value_type(&fx, "gpu_idle_samples", "count");
+	fx_value_type(&fx, "off_cpu", "nanoseconds");
+	sr = fx_stack(&fx, 1, (uint32_t[]){fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "m")});
+	fx_sample_values(&fx, sr, 1, 1, 3, (const uint64_t[]){10, 4, NS_MS(5)});
+	CHECK_EQ_I(report_build(&r, &fx.p, NULL), 0);
+	CHECK(r.has_off_cpu && !r.has_idle_wall);
+	out = print(&r, 10, false);
+	CHECK(out && !strstr(out, "While the GPU was idle"));
+	free(out);
+	report_release(&r);
+}
+
 /* The ring had lost the start of the window: the window starts at its oldest event. */
 static void test_ring_cut(void)
 {
@@ -342,5 +415,6 @@ int main(void)
 	test_old_daemon();
 	test_ring_cut();
 	test_off_cpu();
+	test_gpu_idle_wall();
 	return CHECK_DONE();
 }

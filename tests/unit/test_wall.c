@@ -50,7 +50,7 @@ static void test_wall(void)
 	CHECK(p != NULL);
 	if (!p)
 		return;
-	CHECK_EQ_I(profile_add_wall(p, &wi), 0);
+	CHECK_EQ_I(profile_add_wall(p, false, &wi), 0);
 	CHECK_EQ_U(wi, 2);
 	CHECK_EQ_U(p->n_value_types, 3);
 	CHECK_STREQ(profile_value_type(p, wi), "wall_time");
@@ -61,7 +61,7 @@ static void test_wall(void)
 	CHECK_EQ_U(p->samples[2]->values[2], 10000100);
 	CHECK_EQ_U(profile_value_total(p, wi), 30000000 + 2500 + 10000100);
 	/* Once only. */
-	CHECK_EQ_I(profile_add_wall(p, &again), 0);
+	CHECK_EQ_I(profile_add_wall(p, false, &again), 0);
 	CHECK_EQ_U(again, wi);
 	CHECK_EQ_U(p->n_value_types, 3);
 
@@ -79,7 +79,7 @@ static void test_wall(void)
 	p = roundtrip(&fx);
 	CHECK(p != NULL);
 	if (p) {
-		CHECK_EQ_I(profile_add_wall(p, &wi), -ENODATA);
+		CHECK_EQ_I(profile_add_wall(p, false, &wi), -ENODATA);
 		CHECK_EQ_U(p->n_value_types, 1);
 		profd__profile__free_unpacked(p, NULL);
 	}
@@ -92,13 +92,86 @@ static void test_wall(void)
 	p = roundtrip(&fx);
 	CHECK(p != NULL);
 	if (p) {
-		CHECK_EQ_I(profile_add_wall(p, &wi), -ENODATA);
+		CHECK_EQ_I(profile_add_wall(p, false, &wi), -ENODATA);
 		profd__profile__free_unpacked(p, NULL);
 	}
+}
+
+/* --gpu-idle --value wall: gpu_idle_samples x period + gpu_idle_off_cpu, beside wall_time. */
+static void test_gpu_idle_wall(void)
+{
+	struct fixture fx;
+	Profd__Profile *p;
+	uint32_t sr, st, m, wi = 99, gi = 99;
+	/* samples, gpu_idle_samples, off_cpu, gpu_idle_off_cpu */
+	const uint64_t a[] = {4, 1, 0, 0}, b[] = {0, 0, 9000, 6000};
+
+	fx_init_samples(&fx, 1000000); /* 1 kHz */
+	fx_value_type(&fx, "gpu_idle_samples", "count");
+	fx_value_type(&fx, "off_cpu", "nanoseconds");
+	fx_value_type(&fx, "gpu_idle_off_cpu", "nanoseconds");
+	m = fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "main");
+	sr = fx_stack(&fx, 1, (uint32_t[]){m});
+	st = fx_stack(&fx, 2, (uint32_t[]){fx_frame(&fx, PROFD__FRAME_KIND__FRAME_KERNEL, "f"), m});
+	fx_sample_values(&fx, sr, 10, 10, 4, a);
+	fx_sample_values(&fx, st, 10, 10, 4, b);
+	p = roundtrip(&fx);
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	CHECK_EQ_I(profile_add_wall(p, true, &gi), 0);
+	CHECK_EQ_U(gi, 4);
+	CHECK_STREQ(profile_value_type(p, gi), "gpu_idle_wall_time");
+	CHECK_STREQ(profile_value_unit(p, gi), "nanoseconds");
+	CHECK_EQ_U(p->samples[0]->values[gi], 1000000);
+	CHECK_EQ_U(p->samples[1]->values[gi], 6000);
+	/* The plain one beside it, from the plain columns. */
+	CHECK_EQ_I(profile_add_wall(p, false, &wi), 0);
+	CHECK_EQ_U(wi, 5);
+	CHECK_EQ_U(p->samples[0]->values[wi], 4000000);
+	CHECK_EQ_U(p->samples[1]->values[wi], 9000);
+	CHECK_EQ_I(profile_add_wall(p, true, &wi), 0);
+	CHECK_EQ_U(wi, gi);
+	profd__profile__free_unpacked(p, NULL);
+
+	/* A daemon that sends no gpu_idle_off_cpu: nothing to add. */
+	fx_init_samples(&fx, 1000000);
+	fx_value_type(&fx, "gpu_idle_samples", "count");
+	fx_value_type(&fx, "off_cpu", "nanoseconds");
+	sr = fx_stack(&fx, 1, (uint32_t[]){fx_frame(&fx, PROFD__FRAME_KIND__FRAME_NATIVE, "m")});
+	fx_sample_values(&fx, sr, 10, 10, 3, a);
+	p = roundtrip(&fx);
+	CHECK(p != NULL);
+	if (p) {
+		CHECK_EQ_I(profile_add_wall(p, true, &gi), -ENODATA);
+		profd__profile__free_unpacked(p, NULL);
+	}
+}
+
+/* --gpu-idle goes with cpu, off-cpu and wall only. */
+static void test_gpu_idle_kinds(void)
+{
+	enum value_kind k = VALUE__COUNT;
+
+	CHECK_EQ_I(value_gpu_idle(VALUE_CPU, &k), 0);
+	CHECK_EQ_I(k, VALUE_GPU_IDLE);
+	CHECK_EQ_I(value_gpu_idle(VALUE_OFFCPU, &k), 0);
+	CHECK_EQ_I(k, VALUE_GPU_IDLE_OFFCPU);
+	CHECK_STREQ(value_column_name(k), "gpu_idle_off_cpu");
+	CHECK_EQ_I(value_gpu_idle(VALUE_WALL, &k), 0);
+	CHECK_EQ_I(k, VALUE_GPU_IDLE_WALL);
+	CHECK_STREQ(value_column_name(k), "gpu_idle_wall_time");
+	CHECK_EQ_I(value_gpu_idle(VALUE_GPU, &k), -EINVAL);
+	CHECK_EQ_I(value_gpu_idle(VALUE_COPY_BYTES, &k), -EINVAL);
+	/* Not spellable with --value. */
+	CHECK_EQ_I(value_parse("gpu-idle wall", &k), -EINVAL);
+	CHECK_EQ_I(value_parse("gpu-idle", &k), -EINVAL);
 }
 
 int main(void)
 {
 	test_wall();
+	test_gpu_idle_wall();
+	test_gpu_idle_kinds();
 	return CHECK_DONE();
 }

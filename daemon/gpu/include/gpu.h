@@ -122,6 +122,14 @@ bool gpu__holds(const struct gpu *g, uint32_t pid);
  * gets it added at once. Returns 0 or -ENOMEM.
  */
 int gpu__hold(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack);
+/*
+ * Hold an off-CPU wait [start_ns, end_ns) of a process gpu__holds named, whose off-CPU time the
+ * caller stored: once the GPU records up to its end are in, the part of it in which none of the
+ * process's kernels ran goes to STORE_VALUE_GPU_IDLE_OFFCPU_NS. A process that stopped
+ * collecting meanwhile gets nothing. Returns 0 or -ENOMEM.
+ */
+int gpu__hold_wait(struct gpu *g, uint64_t start_ns, uint64_t end_ns, uint32_t pid, uint32_t tid,
+		   uint32_t stack);
 /* A launch record from the USDT probe (corr_id > 0), stack interned. Returns 0 or -ENOMEM. */
 int gpu__launch(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack,
 		uint32_t corr_id);

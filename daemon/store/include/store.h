@@ -45,6 +45,9 @@ enum store_value {
 				       * in processes without the CUPTI library (no durations) */
 	STORE_VALUE_OFFCPU_NS,	      /* "off_cpu" nanoseconds: time off the CPU, by the stack
 				       * the thread left with (--off-cpu) */
+	STORE_VALUE_GPU_IDLE_OFFCPU_NS, /* "gpu_idle_off_cpu" nanoseconds: the part of that time
+					 * in which none of the process's kernels ran
+					 * (CUPTI-connected processes) */
 	STORE_VALUE__COUNT,
 };
 
@@ -124,6 +127,17 @@ uint32_t store__intern_stack(struct store *s, const uint32_t *frames, size_t n);
  */
 int store__add(struct store *s, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack,
 	       enum store_value col, uint64_t value);
+
+/*
+ * Charge a span of time [start, end) to column `col` of (pid, tid, stack): each bucket it spans
+ * gets its share, so a long wait belongs to every second it lasted, not to the one it ended in.
+ * part, when not NULL, says how much of a piece [a, b) (inside one bucket) to charge, e.g. the
+ * part of it in which a GPU was idle; NULL charges b - a. At most 4096 pieces: the last one
+ * takes the rest. Returns 0 or store__add's error.
+ */
+int store__add_span(struct store *s, uint64_t start, uint64_t end, uint32_t pid, uint32_t tid,
+		    uint32_t stack, enum store_value col,
+		    uint64_t (*part)(void *ctx, uint64_t a, uint64_t b), void *ctx);
 
 /*
  * Process and thread metadata. An exited process is kept until the last bucket naming it is
