@@ -41,6 +41,15 @@ int trace_check(const Profd__Trace *t, char *err, size_t err_len)
 			return -EPROTO;
 		}
 	}
+	for (size_t i = 0; i < t->n_waits; i++) {
+		if (t->waits[i]->stack >= t->n_stacks) {
+			snprintf(err, err_len, "wait %zu names stack %" PRIu32 " of %zu", i,
+				 t->waits[i]->stack, t->n_stacks);
+			return -EPROTO;
+		}
+		if (BAD_SPAN(t->waits[i]))
+			goto bad_span;
+	}
 	for (size_t i = 0; i < t->n_launches; i++) {
 		if (t->launches[i]->stack >= t->n_stacks) {
 			snprintf(err, err_len, "launch %zu names stack %" PRIu32 " of %zu", i,
@@ -94,7 +103,7 @@ void trace_as_profile(const Profd__Trace *t, Profd__Profile *view)
 size_t trace_n_events(const Profd__Trace *t)
 {
 	return t->n_samples + t->n_launches + t->n_kernels + t->n_copies + t->n_api_calls +
-	       t->n_nvtx;
+	       t->n_nvtx + t->n_waits;
 }
 
 const char *trace_copy_kind_name(Profd__GpuCopyKind k)
@@ -121,6 +130,7 @@ const char *trace_copy_kind_name(Profd__GpuCopyKind k)
 enum ev_kind {
 	EV_NVTX,
 	EV_API,
+	EV_WAIT, /* inside the API call it blocked in */
 	EV_LAUNCH,
 	EV_KERNEL,
 	EV_COPY,
@@ -342,7 +352,8 @@ static int collect_gpus(struct tw *w)
 static int write_metadata(struct tw *w)
 {
 	const Profd__Trace *t = w->t;
-	size_t n = 0, cap = t->n_samples + t->n_launches + t->n_api_calls + t->n_nvtx + 1;
+	size_t n = 0,
+	       cap = t->n_samples + t->n_launches + t->n_api_calls + t->n_nvtx + t->n_waits + 1;
 	struct pid_tid *th = calloc(cap, sizeof(*th));
 	struct pid_tid *streams = calloc(t->n_kernels + t->n_copies + 1, sizeof(*streams));
 	size_t n_streams = 0, gi = 0;
@@ -362,6 +373,8 @@ static int write_metadata(struct tw *w)
 		th[n++] = (struct pid_tid){t->api_calls[i]->pid, t->api_calls[i]->tid};
 	for (size_t i = 0; i < t->n_nvtx; i++)
 		th[n++] = (struct pid_tid){t->nvtx[i]->pid, t->nvtx[i]->tid};
+	for (size_t i = 0; i < t->n_waits; i++)
+		th[n++] = (struct pid_tid){t->waits[i]->pid, t->waits[i]->tid};
 	/* Processes with only GPU work still get their CPU process row (with no threads). */
 	for (size_t i = 0; i < w->n_gpus; i++) {
 		int err = GROW(th, cap, n + 1);
@@ -462,6 +475,16 @@ static int collect_events(struct tw *w)
 					  .pid = e->pid,
 					  .tid = e->tid,
 					  .kind = EV_API,
+					  .idx = (uint32_t)i});
+	}
+	for (size_t i = 0; i < t->n_waits && !err; i++) {
+		const Profd__TraceWait *e = t->waits[i];
+
+		err = push(w, (struct ev){.ts = e->start_ns,
+					  .dur = e->end_ns - e->start_ns,
+					  .pid = e->pid,
+					  .tid = e->tid,
+					  .kind = EV_WAIT,
 					  .idx = (uint32_t)i});
 	}
 	for (size_t i = 0; i < t->n_kernels && !err; i++) {
@@ -582,6 +605,29 @@ static int write_event(struct tw *w, const struct ev *e)
 		fprintf(out,
 			", \"cat\": \"cuda_api\", \"args\": {\"correlation_id\": %" PRIu32 "}}",
 			a->correlation_id);
+		break;
+	}
+	case EV_WAIT: {
+		const Profd__TraceWait *wt = t->waits[e->idx];
+		const Profd__Stack *st = t->stacks[wt->stack];
+		const Profd__Frame *root =
+		    st->n_frames ? t->frames[st->frames[st->n_frames - 1]] : NULL;
+		const char *state =
+		    root && root->kind == PROFD__FRAME_KIND__FRAME_STATE ? tstr(w, root->name) : "";
+		size_t len = strlen(state);
+		char name[128];
+
+		/* "[off-cpu: futex]" names the slice "off-cpu: futex". */
+		if (len > 2 && state[0] == '[' && state[len - 1] == ']')
+			snprintf(name, sizeof(name), "%.*s", (int)(len - 2), state + 1);
+		else
+			snprintf(name, sizeof(name), "off-cpu");
+		begin(w, "X", e->pid, e->tid, e->ts);
+		put_us(out, "dur", e->dur);
+		put_key_string(out, "name", name);
+		fputs(", \"cat\": \"off_cpu\", \"args\": {", out);
+		err = put_stack(w, wt->stack);
+		fputs("}}", out);
 		break;
 	}
 	case EV_LAUNCH: {

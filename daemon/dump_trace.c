@@ -152,7 +152,7 @@ static int fill_event(struct trace_build *b, const struct tl_event *e, size_t *n
 
 	err = note_pid(b, e->pid);
 	if (!err && (e->type == TL_SAMPLE || e->type == TL_LAUNCH || e->type == TL_API ||
-		     e->type == TL_NVTX))
+		     e->type == TL_NVTX || e->type == TL_OFFCPU))
 		err = note_thread(b, e->pid, e->tid);
 	if (err)
 		return err;
@@ -234,6 +234,16 @@ static int fill_event(struct trace_build *b, const struct tl_event *e, size_t *n
 		m->depth = e->depth;
 		return str_idx(b, e->name, &m->name);
 	}
+	case TL_OFFCPU: {
+		Profd__TraceWait *m = tr->waits[next[6]++];
+
+		profd__trace_wait__init(m);
+		m->start_ns = e->start;
+		m->end_ns = e->end;
+		m->pid = e->pid;
+		m->tid = e->tid;
+		return dump_tables__stack(b->t, e->stack, &m->stack);
+	}
 	}
 	return -EINVAL;
 }
@@ -291,8 +301,9 @@ static int fill_meta(struct trace_build *b)
 void dump__trace_free(Profd__Trace *t)
 {
 	void **arrays[] = {
-	    (void **)t->processes, (void **)t->threads, (void **)t->samples,   (void **)t->launches,
-	    (void **)t->kernels,   (void **)t->copies,	(void **)t->api_calls, (void **)t->nvtx,
+	    (void **)t->processes, (void **)t->threads, (void **)t->samples,
+	    (void **)t->launches,  (void **)t->kernels, (void **)t->copies,
+	    (void **)t->api_calls, (void **)t->nvtx,	(void **)t->waits,
 	};
 
 	if (!t)
@@ -310,8 +321,9 @@ void dump__trace_free(Profd__Trace *t)
 	t->copies = NULL;
 	t->api_calls = NULL;
 	t->nvtx = NULL;
+	t->waits = NULL;
 	t->n_processes = t->n_threads = t->n_samples = t->n_launches = 0;
-	t->n_kernels = t->n_copies = t->n_api_calls = t->n_nvtx = 0;
+	t->n_kernels = t->n_copies = t->n_api_calls = t->n_nvtx = t->n_waits = 0;
 	dump_tables__free_trace(t);
 	free(t);
 }
@@ -325,7 +337,8 @@ int dump__trace(struct store *s, const struct timeline *tl, const struct tl_even
 	struct tfilter f = {0};
 	struct tl_event *evs = NULL, e;
 	const struct tl_event **sel = NULL;
-	size_t nsel = 0, evs_cap = 0, nring = timeline__count(tl), counts[6] = {0}, next[6] = {0};
+	size_t nsel = 0, evs_cap = 0, nring = timeline__count(tl), counts[TL_NTYPES] = {0},
+	       next[TL_NTYPES] = {0};
 	uint64_t oldest = UINT64_MAX, newest = 0;
 	Profd__Trace *tr = NULL;
 	int err = 0;
@@ -393,7 +406,8 @@ int dump__trace(struct store *s, const struct timeline *tl, const struct tl_even
 	    (counts[3] && !msg_array((void ***)&tr->copies, counts[3], sizeof(Profd__TraceCopy))) ||
 	    (counts[4] &&
 	     !msg_array((void ***)&tr->api_calls, counts[4], sizeof(Profd__TraceApiCall))) ||
-	    (counts[5] && !msg_array((void ***)&tr->nvtx, counts[5], sizeof(Profd__TraceNvtx)))) {
+	    (counts[5] && !msg_array((void ***)&tr->nvtx, counts[5], sizeof(Profd__TraceNvtx))) ||
+	    (counts[6] && !msg_array((void ***)&tr->waits, counts[6], sizeof(Profd__TraceWait)))) {
 		err = -ENOMEM;
 		goto out;
 	}
@@ -403,6 +417,7 @@ int dump__trace(struct store *s, const struct timeline *tl, const struct tl_even
 	tr->n_copies = counts[3];
 	tr->n_api_calls = counts[4];
 	tr->n_nvtx = counts[5];
+	tr->n_waits = counts[6];
 	for (size_t i = 0; i < nsel && !err; i++) {
 		const struct tl_event *e = sel[i];
 

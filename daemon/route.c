@@ -4,8 +4,14 @@
 
 #include <errno.h>
 
-static int push(const struct route *r, enum tl_type type, uint64_t ts, uint32_t pid, uint32_t tid,
-		uint32_t uid, uint32_t stack, uint32_t corr)
+/*
+ * Waits shorter than this stay out of the trace ring: a thread waking 10,000 times a second
+ * would push the GPU's kernels out of it, and a trace viewer shows such waits as gaps anyway.
+ */
+#define TRACE_WAIT_MIN_NS 1000000ull
+
+static int push(const struct route *r, enum tl_type type, uint64_t ts, uint64_t end, uint32_t pid,
+		uint32_t tid, uint32_t uid, uint32_t stack, uint32_t corr)
 {
 	struct tl_event e = {
 	    .type = type,
@@ -15,7 +21,7 @@ static int push(const struct route *r, enum tl_type type, uint64_t ts, uint32_t 
 	    .stack = stack,
 	    .corr = corr,
 	    .start = ts,
-	    .end = ts,
+	    .end = end,
 	};
 
 	return r->timeline ? timeline__push(r->timeline, &e) : 0;
@@ -24,7 +30,7 @@ static int push(const struct route *r, enum tl_type type, uint64_t ts, uint32_t 
 int route__sample(const struct route *r, uint64_t ts, uint32_t pid, uint32_t tid, uint32_t uid,
 		  uint32_t stack)
 {
-	int err = push(r, TL_SAMPLE, ts, pid, tid, uid, stack, 0);
+	int err = push(r, TL_SAMPLE, ts, ts, pid, tid, uid, stack, 0);
 
 	if (err)
 		return err;
@@ -36,13 +42,15 @@ int route__sample(const struct route *r, uint64_t ts, uint32_t pid, uint32_t tid
 int route__wait(const struct route *r, uint64_t start, uint64_t end, uint32_t pid, uint32_t tid,
 		uint32_t uid, uint32_t stack)
 {
-	int err;
+	int err = 0;
 
-	(void)uid;
 	if (end <= start)
 		return 0;
-	err = store__add_span(r->store, start, end, pid, tid, stack, STORE_VALUE_OFFCPU_NS, NULL,
-			      NULL);
+	if (end - start >= TRACE_WAIT_MIN_NS)
+		err = push(r, TL_OFFCPU, start, end, pid, tid, uid, stack, 0);
+	if (!err)
+		err = store__add_span(r->store, start, end, pid, tid, stack, STORE_VALUE_OFFCPU_NS,
+				      NULL, NULL);
 	if (!err && gpu__holds(r->gpu, pid))
 		err = gpu__hold_wait(r->gpu, start, end, pid, tid, stack);
 	return err;
@@ -55,7 +63,7 @@ int route__launch(const struct route *r, uint64_t ts, uint32_t pid, uint32_t tid
 
 	if (corr && !r->gpu)
 		return -EINVAL;
-	err = push(r, TL_LAUNCH, ts, pid, tid, uid, stack, corr);
+	err = push(r, TL_LAUNCH, ts, ts, pid, tid, uid, stack, corr);
 	if (err)
 		return err;
 	if (!corr)

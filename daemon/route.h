@@ -8,8 +8,9 @@
  *                  STORE_VALUE_CPU_SAMPLES.
  *   USDT launch:   the timeline, then gpu__launch (joined with its kernel later).
  *   uprobe launch: the timeline, then the store's STORE_VALUE_UPROBE_LAUNCHES.
- *   off-CPU wait:  the store's STORE_VALUE_OFFCPU_NS over the buckets it spans; then, when
- *                  gpu__holds(pid), gpu__hold_wait for the part the GPU was idle.
+ *   off-CPU wait:  the timeline when 1 ms or longer; the store's STORE_VALUE_OFFCPU_NS over the
+ *                  buckets it spans; then, when gpu__holds(pid), gpu__hold_wait for the part
+ *                  the GPU was idle.
  *
  * Not thread-safe: the daemon's loop thread owns every part.
  */

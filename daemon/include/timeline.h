@@ -2,7 +2,8 @@
 /*
  * The timeline: bounded rings of raw events for trace dumps, written by ingest (CPU samples,
  * launch stacks) and the GPU module (kernels, copies, CUDA API calls, NVTX ranges), read by the
- * trace dump. Later sources (off-CPU intervals) append new event types.
+ * trace dump, and off-CPU waits of 1 ms or more (route.c). Later sources append new event
+ * types.
  *
  * CPU samples, the bulk of it, are kept in a compact ring of their own (24 bytes each against
  * 72 for a struct tl_event); every other event in the second ring. Each ring is in arrival
@@ -34,8 +35,9 @@ enum tl_type {
 	TL_COPY,       /* memcpy / memset: kind, bytes, device, stream */
 	TL_API,	       /* a CUDA API call of a thread: name */
 	TL_NVTX,       /* a closed NVTX range of a thread: depth, name */
+	TL_OFFCPU,     /* a wait off the CPU [start, end) of a thread: the stack it waited in */
 };
-#define TL_NTYPES 6
+#define TL_NTYPES 7
 
 struct tl_event {
 	uint8_t type; /* enum tl_type */

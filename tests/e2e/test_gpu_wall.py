@@ -8,6 +8,7 @@ records cover that wait exactly). CPU samples see neither wait; the wall-clock G
 charge load_data's sleep to the idle GPU and not wait_gpu's, and `profctl report` must say so.
 """
 import json
+import os
 import tempfile
 import time
 
@@ -17,6 +18,11 @@ require_root()
 LOAD_NS, WAIT_NS = 40_000_000, 20_000_000
 app = GpuApp(tempfile.mkdtemp(prefix="profd-gpu-wall-"), 6, "sleep")
 pid, sock = app.pid, app.sock
+
+
+def kernels_over(kernels, start, end):
+    """The kernels ((start, end) in us) that overlap [start, end)."""
+    return [k for k in kernels if k[0] < end and k[1] > start]
 
 
 def under(folded, fn):
@@ -73,6 +79,34 @@ try:
         check(r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
               and "--gpu-idle" in r.stderr,
               f"--gpu-idle with --value gpu is a usage error in one line ({r.stderr.strip()})")
+
+        # The trace: each wait a slice on its thread, beside the kernels it waited for.
+        tpath = os.path.join(os.path.dirname(app.out_path), "trace.json")
+        r = d.ctl("dump", "trace", "--pid", str(pid), "-o", tpath)
+        check(r.returncode == 0, f"dump trace exits 0 ({r.stderr.strip()})")
+        with open(tpath) as f:
+            ev = json.load(f)["traceEvents"]
+        waits = [e for e in ev if e.get("cat") == "off_cpu" and e["tid"] == pid]
+        in_load = [e for e in waits if "load_data" in e["args"]["stack"]]
+        in_wait = [e for e in waits if "wait_gpu" in e["args"]["stack"]]
+        check(rounds - 2 <= len(in_load) <= rounds and rounds - 2 <= len(in_wait) <= rounds,
+              f"the trace has each sleep as a slice ({len(in_load)} in load_data, "
+              f"{len(in_wait)} in wait_gpu, {rounds} rounds)")
+        check(all(e["ph"] == "X" and e["name"] == "off-cpu: sleep" and
+                  39000 <= e["dur"] <= 60000 for e in in_load),
+              "load_data's slices are 'off-cpu: sleep', 40 ms long")
+        kernels = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev
+                         if e.get("cat") == "kernel")
+        inside = 0
+        for e in in_wait:
+            near = kernels_over(kernels, e["ts"], e["ts"] + e["dur"])
+            # The step's two kernels run back to back over the whole wait (1 ms slack).
+            if near and min(a for a, _ in near) <= e["ts"] + 1000 and \
+                    max(b for _, b in near) >= e["ts"] + e["dur"] - 1000:
+                inside += 1
+        check(inside >= len(in_wait) - 2,
+              f"wait_gpu's slices lie under the kernels they waited for ({inside} of "
+              f"{len(in_wait)})")
 
         # The report: where the threads were while the GPU was idle.
         r = d.ctl("report", "--pid", str(pid))

@@ -280,6 +280,8 @@ struct trace_fixture {
 	Profd__TraceApiCall *api_ptrs[TX_NEVENT];
 	Profd__TraceNvtx nvtx[TX_NEVENT];
 	Profd__TraceNvtx *nvtx_ptrs[TX_NEVENT];
+	Profd__TraceWait waits[TX_NEVENT];
+	Profd__TraceWait *wait_ptrs[TX_NEVENT];
 };
 
 static inline void tx_sync(struct trace_fixture *tx)
@@ -311,6 +313,7 @@ static inline void tx_init(struct trace_fixture *tx, struct fixture *fx, uint64_
 	tx->t.copies = tx->copy_ptrs;
 	tx->t.api_calls = tx->api_ptrs;
 	tx->t.nvtx = tx->nvtx_ptrs;
+	tx->t.waits = tx->wait_ptrs;
 	tx->t.has_start_ns = tx->t.has_end_ns = 1;
 	tx->t.start_ns = start_ns;
 	tx->t.end_ns = end_ns;
@@ -328,6 +331,22 @@ static inline void tx_sample(struct trace_fixture *tx, uint64_t ts, uint32_t pid
 	tx->samples[i].tid = tid;
 	tx->samples[i].stack = stack;
 	tx->sample_ptrs[i] = &tx->samples[i];
+	tx_sync(tx);
+}
+
+/* A wait off the CPU [start, end) in stack. */
+static inline void tx_wait(struct trace_fixture *tx, uint64_t start, uint64_t end, uint32_t pid,
+			   uint32_t tid, uint32_t stack)
+{
+	size_t i = fx_slot(&tx->t.n_waits, TX_NEVENT, "trace waits");
+
+	profd__trace_wait__init(&tx->waits[i]);
+	tx->waits[i].start_ns = start;
+	tx->waits[i].end_ns = end;
+	tx->waits[i].pid = pid;
+	tx->waits[i].tid = tid;
+	tx->waits[i].stack = stack;
+	tx->wait_ptrs[i] = &tx->waits[i];
 	tx_sync(tx);
 }
 

@@ -883,6 +883,9 @@ static void test_trace(void)
 	add_nvtx(&b, 8500, 9500, TID2, 3, 0, true);
 	complete_until(&b, 9500);
 	CHECK_EQ_I(send(&f, &b), 0);
+	/* Waits: one of 2 ms is on the timeline, one of 0.5 ms is not. */
+	CHECK_EQ_I(t_wait(f.g, 9600, 9600 + 2000000, PID, TID2, st), 0);
+	CHECK_EQ_I(t_wait(f.g, 9700, 9700 + 500000, PID, TID, st), 0);
 
 	CHECK_EQ_I(t_trace(f.g, &q, &meta, &t), 0);
 	CHECK(t != NULL);
@@ -896,6 +899,13 @@ static void test_trace(void)
 	CHECK_EQ_U(t->n_copies, 1);
 	CHECK_EQ_U(t->n_api_calls, 1);
 	CHECK_EQ_U(t->n_nvtx, 2); /* the closed one and the one still open */
+	CHECK_EQ_U(t->n_waits, 1);
+	if (t->n_waits == 1) {
+		CHECK_EQ_U(t->waits[0]->start_ns, 9600);
+		CHECK_EQ_U(t->waits[0]->end_ns, 9600 + 2000000);
+		CHECK_EQ_U(t->waits[0]->tid, TID2);
+		CHECK(t->waits[0]->stack < t->n_stacks);
+	}
 	CHECK_EQ_U(t->samples[0]->ts_ns, 3000);
 	CHECK_EQ_U(t->samples[1]->ts_ns, 9000);
 	CHECK_EQ_U(t->launches[0]->ts_ns, 2000);

@@ -11,7 +11,8 @@
  *                      corr 7 with its launch at 1510; cudaLaunchKernel [3000, 3010) corr 8
  *                      (a graph) with its launch at 3005; a launch at 7900 corr 10 without a
  *                      traced call; a CPU sample at 1000.
- *   tid 101 "loader": CPU samples at 2000 and 4000 in load_batch.
+ *   tid 101 "loader": CPU samples at 2000 and 4000 in load_batch, and a wait off the CPU in a
+ *                     futex between them [2100, 3900).
  *   GPU 0: HtoD copy [1000, 1400) corr 6 stream 7; sgemm [1600, 3600) corr 7 stream 7;
  *          relu [3700, 4000) corr 8 stream 7; add<float> [3700, 3800) corr 8 stream 13;
  *          a kernel with a hostile name [8000, 8100) corr 10 stream 7.
@@ -46,6 +47,10 @@ static void build(struct fixture *fx, struct trace_fixture *tx)
 	uint32_t s_launch = fx_stack(fx, 3, (uint32_t[]){mn, train, launch});
 	uint32_t s_cpu = fx_stack(fx, 2, (uint32_t[]){mn, train});
 	uint32_t s_load = fx_stack(fx, 2, (uint32_t[]){mn, load});
+	uint32_t s_wait = fx_stack(
+	    fx, 4,
+	    (uint32_t[]){fx_frame(fx, PROFD__FRAME_KIND__FRAME_STATE, "[off-cpu: futex]"), mn, load,
+			 fx_frame(fx, PROFD__FRAME_KIND__FRAME_KERNEL, "futex_wait")});
 
 	tx_init(tx, fx, T, US(10000));
 	tx_nvtx(tx, US(0), US(10000), 100, 100, "epoch", 0);
@@ -59,6 +64,7 @@ static void build(struct fixture *fx, struct trace_fixture *tx)
 	tx_launch(tx, US(7900), 100, 100, s_launch, 10);
 	tx_sample(tx, US(4000), 100, 101, s_load);
 	tx_sample(tx, US(2000), 100, 101, s_load);
+	tx_wait(tx, US(2100), US(3900), 100, 101, s_wait);
 	tx_sample(tx, US(1000), 100, 100, s_cpu);
 	tx_copy(tx, US(1000), US(1400), 100, 6, PROFD__GPU_COPY_KIND__GPU_COPY_HTOD, 1048576, 0, 7);
 	tx_kernel(tx, US(1600), US(3600), 100, 7, "sgemm", 0, 7);
@@ -113,7 +119,7 @@ static void test_events(void)
 
 	build(&fx, &tx);
 	CHECK_EQ_I(trace_check(&tx.t, why, sizeof(why)), 0);
-	CHECK_EQ_U(trace_n_events(&tx.t), 18);
+	CHECK_EQ_U(trace_n_events(&tx.t), 19);
 	out = render(&tx.t, &len);
 	CHECK(out != NULL);
 	if (!out)
@@ -170,6 +176,12 @@ static void test_events(void)
 			      "\"main\"]}}"),
 		   1);
 	CHECK_EQ_U(count(out, "\"cat\": \"cpu_sample\""), 3);
+	/* A wait: a slice on its thread named by its state, its stack leaf first. */
+	CHECK_EQ_U(count(out, "{\"ph\": \"X\", \"pid\": 100, \"tid\": 101, \"ts\": "
+			      "1000002100.000, \"dur\": 1800.000, \"name\": \"off-cpu: futex\", "
+			      "\"cat\": \"off_cpu\", \"args\": {\"stack\": [\"futex_wait_[k]\", "
+			      "\"load_batch (data.py:10)\", \"main\", \"[off-cpu: futex]\"]}}"),
+		   1);
 	/* Flows: one per (launch, kernel), ids 1..4; the graph launch fans out to two. */
 	CHECK_EQ_U(count(out, "{\"ph\": \"s\", \"pid\": 100, \"tid\": 100, \"ts\": 1000001510.000, "
 			      "\"id\": 1, \"name\": \"launch\", \"cat\": \"launch\"}"),
@@ -241,8 +253,8 @@ static void test_parse_back(void)
 			line[0] = '\0';
 		rc = pclose(p);
 		CHECK_EQ_I(rc, 0);
-		/* 3 process names, 3 sort indices, 5 thread names; 15 slices, 3 samples. */
-		CHECK_STREQ(line, "{\"M\": 11, \"X\": 15, \"f\": 4, \"i\": 3, \"s\": 4}\n");
+		/* 3 process names, 3 sort indices, 5 thread names; 16 slices, 3 samples. */
+		CHECK_STREQ(line, "{\"M\": 11, \"X\": 16, \"f\": 4, \"i\": 3, \"s\": 4}\n");
 	}
 	unlink(path);
 	free(out);
@@ -274,11 +286,19 @@ static void test_check(void)
 	build(&fx, &tx);
 	tx.kernels[0].name = 999;
 	CHECK_EQ_I(trace_check(&tx.t, why, sizeof(why)), -EPROTO);
-	CHECK_STREQ(why, "an event names a string past the 19 in the table");
+	CHECK_STREQ(why, "an event names a string past the 21 in the table");
 	build(&fx, &tx);
-	tx.launches[1].stack = 3;
+	tx.launches[1].stack = 4;
 	CHECK_EQ_I(trace_check(&tx.t, why, sizeof(why)), -EPROTO);
-	CHECK_STREQ(why, "launch 1 names stack 3 of 3");
+	CHECK_STREQ(why, "launch 1 names stack 4 of 4");
+	build(&fx, &tx);
+	tx.waits[0].stack = 4;
+	CHECK_EQ_I(trace_check(&tx.t, why, sizeof(why)), -EPROTO);
+	CHECK_STREQ(why, "wait 0 names stack 4 of 4");
+	build(&fx, &tx);
+	tx.waits[0].end_ns = tx.waits[0].start_ns - 1;
+	CHECK_EQ_I(trace_check(&tx.t, why, sizeof(why)), -EPROTO);
+	CHECK_STREQ(why, "an event ends before it starts");
 	build(&fx, &tx);
 	tx.api[0].end_ns = tx.api[0].start_ns - 1;
 	CHECK_EQ_I(trace_check(&tx.t, why, sizeof(why)), -EPROTO);
