@@ -9,8 +9,12 @@ programs' cost lands, and less sensitive than elapsed time to other load on a sh
 of the machine's context switches per second (/proc/stat ctxt) and of the daemon's CPU time
 during the run.
 
+With --against DIR, "off-cpu then" runs DIR's profd --off-cpu (another build, say of the
+commit before a change) in the same interleaved rounds, so a change's effect is measured side
+by side on a noisy machine.
+
 Usage: sudo bench/offcpu.py [--rounds 5] [--pairs 1] [--count 100000] [--cpu 0]
-                            [--build build] [--min 1us]
+                            [--build build] [--min 1us] [--against DIR]
 """
 import argparse
 import os
@@ -32,7 +36,7 @@ def ctxt():
     return 0
 
 
-def run(profd, fixture, mode, pairs, count, cpu, tmp):
+def run(profd, fixture, mode, pairs, count, cpu, tmp, against=None):
     go = os.path.join(tmp, "go")
     if os.path.exists(go):
         os.unlink(go)
@@ -42,11 +46,13 @@ def run(profd, fixture, mode, pairs, count, cpu, tmp):
            'wait')
     parent = subprocess.Popen(["bash", "-c", cmd], stdout=subprocess.PIPE, text=True)
     pd = None
+    if mode == "off-cpu then":
+        profd = os.path.join(against, "bin", "profd")
     if mode != "none":
         args = [profd, "--pid", str(parent.pid), "--socket", os.path.join(tmp, "s"), "-q"]
         if mode.startswith("off-cpu"):
             args.append("--off-cpu")
-        if mode.startswith("off-cpu "):
+        if mode.startswith("off-cpu ") and mode != "off-cpu then":
             args += ["--off-cpu-min", mode.split()[1]]
         pd = subprocess.Popen(args)
         time.sleep(2.0)
@@ -79,15 +85,18 @@ def main():
                     "one, and the threads' placement does not change the figures)")
     ap.add_argument("--min", default=None, help="also measure --off-cpu-min MIN")
     ap.add_argument("--build", default=os.path.join(os.path.dirname(__file__), "..", "build"))
+    ap.add_argument("--against", default=None,
+                    help="another build directory whose profd --off-cpu runs beside this one's")
     a = ap.parse_args()
     profd = os.path.join(a.build, "bin", "profd")
     fixture = os.path.join(a.build, "tests", "fixtures", "offcpu")
     tmp = tempfile.mkdtemp(prefix="profd-offcpu-")
-    modes = ["none", "cpu-only", "off-cpu"] + ([f"off-cpu {a.min}"] if a.min else [])
+    modes = ["none", "cpu-only", "off-cpu"] + ([f"off-cpu {a.min}"] if a.min else []) + \
+        (["off-cpu then"] if a.against else [])
     res = {m: [] for m in modes}
     for r in range(a.rounds):
         for m in modes:
-            res[m].append(run(profd, fixture, m, a.pairs, a.count, a.cpu, tmp))
+            res[m].append(run(profd, fixture, m, a.pairs, a.count, a.cpu, tmp, a.against))
             s, x, dc, cpu = res[m][-1]
             print(f"round {r + 1} {m:>14}: {s:.3f} s, CPU {cpu:.3f} s, {x / 1000:.0f}k switches/s"
                   + (f", daemon {dc} ms CPU" if dc is not None else ""), flush=True)

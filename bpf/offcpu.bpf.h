@@ -42,6 +42,19 @@ struct {
 	__type(value, struct offcpu_task);
 } offcpu_tasks SEC(".maps");
 
+/*
+ * The thread on this CPU with a long wait pending, switched in last; 0: none. The system call
+ * return hook runs for every call of the machine, and this spares all but that thread's the
+ * task storage look-up. It cannot miss: from its switch-in to its call's return the thread
+ * stays on this CPU unless it is switched out, and a switch-out sends what is pending.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} offcpu_pending_tid SEC(".maps");
+
 /* Where a long wait's record is put together; one per CPU: neither program nests in itself. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -184,11 +197,20 @@ static __always_inline void offcpu_out(void *ctx, struct task_struct *prev, bool
 	__u32 tgid = prev->tgid, tid = prev->pid;
 	struct offcpu_task *st;
 
-	if (tid == 0 || (prev->flags & PF_KTHREAD_FLAG) || (kstate & KSTATE_DEAD) || !wanted(tgid))
+	if (tid == 0 || (prev->flags & PF_KTHREAD_FLAG) || (kstate & KSTATE_DEAD))
 		return;
-	st = bpf_task_storage_get(&offcpu_tasks, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!st)
-		return;
+	/*
+	 * A task with storage was wanted when it got it, and a process leaves the targets only
+	 * as it exits: one look-up per switch, not the target map's too.
+	 */
+	st = bpf_task_storage_get(&offcpu_tasks, prev, 0, 0);
+	if (!st) {
+		if (!wanted(tgid))
+			return;
+		st = bpf_task_storage_get(&offcpu_tasks, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!st)
+			return;
+	}
 	/* Woken, then waiting again inside the same system call: send the first wait now. */
 	if (st->pending_ns) {
 		count(PROFD_CNT_OFFCPU_UNSENT);
@@ -281,6 +303,7 @@ static __always_inline void offcpu_send_preempted(struct offcpu_task *st, struct
 static __always_inline void offcpu_in(struct task_struct *next, __u64 now)
 {
 	struct offcpu_task *st;
+	__u32 zero = 0, *hint;
 	__u64 d;
 	long kn;
 
@@ -302,6 +325,9 @@ static __always_inline void offcpu_in(struct task_struct *next, __u64 now)
 		st->pending_nk = kn / 8;
 		st->pending_ns = d;
 		st->pending_state = st->state;
+		hint = bpf_map_lookup_elem(&offcpu_pending_tid, &zero);
+		if (hint)
+			*hint = next->pid;
 		return;
 	}
 	if (!st->agg_count)
@@ -331,11 +357,15 @@ int BPF_PROG(profd_switch, bool preempt, struct task_struct *prev, struct task_s
 SEC("tp_btf/sys_exit")
 int BPF_PROG(profd_sys_exit, struct pt_regs *regs, long ret)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
 	__u64 id = bpf_get_current_pid_tgid();
 	struct offcpu_task *st;
+	__u32 zero = 0, *hint;
 
-	st = bpf_task_storage_get(&offcpu_tasks, task, 0, 0);
+	hint = bpf_map_lookup_elem(&offcpu_pending_tid, &zero);
+	if (!hint || *hint != (__u32)id)
+		return 0;
+	*hint = 0;
+	st = bpf_task_storage_get(&offcpu_tasks, bpf_get_current_task_btf(), 0, 0);
 	if (st && st->pending_ns)
 		offcpu_send_pending(ctx, st, id >> 32, (__u32)id);
 	return 0;
