@@ -8,7 +8,8 @@
  * stack did not change while it was away) and its user and Python stacks read by the thread
  * itself as its system call returns (tp_btf/sys_exit), exactly as the CPU sampler reads them:
  * so a context switch costs two task storage lookups, and only long waits pay for stacks. A
- * preempted thread (no system call to return from) has its user stacks read as it leaves.
+ * thread that leaves the CPU outside a system call (preempted in its own code, or waiting in a
+ * page fault) has no call to return from: its user stacks are read as it leaves.
  * Task storage: the thread comes back on any CPU, and the storage lives and dies with the task.
  * The programs are loaded only with --off-cpu: without it nothing runs on a context switch.
  */
@@ -169,13 +170,13 @@ static __always_inline void offcpu_send_pending(void *ctx, struct offcpu_task *s
 }
 
 /*
- * Whether a preempted task was running its own code (an interrupt preempted it), not inside a
- * system call: a thread woken by the one that runs is often preempted as its call returns, a
- * hundred thousand times a second in a ping-pong, and the partner runs for microseconds. Those
- * waits are charged with their kernel stack alone; reading a user stack each time would cost
- * more than they are worth.
+ * Whether a task leaves the CPU outside a system call: preempted in its own code (an interrupt
+ * preempted it), or waiting in a page fault. A thread woken by the one that runs is often
+ * preempted as its call returns, a hundred thousand times a second in a ping-pong, and the
+ * partner runs for microseconds: those waits, inside a call, are charged with their kernel stack
+ * alone; reading a user stack each time would cost more than they are worth.
  */
-static __always_inline bool preempted_in_user(struct task_struct *task)
+static __always_inline bool outside_syscall(struct task_struct *task)
 {
 #if defined(__TARGET_ARCH_x86)
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
@@ -187,9 +188,11 @@ static __always_inline bool preempted_in_user(struct task_struct *task)
 }
 
 /*
- * prev leaves the CPU: note when and how. A preempted thread has its user and Python stacks read
- * now (it will not come back through a system call's return); a thread that waits in a system
- * call has them read as the call returns (profd_sys_exit), and only if the wait was long.
+ * prev leaves the CPU: note when and how. A thread outside a system call (preempted in its own
+ * code, or waiting in a page fault) has its user and Python stacks read now: it will not come
+ * back through a system call's return, and reading them later would find whatever it ran next.
+ * A thread that waits in a system call has them read as the call returns (profd_sys_exit), and
+ * only if the wait was long.
  */
 static __always_inline void offcpu_out(void *ctx, struct task_struct *prev, bool preempt,
 				       unsigned int kstate, __u64 now)
@@ -218,7 +221,7 @@ static __always_inline void offcpu_out(void *ctx, struct task_struct *prev, bool
 	}
 	st->state = offcpu_state(preempt, kstate);
 	st->rec.hdr.size = 0;
-	if (st->state == PROFD_TASK_RUNNING && preempted_in_user(prev)) {
+	if (outside_syscall(prev)) {
 		fill_ident(&st->rec, PROFD_REC_OFFCPU, tgid, tid);
 		fill_user(ctx, &st->rec, 0, SLOT_SWITCH);
 	}
@@ -253,9 +256,12 @@ static __always_inline void offcpu_flush(struct offcpu_task *st, struct task_str
 	st->agg_since = 0;
 }
 
-/* A preempted thread comes back after d ns: its kernel stack now, its user part from storage. */
-static __always_inline void offcpu_send_preempted(struct offcpu_task *st, struct task_struct *next,
-						  __u64 d)
+/*
+ * A thread preempted, or that waited outside a system call, comes back after d ns: its kernel
+ * stack now, its user part from storage.
+ */
+static __always_inline void offcpu_send_now(struct offcpu_task *st, struct task_struct *next,
+					    __u64 d)
 {
 	struct profd_offcpu_rec *out;
 	__u32 slot = 1;
@@ -292,7 +298,7 @@ static __always_inline void offcpu_send_preempted(struct offcpu_task *st, struct
 	if (ubytes && bpf_probe_read_kernel(&out->sample.ips[kn], ubytes & 4095, st->rec.ips))
 		return;
 	out->sample.nr_kernel = kn;
-	offcpu_send(out, PROFD_SAMPLE_HDR_SIZE + 8 * kn + ubytes, d, PROFD_TASK_RUNNING);
+	offcpu_send(out, PROFD_SAMPLE_HDR_SIZE + 8 * kn + ubytes, d, st->state);
 }
 
 /*
@@ -313,8 +319,9 @@ static __always_inline void offcpu_in(struct task_struct *next, __u64 now)
 	d = now > st->out_ns ? now - st->out_ns : 0;
 	st->out_ns = 0;
 	if (d >= off_cpu_min_ns) {
-		if (st->state == PROFD_TASK_RUNNING) {
-			offcpu_send_preempted(st, next, d);
+		/* The user part read as it left, or (preempted in a call) none to read. */
+		if (st->state == PROFD_TASK_RUNNING || st->rec.hdr.size) {
+			offcpu_send_now(st, next, d);
 			return;
 		}
 		kn = bpf_get_task_stack(next, st->kips, sizeof(st->kips), 0);

@@ -2,10 +2,13 @@
 # profd --off-cpu on fixtures with known answers: a thread that sleeps 70% and burns 30% of its
 # time (off-CPU and wall-clock shares within 5 points of what the fixture measured itself, the
 # sleep under sleep_part as [off-cpu: sleep]); two threads in a pipe ping-pong (both waits under
-# their own read function, with the kernel's pipe_read and [off-cpu: pipe]); the status
-# counters; and the option's validation.
+# their own read function, with the kernel's pipe_read and [off-cpu: pipe]); a thread that waits
+# in page faults, not system calls (its waits under the function that faulted, never under the
+# system call it made next); the status counters; and the option's validation.
+import os
 import re
 import subprocess
+import tempfile
 import time
 from profd_e2e import *
 
@@ -167,4 +170,36 @@ for comm, fn in [("ping", "ping_wait"), ("pong", "pong_wait")]:
     check(t > 0, f"{comm} has off-CPU time")
     check(inpipe >= 0.5 * t, f"{comm}: most off-CPU time is in {fn} -> pipe_read as "
           f"[off-cpu: pipe] ({inpipe} of {t})")
+
+# Page faults: a wait outside a system call is charged where the thread faulted. Its user
+# stack is read as it leaves the CPU; read at its next system call's return it would name
+# munmap or fadvise (what the fixture calls after touching the pages) under a fault's kernel
+# stack.
+with tempfile.NamedTemporaryFile(dir="/var/tmp", prefix="profd-fault-") as data:
+    data.write(os.urandom(16 << 20))
+    data.flush()
+    fx = subprocess.Popen([fixture("offcpu"), "faultwait", data.name, "3"],
+                          stdout=subprocess.PIPE, text=True)
+    try:
+        with Daemon("--pid", str(fx.pid), "--off-cpu") as d:
+            out, _ = fx.communicate(timeout=40)
+            time.sleep(0.5)
+            off = d.folded("--pid", str(fx.pid), "--value", "off-cpu", "--thread-state")
+    finally:
+        if fx.poll() is None:
+            fx.kill()
+log(out)
+faults = {s: c for s, c in off.items() if "asm_exc_page_fault_[k]" in s.split(";")}
+show(faults)
+where = {}
+for s, c in faults.items():
+    fr = s.split(";")
+    user = fr[fr.index("asm_exc_page_fault_[k]") - 1]
+    where[user] = where.get(user, 0) + c
+t = sum(faults.values())
+check(t >= 50_000_000, f"the fixture waited in page faults ({t / 1e6:.0f} ms)")
+check(set(where) == {"touch_pages"},
+      f"every page-fault wait is under touch_pages, where it faulted ({where})")
+check(sum(c for s, c in faults.items() if s.startswith("[off-cpu: disk]")) >= 0.5 * t,
+      "most of it is [off-cpu: disk]")
 log("PASS")
