@@ -13,6 +13,8 @@ if not shutil.which("systemd-analyze"):
     skip("systemd-analyze is not installed (scripts/install-deps installs it)")
 text = open(src).read()
 check("Type=notify" in text and "NoNewPrivileges=yes" in text, "unit is Type=notify, hardened")
+check("EnvironmentFile=-/etc/default/profd" in text and " $PROFD_OPTIONS" in text,
+      "options come from /etc/default/profd (PROFD_OPTIONS), optional")
 tmp = tempfile.mkdtemp()
 unit = os.path.join(tmp, "profd.service")
 with open(unit, "w") as f:
