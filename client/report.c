@@ -173,10 +173,15 @@ static void site_name(const Profd__Profile *p, const Profd__Stack *st, char *buf
 		snprintf(buf, len, "%s", SITE_UNKNOWN);
 }
 
-/* "leaf <- caller <- ...": the first IDLE_DEPTH frames of st that are not NVTX labels. */
+/*
+ * "leaf <- caller <- ...": the first IDLE_DEPTH frames of st that are not NVTX labels or states,
+ * and of the kernel frames only the innermost (a wait's futex_wait_[k]: the system call's path
+ * to it would take the room the caller's lines need).
+ */
 static void idle_name(const Profd__Profile *p, const Profd__Stack *st, char *buf, size_t len)
 {
 	size_t pos = 0, shown = 0;
+	bool kernel_shown = false;
 	char name[512];
 
 	buf[0] = '\0';
@@ -186,6 +191,11 @@ static void idle_name(const Profd__Profile *p, const Profd__Stack *st, char *buf
 		if (f->kind == PROFD__FRAME_KIND__FRAME_NVTX ||
 		    f->kind == PROFD__FRAME_KIND__FRAME_STATE)
 			continue;
+		if (f->kind == PROFD__FRAME_KIND__FRAME_KERNEL) {
+			if (kernel_shown)
+				continue;
+			kernel_shown = true;
+		}
 		if (shown == IDLE_DEPTH) {
 			snprintf(buf + pos, len - pos, " <- ...");
 			return;
