@@ -8,7 +8,8 @@
 #    call): their samples run without it (> 90%), and the hash's and memset's native frames
 #    are in the profile, under the Python caller;
 #  - `profctl dump stacks` of a process with one thread burning and three blocked: the burner,
-#    and only it, holds the GIL, in the text and the JSON; the blocked ones do not.
+#    and only it, holds the GIL, in the text and the JSON (a dump that falls in a handoff shows
+#    no holder; 3 of at most 10 must show the burner); the blocked ones never do.
 import json
 import os
 import re
@@ -160,27 +161,42 @@ def parse_dump(text):
 
 
 def check_dump(d, label, exe, program):
+    """
+    A dump is an instant: the burner drops the GIL when another thread asks for it (an
+    interpreter's own threads do, now and then), and a dump can fall in that handoff, with the
+    burner waiting for it. So: up to 10 dumps until 3 show the burner holding the GIL, none of
+    them naming another holder or a blocked thread holding it.
+    """
     p = start(exe, program, "dump")
     try:
-        for i in range(3):
+        held = 0
+        for i in range(10):
             r = d.ctl("dump", "stacks", "--pid", str(p.pid))
             check(r.returncode == 0, f"{label}: dump stacks exits 0 ({r.stderr})")
             threads = parse_dump(r.stdout)
             holders = [n for n, g in threads.values() if g == "holds the GIL"]
             if i == 0 or holders != ["py-burner"]:
                 log(f"{label}:\n{r.stdout}")
-            check(holders == ["py-burner"], f"{label}: the burner, and only it, holds the GIL "
-                  f"({holders})")
+            check(holders in (["py-burner"], []),
+                  f"{label}: no thread but the burner holds the GIL ({holders})")
             blocked = [g for n, g in threads.values() if n == "py-blocked"]
             check(len(blocked) == 3 and all(g == "does not hold the GIL" for g in blocked),
                   f"{label}: the blocked threads do not hold the GIL ({blocked})")
-        r = d.ctl("dump", "stacks", "--pid", str(p.pid), "--json")
-        check(r.returncode == 0, f"{label}: dump stacks --json exits 0 ({r.stderr})")
-        doc = json.loads(r.stdout)
-        gil = {t["name"]: t.get("gil") for t in doc["threads"]}
-        check(gil.get("py-burner") == "held", f"{label}: JSON: the burner's gil is held ({gil})")
-        check(all(t.get("gil") == "not held" for t in doc["threads"] if t["name"] ==
-                  "py-blocked"), f"{label}: JSON: the blocked threads' gil is not held")
+            held += holders == ["py-burner"]
+            if held == 3:
+                break
+        check(held == 3, f"{label}: the burner holds the GIL in 3 dumps of {i + 1}")
+        for i in range(10):
+            r = d.ctl("dump", "stacks", "--pid", str(p.pid), "--json")
+            check(r.returncode == 0, f"{label}: dump stacks --json exits 0 ({r.stderr})")
+            doc = json.loads(r.stdout)
+            gil = {t["name"]: t.get("gil") for t in doc["threads"]}
+            check(all(t.get("gil") == "not held" for t in doc["threads"] if t["name"] ==
+                      "py-blocked"), f"{label}: JSON: the blocked threads' gil is not held")
+            if gil.get("py-burner") == "held":
+                break
+        check(gil.get("py-burner") == "held",
+              f"{label}: JSON: the burner's gil is held in a dump of {i + 1} ({gil})")
     finally:
         stop(p)
 
