@@ -609,12 +609,8 @@ static int write_event(struct tw *w, const struct ev *e)
 	}
 	case EV_WAIT: {
 		const Profd__TraceWait *wt = t->waits[e->idx];
-		const Profd__Stack *st = t->stacks[wt->stack];
-		const Profd__Frame *root =
-		    st->n_frames ? t->frames[st->frames[st->n_frames - 1]] : NULL;
-		const char *state =
-		    root && root->kind == PROFD__FRAME_KIND__FRAME_STATE ? tstr(w, root->name) : "";
-		size_t len = strlen(state);
+		const char *state = profile_stack_state(&w->view, t->stacks[wt->stack]);
+		size_t len = state ? strlen(state) : 0;
 		char name[128];
 
 		/* "[off-cpu: futex]" names the slice "off-cpu: futex". */

@@ -74,6 +74,14 @@ const char *profile_string(const Profd__Profile *p, uint32_t idx)
 	return p->strings[idx];
 }
 
+const char *profile_stack_state(const Profd__Profile *p, const Profd__Stack *st)
+{
+	const Profd__Frame *root = st->n_frames ? p->frames[st->frames[st->n_frames - 1]] : NULL;
+
+	return root && root->kind == PROFD__FRAME_KIND__FRAME_STATE ? profile_string(p, root->name)
+								    : NULL;
+}
+
 static const char *base_name(const char *path)
 {
 	const char *slash = strrchr(path, '/');

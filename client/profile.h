@@ -35,6 +35,11 @@ size_t profile_frame_name(const Profd__Profile *p, const Profd__Frame *f, char *
  * ("[unknown] (MODULE)"), so every line or address of one function counts together.
  */
 size_t profile_function_name(const Profd__Profile *p, const Profd__Frame *f, char *buf, size_t len);
+/*
+ * The thread state a stack carries as its root frame ("[off-cpu: futex]", "[running]"), or NULL
+ * when its root frame is not a state. Owned by p.
+ */
+const char *profile_stack_state(const Profd__Profile *p, const Profd__Stack *st);
 /* The name of process pid from p->processes, or NULL when p does not list it. Owned by p. */
 const char *profile_process_name(const Profd__Profile *p, uint32_t pid);
 /* The name (comm) of thread tid of pid from p->threads, or NULL when p does not list it. */

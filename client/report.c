@@ -257,12 +257,10 @@ static int from_profile(struct report *r, const Profd__Profile *p)
 		if (r->has_off_cpu && !err) {
 			uint64_t off = (size_t)oi < s->n_values ? s->values[oi] : 0;
 			uint64_t wall = sat_add(sat_mul(cpu, period), off);
-			const Profd__Frame *root =
-			    st->n_frames ? p->frames[st->frames[st->n_frames - 1]] : NULL;
-			const char *state = root && root->kind == PROFD__FRAME_KIND__FRAME_STATE
-						? profile_string(p, root->name)
-						: "[unknown state]";
+			const char *state = profile_stack_state(p, st);
 
+			if (!state)
+				state = "[unknown state]";
 			r->wall_ns = sat_add(r->wall_ns, wall);
 			r->off_cpu_ns = sat_add(r->off_cpu_ns, off);
 			if (wall)

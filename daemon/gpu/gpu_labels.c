@@ -363,7 +363,11 @@ int gpu_busy_add(struct gpu *g, struct gpu_proc *p, uint64_t start, uint64_t end
 	return 0;
 }
 
-bool gpu_busy_at(struct gpu *g, struct gpu_proc *p, uint64_t ts)
+/*
+ * Index of the first busy interval of p that ends after t (p->nbusy if none), sorting the late
+ * ones in first. Sorted by start and disjoint, the intervals are sorted by end too.
+ */
+static size_t busy_ending_after(struct gpu_proc *p, uint64_t t)
 {
 	size_t lo = 0, hi;
 
@@ -372,38 +376,33 @@ bool gpu_busy_at(struct gpu *g, struct gpu_proc *p, uint64_t ts)
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (p->busy[mid].start <= ts)
+		if (p->busy[mid].end <= t)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return lo > 0 && ts < p->busy[lo - 1].end;
+	return lo;
+}
+
+bool gpu_busy_at(struct gpu *g, struct gpu_proc *p, uint64_t ts)
+{
+	size_t i = busy_ending_after(p, ts);
+
+	(void)g;
+	return i < p->nbusy && p->busy[i].start <= ts;
 }
 
 uint64_t gpu_idle_ns(struct gpu *g, struct gpu_proc *p, uint64_t a, uint64_t b)
 {
-	uint64_t idle, t;
-	size_t lo = 0, hi;
+	uint64_t idle = 0, t;
 
 	(void)g;
 	if (a < p->busy_from)
 		a = p->busy_from;
 	if (a >= b)
 		return 0;
-	busy_normalize(p);
-	/* The first interval that ends after a: sorted by start and disjoint, so by end too. */
-	hi = p->nbusy;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (p->busy[mid].end <= a)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	idle = 0;
 	t = a;
-	for (size_t i = lo; i < p->nbusy && p->busy[i].start < b; i++) {
+	for (size_t i = busy_ending_after(p, a); i < p->nbusy && p->busy[i].start < b; i++) {
 		if (p->busy[i].start > t)
 			idle += p->busy[i].start - t;
 		if (p->busy[i].end > t)
