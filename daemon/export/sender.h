@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Delivery of encoded requests to one backend endpoint: a spool directory that survives restarts,
+ * and a worker thread that sends the spool oldest first over HTTP (libcurl), retrying as the
+ * backend asks. The daemon's loop only hands bodies over (sender__submit), which never blocks on
+ * the disk or the network.
+ *
+ * Per request: written to the spool first (temp file, fsync, rename; a spool that cannot be
+ * written keeps the request in memory, bounded, and counts spool_errors), sent oldest first,
+ * deleted on a 2xx. Network errors, 429, 502, 503, 504: retried after Retry-After when the reply
+ * has one, else exponential backoff with jitter from 1 s to 5 min. 413: the request is split in
+ * two with opts.split and both halves replace it (a request that cannot be split is
+ * quarantined). Other 4xx (400): moved to the quarantine folder with the reply beside it, the
+ * rest goes on. 401/403: the spool is kept, the sender waits (backoff) and logs an error each
+ * time. A spool over max_bytes drops its oldest request (dropped); a request older than max_age
+ * is dropped unsent (expired).
+ */
+#ifndef PROFD_EXPORT_SENDER_H
+#define PROFD_EXPORT_SENDER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct sender_opts {
+	const char *name;	      /* "pyroscope" or "otlp": logs, status, the spool subfolder */
+	const char *url;	      /* the full endpoint URL, path included */
+	const char *content_type;     /* "application/proto", "application/x-protobuf" */
+	const char *content_encoding; /* NULL, or "gzip" when bodies are gzip-compressed */
+	const char *spool_dir;	      /* this sender's folder (created 0700 with parents) */
+	uint64_t max_bytes;	      /* spool cap; 0: 1 GiB */
+	uint64_t max_age_ns;	      /* older requests expire; 0: 1 h */
+	uint64_t timeout_ns;	      /* per request; 0: 30 s */
+	const char *ca_file;	      /* NULL: the system CAs */
+	const char *cert_file;	      /* client certificate (PEM) for mTLS; NULL: none */
+	const char *key_file;
+	const char *bearer_token_file; /* "Authorization: Bearer <file's first line>" */
+	const char *basic_auth_file;   /* one line "user:password" */
+	const char *const *headers;    /* extra "Name: value" lines (X-Scope-OrgID) */
+	size_t nheaders;
+	/*
+	 * Split a request the backend refused as too large (413) into two smaller ones: returns 0
+	 * and *a, *b (malloc'd, the sender frees them), or a negative errno when it cannot be split
+	 * (one series alone). NULL: never split.
+	 */
+	int (*split)(const uint8_t *body, size_t len, uint8_t **a, size_t *alen, uint8_t **b,
+		     size_t *blen);
+	/*
+	 * How many samples a request carries (for the samples_* counters); NULL: 0. Called on
+	 * the worker thread.
+	 */
+	uint64_t (*count)(const uint8_t *body, size_t len);
+};
+
+struct sender_stats {
+	uint64_t requests_sent;	   /* answered 2xx */
+	uint64_t requests_retried; /* attempts that failed and will be tried again */
+	uint64_t requests_dropped; /* spool over its cap, or memory queue full */
+	uint64_t requests_expired; /* older than max_age, never sent */
+	uint64_t requests_quarantined;
+	uint64_t requests_split; /* 413s that split a request */
+	uint64_t samples_sent;	 /* opts.count of the requests answered 2xx */
+	uint64_t bytes_sent;	 /* bodies answered 2xx */
+	uint64_t spool_errors;	 /* spool writes that failed (disk full): kept in memory */
+	uint64_t spool_bytes;	 /* spooled and not sent yet, memory queue included */
+	uint64_t spool_requests;
+	uint64_t oldest_ns;	  /* CLOCK_REALTIME creation of the oldest unsent; 0: none */
+	uint64_t last_success_ns; /* CLOCK_REALTIME; 0: never */
+	uint64_t last_error_ns;	  /* CLOCK_REALTIME; 0: never */
+	char last_error[256];	  /* one line: "HTTP 503 (retry in 4 s)", "connect: ..." */
+	bool auth_failing;	  /* the last answer was 401/403 */
+};
+
+struct sender;
+
+/*
+ * Start a sender: creates the spool folder, takes up the requests a previous run left there
+ * (oldest first) and starts the worker thread. Returns the sender or NULL with errno set (and
+ * one logged line saying why: folder not writable, unreadable token file, ...).
+ */
+struct sender *sender__new(const struct sender_opts *opts);
+/*
+ * Queue a request. Takes ownership of body (malloc'd) in every case. created_ns is its
+ * CLOCK_REALTIME creation time (for expiry and the spool's order). Never blocks on I/O.
+ * Returns 0, or -ENOBUFS when the in-memory hand-over queue is full (the request is dropped and
+ * counted).
+ */
+int sender__submit(struct sender *s, uint8_t *body, size_t len, uint64_t created_ns);
+/* A copy of the counters (thread-safe). */
+void sender__stats(struct sender *s, struct sender_stats *out);
+/*
+ * Stop: requests not spooled yet are written to the spool (best effort) so the next run sends
+ * them; an attempt in flight is abandoned after at most 1 s. NULL is fine.
+ */
+void sender__free(struct sender *s);
+
+#endif
