@@ -11,6 +11,47 @@
 
 #define CONFIG_MAX_PIDS 1024
 #define CONFIG_MAX_LIBCUDA 8
+/* Pyroscope takes at most 30 label names a series; profd's own use up to 6 of them. */
+#define CONFIG_MAX_LABELS 24
+#define CONFIG_MAX_HEADERS 16
+#define CONFIG_MAX_SERVICES 64
+
+struct config_label {
+	const char *name;
+	const char *value;
+};
+
+/* A [services] rule: processes whose executable path, comm or command line match glob. */
+struct config_service {
+	const char *name;
+	const char *glob;
+};
+
+/* The [export] section: where and how profiles leave the node. */
+struct export_config {
+	const char *pyroscope; /* base URL; NULL: off */
+	const char *otlp;      /* base URL; NULL: off */
+	uint64_t interval_ns;
+	const char *spool;
+	uint64_t spool_max_size;
+	uint64_t spool_max_age_ns;
+	uint64_t retry_max_ns;
+	uint64_t timeout_ns;
+	struct config_label labels[CONFIG_MAX_LABELS];
+	size_t nlabels;
+	bool label_pid;	  /* sample_labels = pid */
+	bool label_tid;	  /* sample_labels = tid */
+	const char *host; /* NULL: the hostname */
+	const char *ca_file;
+	const char *cert_file;
+	const char *key_file;
+	const char *bearer_token_file;
+	const char *basic_auth_file;
+	const char *headers[CONFIG_MAX_HEADERS];
+	size_t nheaders;
+	struct config_service services[CONFIG_MAX_SERVICES];
+	size_t nservices;
+};
 
 struct config {
 	uint32_t pids[CONFIG_MAX_PIDS]; /* empty: system-wide */
@@ -41,6 +82,11 @@ struct config {
 	const char *record_format; /* --format; NULL: from the file name */
 	const char *record_duration; /* --duration; NULL: until CMD exits */
 	bool socket_given;	     /* --socket was given */
+	const char *config_file;     /* the file read; NULL: none */
+	struct export_config export;
+	/* Strings the configuration file gave, owned here (config_free). */
+	char **owned;
+	size_t nowned;
 };
 
 enum config_result {
@@ -49,10 +95,14 @@ enum config_result {
 };
 
 /*
- * Parse argv into *cfg (defaults first). Returns CONFIG_RUN, CONFIG_EXIT, or -EINVAL after
- * printing one line that says what is wrong.
+ * Parse argv into *cfg: defaults, then the configuration file (--config FILE, else
+ * /etc/profd/profd.conf when it exists), then the command line, which wins. Returns
+ * CONFIG_RUN, CONFIG_EXIT, or -EINVAL after printing one line that says what is wrong
+ * (`profd: FILE:LINE: ...` for the file). *cfg points into argv: keep argv while cfg lives;
+ * release it with config_free in every case.
  */
 int config_parse(int argc, char **argv, struct config *cfg);
+void config_free(struct config *cfg);
 /* The ring buffer's size when --ringbuf-size is not given, for ncpus CPUs. */
 uint64_t config_default_ringbuf(long ncpus);
 

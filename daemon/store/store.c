@@ -167,6 +167,60 @@ static struct entry *bucket_entry(struct store *s, struct bucket *b, uint32_t pi
 	return e;
 }
 
+/* --- the export journal ---------------------------------------------------------------------- */
+
+/* Sum value into the journal; a stack it names holds a reference there until the drain. */
+static void journal_add(struct store *s, uint32_t pid, uint32_t tid, uint32_t stack,
+			enum store_value col, uint64_t value)
+{
+	bool created = false;
+	struct entry *e;
+
+	e = bucket_entry(s, &s->journal, entry_pidcol(pid, col), tid, stack, 0, &created);
+	if (!e) {
+		s->journal_lost = sat_add(s->journal_lost, 1);
+		return;
+	}
+	e->v = sat_add(e->v, value);
+	if (created)
+		intern_stack_ref(&s->in, stack);
+}
+
+static void journal_clear(struct store *s)
+{
+	for (uint32_t k = 0; k < s->journal.n; k++)
+		intern_stack_unref(&s->in, s->journal.e[k].stack);
+	bucket_release(s, &s->journal);
+	memset(&s->journal, 0, sizeof(s->journal));
+}
+
+void store__journal_enable(struct store *s, bool on)
+{
+	if (!s)
+		return;
+	if (!on)
+		journal_clear(s);
+	s->journal_on = on;
+}
+
+int store__journal_drain(struct store *s, store_journal_cb cb, void *ctx, uint64_t *lost)
+{
+	int err = 0;
+
+	if (!s)
+		return -EINVAL;
+	for (uint32_t k = 0; k < s->journal.n && !err; k++) {
+		const struct entry *e = &s->journal.e[k];
+
+		err = cb(entry_pid(e), e->tid, e->stack, entry_col(e), e->v, ctx);
+	}
+	if (lost)
+		*lost = s->journal_lost;
+	s->journal_lost = 0;
+	journal_clear(s);
+	return err;
+}
+
 /* --- eviction and adding -------------------------------------------------------------------- */
 
 static void evict_oldest(struct store *s)
@@ -235,6 +289,8 @@ int store__add(struct store *s, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint
 	 */
 	uid = store__process(s, pid, &pi) ? pi.uid : STORE_UID_UNKNOWN;
 	idx = ts_ns / s->bucket_ns;
+	if (s->journal_on)
+		journal_add(s, pid, tid, stack, col, value);
 	if (col == STORE_VALUE_CPU_SAMPLES)
 		s->samples += value;
 	if (s->has_evicted && idx <= s->evicted_upto) {
@@ -324,6 +380,7 @@ void store_buckets_remap(struct store *s, const uint32_t *smap)
 {
 	for (uint32_t k = 0; k < s->nb; k++)
 		bucket_remap(&s->b[k], smap);
+	bucket_remap(&s->journal, smap);
 }
 
 /* --- query ---------------------------------------------------------------------------------- */
@@ -679,6 +736,7 @@ void store__free(struct store *s)
 		return;
 	for (uint32_t k = 0; k < s->nb; k++)
 		bucket_release(s, &s->b[k]);
+	bucket_release(s, &s->journal);
 	free(s->b);
 	intern_fini(&s->in);
 	store_meta_free(s);

@@ -107,6 +107,11 @@ struct store {
 	struct ptrmap procs;   /* pid -> struct proc */
 	struct ptrmap threads; /* pid << 32 | tid -> struct thread */
 
+	/* The export journal (store__journal_*): values since the last drain, when enabled. */
+	struct bucket journal;
+	bool journal_on;
+	uint64_t journal_lost; /* values that found no memory in the journal */
+
 	uint64_t samples;
 	uint64_t evicted_samples;
 	uint64_t evicted_buckets;

@@ -1401,8 +1401,100 @@ static void test_descendants(void)
 	store__free(s);
 }
 
+struct jrow {
+	uint32_t pid, tid, stack;
+	enum store_value col;
+	uint64_t v;
+};
+
+struct jres {
+	struct jrow rows[16];
+	size_t n;
+};
+
+static int journal_collect(uint32_t pid, uint32_t tid, uint32_t stack, enum store_value col,
+			   uint64_t value, void *ctx)
+{
+	struct jres *r = ctx;
+
+	if (r->n == 16)
+		return -E2BIG;
+	r->rows[r->n++] = (struct jrow){pid, tid, stack, col, value};
+	return 0;
+}
+
+static uint64_t jvalue(const struct jres *r, uint32_t pid, uint32_t stack, enum store_value col)
+{
+	for (size_t k = 0; k < r->n; k++)
+		if (r->rows[k].pid == pid && r->rows[k].stack == stack && r->rows[k].col == col)
+			return r->rows[k].v;
+	return UINT64_MAX;
+}
+
+/*
+ * The export journal: every value once, in the drain after it was added, whatever its time; late
+ * values whose bucket was evicted too; stack ids renumbered with the compaction.
+ */
+static void test_journal(void)
+{
+	struct store *s = store__new(&(struct store_opts){.bucket_ns = 1000});
+	struct jres r = {0};
+	uint64_t lost = 99;
+	uint32_t dead = stack1(s, "dead", 1), a = stack1(s, "a", 2), b = stack1(s, "b", 3);
+	const uint32_t *fr;
+	size_t n;
+
+	/* Off: nothing is kept. */
+	CHECK_EQ_I(store__add(s, 10, 1, 1, a, STORE_VALUE_CPU_SAMPLES, 5), 0);
+	CHECK_EQ_I(store__journal_drain(s, journal_collect, &r, &lost), 0);
+	CHECK_EQ_U(r.n, 0);
+	CHECK_EQ_U(lost, 0);
+
+	store__journal_enable(s, true);
+	CHECK_EQ_I(store__add(s, 10, 1, 1, a, STORE_VALUE_CPU_SAMPLES, 2), 0);
+	CHECK_EQ_I(store__add(s, 5000, 1, 1, a, STORE_VALUE_CPU_SAMPLES, 3), 0);
+	CHECK_EQ_I(store__add(s, 20, 2, 2, b, STORE_VALUE_GPU_NS, 700), 0);
+	CHECK_EQ_I(store__add_span(s, 0, 2500, 2, 2, b, STORE_VALUE_OFFCPU_NS, NULL, NULL), 0);
+	CHECK_EQ_I(store__journal_drain(s, journal_collect, &r, NULL), 0);
+	CHECK_EQ_U(r.n, 3);
+	CHECK_EQ_U(jvalue(&r, 1, a, STORE_VALUE_CPU_SAMPLES), 5);
+	CHECK_EQ_U(jvalue(&r, 2, b, STORE_VALUE_GPU_NS), 700);
+	CHECK_EQ_U(jvalue(&r, 2, b, STORE_VALUE_OFFCPU_NS), 2500);
+	/* Drained: the next drain has only what came after. */
+	r.n = 0;
+	CHECK_EQ_I(store__journal_drain(s, journal_collect, &r, NULL), 0);
+	CHECK_EQ_U(r.n, 0);
+
+	/* Late data for an evicted bucket is evicted from the buckets, not from the journal. */
+	s->has_evicted = true;
+	s->evicted_upto = 3;
+	CHECK_EQ_I(store__add(s, 100, 3, 3, a, STORE_VALUE_CPU_SAMPLES, 4), 0);
+	CHECK_EQ_I(store__journal_drain(s, journal_collect, &r, NULL), 0);
+	CHECK_EQ_U(jvalue(&r, 3, a, STORE_VALUE_CPU_SAMPLES), 4);
+
+	/* Compaction renumbers the journal's stacks: "dead" goes, b becomes id 2... */
+	CHECK_EQ_I(store__add(s, 6000, 4, 4, b, STORE_VALUE_CPU_SAMPLES, 9), 0);
+	r.n = 0;
+	(void)dead;
+	CHECK_EQ_I(store__compact(s), 0);
+	CHECK_EQ_I(store__journal_drain(s, journal_collect, &r, NULL), 0);
+	CHECK_EQ_U(r.n, 1);
+	CHECK(store__stack(s, r.rows[0].stack, &fr, &n) && n == 1);
+	CHECK_STREQ(store__frame(s, fr[0])->name, "b");
+	CHECK_EQ_U(r.rows[0].v, 9);
+
+	/* Off drops what it holds and releases its stack references. */
+	CHECK_EQ_I(store__add(s, 6001, 4, 4, r.rows[0].stack, STORE_VALUE_CPU_SAMPLES, 1), 0);
+	store__journal_enable(s, false);
+	r.n = 0;
+	CHECK_EQ_I(store__journal_drain(s, journal_collect, &r, NULL), 0);
+	CHECK_EQ_U(r.n, 0);
+	store__free(s);
+}
+
 int main(void)
 {
+	test_journal();
 	test_descendants();
 	test_intern();
 	test_ranges();

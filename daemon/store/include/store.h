@@ -187,6 +187,25 @@ const char *store__thread_name(const struct store *s, uint32_t pid, uint32_t tid
 /* The owner of data whose process had no uid recorded: matches no uid filter. */
 #define STORE_UID_UNKNOWN UINT32_MAX
 
+/*
+ * The export journal. While on, every value store__add takes (store__add_span's pieces too) is
+ * also summed in one side table per (pid, tid, stack, column), whatever its time: a sample that
+ * arrives late, even one whose bucket was evicted, is there once. store__journal_drain hands the
+ * table over and empties it, so an exporter that drains on a timer sends every value exactly
+ * once. Its stacks stay valid through compaction (renumbered with the buckets); its memory is
+ * charged to the store. Turning it off drops what it holds.
+ */
+void store__journal_enable(struct store *s, bool on);
+/* Called once per journal row; stack ids are valid until the next compaction. */
+typedef int (*store_journal_cb)(uint32_t pid, uint32_t tid, uint32_t stack, enum store_value col,
+				uint64_t value, void *ctx);
+/*
+ * Call cb per row, then empty the journal (also when cb fails). *lost (may be NULL) gets the
+ * number of values the journal had no memory for since the last drain. Returns 0, -EINVAL, or
+ * cb's first negative value (the rows after it are dropped).
+ */
+int store__journal_drain(struct store *s, store_journal_cb cb, void *ctx, uint64_t *lost);
+
 /* A query over a time range. */
 struct store_query {
 	uint64_t start_ns;    /* inclusive */
