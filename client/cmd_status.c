@@ -252,6 +252,48 @@ static void print_gpu(FILE *out, const Profd__StatusReply *st)
 	}
 }
 
+/* One line a backend: where, how it went lately, what it sent and what waits. */
+static void print_export(FILE *out, const Profd__StatusReply *st)
+{
+	char a[48], b[48], c[48];
+
+	for (size_t i = 0; i < st->n_export; i++) {
+		const Profd__ExportStatus *x = st->export[i];
+
+		fprintf(out, "export %s %s: last success %s, last error ", x->name, x->url,
+			x->has_last_success_age_ns
+			    ? (snprintf(a, sizeof(a), "%s ago",
+					fmt_duration(x->last_success_age_ns, c, sizeof(c))),
+			       a)
+			    : "never");
+		if (x->has_last_error_age_ns) {
+			fprintf(out, "%s ago (", fmt_duration(x->last_error_age_ns, c, sizeof(c)));
+			/* One line whatever the backend answered. */
+			for (const char *p = x->last_error ? x->last_error : ""; *p; p++)
+				fputc((unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p, out);
+			fputc(')', out);
+		} else {
+			fputs("never", out);
+		}
+		fprintf(out,
+			"; requests %" PRIu64 " sent, %" PRIu64 " retried, %" PRIu64
+			" dropped, %" PRIu64 " expired, %" PRIu64 " quarantined; samples %" PRIu64
+			" exported, %" PRIu64 " sent; spool %s in %" PRIu64 " requests",
+			x->requests_sent, x->requests_retried, x->requests_dropped,
+			x->requests_expired, x->requests_quarantined, x->samples_exported,
+			x->samples_sent, fmt_bytes(x->spool_bytes, b, sizeof(b)),
+			x->spool_requests);
+		if (x->spool_requests)
+			fprintf(out, ", oldest %s", fmt_duration(x->oldest_age_ns, a, sizeof(a)));
+		if (x->spool_errors)
+			fprintf(out, ", %" PRIu64 " spool write errors (kept in memory)",
+				x->spool_errors);
+		if (x->auth_failing)
+			fputs("; THE BACKEND REFUSES THE CREDENTIALS (401/403)", out);
+		fputc('\n', out);
+	}
+}
+
 static void status_print_text(FILE *out, const Profd__StatusReply *st)
 {
 	char a[48], b[48], c[48];
@@ -295,6 +337,7 @@ static void status_print_text(FILE *out, const Profd__StatusReply *st)
 			fprintf(out, " (you are uid %" PRIu32 ")", st->only_uid);
 		fputc('\n', out);
 		print_gpu(out, st);
+		print_export(out, st);
 		return;
 	}
 	fprintf(out,
@@ -366,6 +409,7 @@ static void status_print_text(FILE *out, const Profd__StatusReply *st)
 	fprintf(out, "%-14s%s CPU, %s RSS\n",
 		"daemon:", fmt_duration(st->daemon_cpu_ns, a, sizeof(a)),
 		fmt_bytes(st->daemon_rss_bytes, b, sizeof(b)));
+	print_export(out, st);
 }
 
 int cmd_status(int argc, char **argv, const struct global_opts *g)

@@ -17,6 +17,11 @@ struct render_opts {
 	 * (profile_value_index).
 	 */
 	uint32_t value_index;
+	/*
+	 * pprof: no pid/tid/thread_name/process_name sample labels (a backend such as Pyroscope
+	 * makes every sample label a series of its own).
+	 */
+	bool no_sample_labels;
 };
 
 /*

@@ -63,6 +63,7 @@ struct pp {
 	size_t cap_functions;
 	uint64_t *loc_of_frame; /* Profile frame -> location id */
 	int64_t main_map;	/* the executable's mapping (0-based), -1: unknown */
+	bool no_labels;		/* render_opts.no_sample_labels */
 };
 
 /* Make room for element n of *arr, zeroed. Returns 0, -EOVERFLOW or -ENOMEM. */
@@ -524,6 +525,8 @@ static int build_samples(struct pp *pp, Perftools__Profiles__Profile *msg, struc
 		k = 0;
 		for (size_t j = 0; j < MAX_LABELS; j++)
 			perftools__profiles__label__init(&lb[j]);
+		if (pp->no_labels)
+			goto labelled;
 		lb[k].key = keys[0];
 		lb[k++].num = s->pid;
 		lb[k].key = keys[1];
@@ -542,6 +545,7 @@ static int build_samples(struct pp *pp, Perftools__Profiles__Profile *msg, struc
 				goto out;
 			}
 		}
+labelled:
 		for (size_t j = 0; j < k; j++)
 			lp[j] = &lb[j];
 		ps->n_label = k;
@@ -747,7 +751,7 @@ static int link_tables(struct pp *pp, Perftools__Profiles__Profile *msg, struct 
 int format_pprof(const Profd__Profile *p, const struct render_opts *ro, FILE *out)
 {
 	Perftools__Profiles__Profile msg = PERFTOOLS__PROFILES__PROFILE__INIT;
-	struct pp pp = {.p = p, .main_map = -1};
+	struct pp pp = {.p = p, .main_map = -1, .no_labels = ro && ro->no_sample_labels};
 	struct pp_out o = {0};
 	uint64_t period = p->period_ns;
 	ssize_t cpu = cpu_column(p);

@@ -47,6 +47,8 @@ struct daemon {
 	struct snapshot *snapshot;
 	/* Why it could not be loaded (answered to every request after); "" while untried. */
 	char snapshot_error[192];
+	/* The fleet export (daemon/export); NULL when no backend is configured. */
+	struct exporter *exporter;
 };
 
 /* A process a user asked to follow (profctl record), while it lives. */

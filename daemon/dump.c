@@ -855,6 +855,64 @@ out:
 	return err;
 }
 
+/* --- rows given one by one (the fleet export's journal) ----------------------------------------
+ */
+
+struct dump_rows {
+	struct build bd;
+	struct dump_meta meta;
+};
+
+struct dump_rows *dump_rows__new(struct store *s, const struct dump_meta *meta)
+{
+	struct dump_rows *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->bd.s = s;
+	if (meta)
+		r->meta = *meta;
+	if (build_init(&r->bd, meta, 64)) {
+		dump_rows__free(r);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return r;
+}
+
+int dump_rows__add(struct dump_rows *r, uint32_t pid, uint32_t tid, uint32_t stack,
+		   const uint64_t values[STORE_VALUE__COUNT])
+{
+	return r ? collect_row(pid, tid, stack, values, &r->bd) : -EINVAL;
+}
+
+int dump_rows__string(struct dump_rows *r, const char *s, uint32_t *idx)
+{
+	return r ? dump_tables__string(r->bd.t, s, idx) : -EINVAL;
+}
+
+int dump_rows__finish(struct dump_rows *r, Profd__Profile **out)
+{
+	int err;
+
+	*out = NULL;
+	if (!r->bd.rows.n)
+		return -ENODATA;
+	err = number_names(&r->bd);
+	if (err)
+		return err;
+	*out = build_carve(&r->bd, &r->meta);
+	return *out ? 0 : -ENOMEM;
+}
+
+void dump_rows__free(struct dump_rows *r)
+{
+	if (!r)
+		return;
+	build_fini(&r->bd);
+	free(r);
+}
+
 void dump__free(Profd__Profile *p)
 {
 	/* The Profile opens the one block that holds everything it points to. */

@@ -32,6 +32,26 @@ int dump__build(struct store *s, const struct store_query *q, const struct dump_
 		Profd__Profile **out);
 void dump__free(Profd__Profile *p);
 
+/*
+ * A Profile from rows given one by one (the fleet export drains the store's journal into it).
+ * The store must not be compacted between dump_rows__new and dump_rows__finish.
+ */
+struct dump_rows;
+/* A builder over store s; meta as for dump__build (copied). NULL with errno on failure. */
+struct dump_rows *dump_rows__new(struct store *s, const struct dump_meta *meta);
+/* Add one sample row; a row of zeros is left out. 0 or a negative errno (-EINVAL: bad stack). */
+int dump_rows__add(struct dump_rows *r, uint32_t pid, uint32_t tid, uint32_t stack,
+		   const uint64_t values[STORE_VALUE__COUNT]);
+/* The index of string s in the Profile to be (for value type names the caller sets). */
+int dump_rows__string(struct dump_rows *r, const char *s, uint32_t *idx);
+/*
+ * The Profile of the rows added (all STORE_VALUE__COUNT columns, as dump__build gives): 0 and
+ * *out (free with dump__free; it lives in one block, so its arrays may be edited in place),
+ * -ENODATA for no rows, or another negative errno. Call once.
+ */
+int dump_rows__finish(struct dump_rows *r, Profd__Profile **out);
+void dump_rows__free(struct dump_rows *r);
+
 /* One thread of a live stack dump. */
 struct dump_thread {
 	uint32_t pid;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "dump.h"
+#include "exporter.h"
 #include "frame.h"
 #include "log.h"
 #include "procfs.h"
@@ -341,7 +342,9 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 			return err;
 	}
 
-	if (peer->uid != 0)
+	if (d->exporter)
+		err = exporter__status(d->exporter, &st);
+	if (!err && peer->uid != 0)
 		err = status_for_user(d, peer->uid, &st, &own);
 	resp.msg_case = PROFD__RESPONSE__MSG_STATUS;
 	resp.status = &st;
@@ -351,6 +354,7 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 	if (st.gpu)
 		free(st.gpu[0]);
 	free(st.gpu);
+	exporter__status_free(&st);
 	return err;
 }
 

@@ -18,6 +18,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "exporter.h"
 #include "daemon.h"
 #include "log.h"
 #include "notify.h"
@@ -57,6 +58,13 @@ struct app {
 	int stopping;	     /* the signal that stopped the loop */
 	bool record_done;
 	int record_code;
+	/* The fleet export: its timer, and SIGHUP to reload its settings. */
+	uv_timer_t export_timer;
+	uv_signal_t sighup;
+	int argc;
+	char **argv;
+	struct config *cfg;	 /* the start-up configuration */
+	struct config *reloaded; /* the last good SIGHUP reload (its [export] is in use) */
 };
 
 static int effective_caps(uint64_t *caps)
@@ -283,6 +291,90 @@ static void attach_libcuda(struct app *app, const struct config *cfg)
 		"without the CUPTI library are not counted");
 }
 
+static void on_export_timer(uv_timer_t *h)
+{
+	struct app *app = h->data;
+
+	if (!app->d.exporter)
+		return;
+	/* What the kernel has gathered so far goes in this interval. */
+	sampler__drain(app->d.sampler);
+	exporter__flush(app->d.exporter, mono_ns());
+	uv_timer_start(&app->export_timer, on_export_timer, exporter__next_ms(app->d.exporter), 0);
+}
+
+/* Start the exporter of cfg's [export] (none configured: none). 0 or a negative errno. */
+static int export_start(struct app *app, const struct config *cfg)
+{
+	app->d.exporter = exporter__new(&(struct exporter_opts){
+	    .cfg = &cfg->export,
+	    .store = app->d.store,
+	    .frequency_hz = app->cfg->frequency_hz,
+	    .proc_root = app->d.proc_root,
+	});
+	if (!app->d.exporter)
+		return errno ? -errno : 0;
+	uv_timer_start(&app->export_timer, on_export_timer, exporter__next_ms(app->d.exporter), 0);
+	return 0;
+}
+
+/* Flush what is left and stop: unsent requests stay in the spool for the next run. */
+static void export_stop(struct app *app)
+{
+	if (!app->d.exporter)
+		return;
+	uv_timer_stop(&app->export_timer);
+	if (app->d.sampler)
+		sampler__drain(app->d.sampler);
+	exporter__flush(app->d.exporter, mono_ns());
+	exporter__free(app->d.exporter);
+	app->d.exporter = NULL;
+}
+
+/*
+ * SIGHUP: read the configuration again. The [export] settings take effect now; a bad file keeps
+ * the running configuration (config_parse printed which line is wrong). Sampling settings need a
+ * restart.
+ */
+static void on_sighup(uv_signal_t *h, int signum)
+{
+	struct app *app = h->data;
+	const struct config *in_use = app->reloaded ? app->reloaded : app->cfg;
+	struct config *nc = calloc(1, sizeof(*nc));
+	int err;
+
+	if (!nc)
+		return;
+	err = config_parse(app->argc, app->argv, nc);
+	if (err != CONFIG_RUN) {
+		pr_err("reload: %s: the configuration is not valid; keeping the running one",
+		       nc->config_file ? nc->config_file : "command line");
+		goto drop;
+	}
+	if (nc->frequency_hz != app->cfg->frequency_hz || nc->off_cpu != app->cfg->off_cpu ||
+	    nc->mem_cap != app->cfg->mem_cap)
+		pr_warn("reload: only the [export] settings change now; the others at restart");
+	export_stop(app);
+	err = export_start(app, nc);
+	if (err) {
+		pr_err("reload: export: %s; keeping the running configuration", strerror(-err));
+		if (export_start(app, in_use))
+			pr_err("reload: export: could not restart the previous exporter");
+		goto drop;
+	}
+	if (app->reloaded) {
+		config_free(app->reloaded);
+		free(app->reloaded);
+	}
+	app->reloaded = nc;
+	pr_info("reload: %s: configuration applied",
+		nc->config_file ? nc->config_file : "command line");
+	return;
+drop:
+	config_free(nc);
+	free(nc);
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
 	struct app *app = h->data;
@@ -420,10 +512,13 @@ int main(int argc, char **argv)
 	 */
 	mallopt(M_MMAP_THRESHOLD, 1 << 20);
 	err = config_parse(argc, argv, &cfg);
-	if (err == CONFIG_EXIT)
-		return 0;
-	if (err < 0)
-		return 2;
+	if (err == CONFIG_EXIT || err < 0) {
+		config_free(&cfg);
+		return err < 0 ? 2 : 0;
+	}
+	app.argc = argc;
+	app.argv = argv;
+	app.cfg = &cfg;
 	log_set_ident("profd");
 	log_set_level(cfg.log_level);
 	if (cfg.log_journal) {
@@ -562,6 +657,17 @@ int main(int argc, char **argv)
 	uv_timer_init(app.loop, &app.rb_timer);
 	app.rb_timer.data = &app;
 	uv_timer_start(&app.rb_timer, on_drain_timer, DRAIN_INTERVAL_MS, DRAIN_INTERVAL_MS);
+	uv_timer_init(app.loop, &app.export_timer);
+	app.export_timer.data = &app;
+	err = export_start(&app, &cfg);
+	if (err) {
+		pr_err("export: cannot start: %s", strerror(-err));
+		app.exit_code = 1;
+		goto out;
+	}
+	uv_signal_init(app.loop, &app.sighup);
+	app.sighup.data = &app;
+	uv_signal_start(&app.sighup, on_sighup, SIGHUP);
 
 	snprintf(status, sizeof(status), "sampling %s at %u Hz, serving %s",
 		 cfg.record  ? "the recorded command"
@@ -591,6 +697,7 @@ out:
 	 * Close every handle (the ring buffer poll before its fd goes away), remove the socket,
 	 * let libuv run the close callbacks, then detach from the kernel.
 	 */
+	export_stop(&app);
 	if (app.polling) {
 		uv_poll_stop(&app.rb_poll);
 		uv_timer_stop(&app.rb_timer);
@@ -611,5 +718,10 @@ out:
 	symbolizer__free(app.d.sym);
 	store__free(app.d.store);
 	record__free(app.record);
+	if (app.reloaded) {
+		config_free(app.reloaded);
+		free(app.reloaded);
+	}
+	config_free(&cfg);
 	return app.exit_code;
 }
