@@ -757,7 +757,9 @@ int config_parse(int argc, char **argv, struct config *cfg)
 	if (path) {
 		struct file_ctx fc = {.st = &st, .path = path};
 
-		err = config_file_read(path, file_entry, &fc);
+		static const char *const sections[] = {"export", "services", NULL};
+
+		err = config_file_read(path, sections, file_entry, &fc);
 		if (err)
 			return -EINVAL;
 		cfg->config_file = path;

@@ -102,7 +102,7 @@ out:
 	return err;
 }
 
-int config_file_read(const char *path, config_entry_fn fn, void *ctx)
+int config_file_read(const char *path, const char *const *sections, config_entry_fn fn, void *ctx)
 {
 	char section[64] = "";
 	char *buf = NULL, *p, *end;
@@ -128,7 +128,7 @@ int config_file_read(const char *path, config_entry_fn fn, void *ctx)
 	}
 	for (p = buf; p < buf + len; p = end + 1) {
 		char *s, *eq, *key, *value;
-		size_t vlen;
+		size_t vlen, i;
 
 		end = strchr(p, '\n');
 		if (!end)
@@ -154,6 +154,14 @@ int config_file_read(const char *path, config_entry_fn fn, void *ctx)
 			s = trim(s + 1);
 			if (!valid_name(s) || strlen(s) >= sizeof(section)) {
 				err = bad_line(path, line, "bad section name");
+				goto out;
+			}
+			for (i = 0; sections[i] && strcmp(sections[i], s); i++)
+				;
+			if (!sections[i]) {
+				fprintf(stderr, "profd: %s:%u: unknown section [%s]\n", path, line,
+					s);
+				err = -EINVAL;
 				goto out;
 			}
 			strcpy(section, s);

@@ -23,11 +23,12 @@ typedef int (*config_entry_fn)(void *ctx, const char *section, const char *key, 
 			       unsigned line);
 
 /*
- * Read path and call fn per entry. A malformed line (no '=', an empty key, a bad section
+ * Read path and call fn per entry. sections (NULL-terminated) are the section names allowed:
+ * another is refused at its header. A malformed line (no '=', an empty key, a bad section
  * header, a NUL byte, a line over 4096 bytes) prints `profd: PATH:LINE: what is wrong` to
  * stderr and returns -EINVAL; an unreadable file prints `profd: PATH: why` and returns its
  * -errno. Returns 0 or fn's negative value.
  */
-int config_file_read(const char *path, config_entry_fn fn, void *ctx);
+int config_file_read(const char *path, const char *const *sections, config_entry_fn fn, void *ctx);
 
 #endif

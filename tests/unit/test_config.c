@@ -2,8 +2,10 @@
 /* The daemon's command line: the defaults that depend on the machine, and given sizes. */
 #include "check.h"
 #include "config.h"
+#include "timeutil.h"
 
 #include <errno.h>
+#include <string.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -18,6 +20,129 @@ static int parse(struct config *cfg, int argc, char **argv)
 	fclose(stderr);
 	stderr = saved;
 	return r;
+}
+
+/* parse() with the refusal's line captured in err (size n). */
+static int parse_err(struct config *cfg, int argc, char **argv, char *err, size_t n)
+{
+	FILE *saved = stderr;
+	int r;
+
+	stderr = fmemopen(err, n, "w");
+	r = config_parse(argc, argv, cfg);
+	fclose(stderr);
+	stderr = saved;
+	return r;
+}
+
+static const char *write_file(const char *text)
+{
+	static char path[] = "/tmp/profd-test-config-XXXXXX";
+	int fd;
+
+	strcpy(path, "/tmp/profd-test-config-XXXXXX");
+	fd = mkstemp(path);
+	CHECK(fd >= 0);
+	CHECK_EQ_I(write(fd, text, strlen(text)), (int)strlen(text));
+	close(fd);
+	return path;
+}
+
+/* The configuration file: keys, sections, comments, the command line winning, errors by line. */
+static void test_file(void)
+{
+	const char *good = "# a fleet node\n"
+			   "frequency = 49\n"
+			   "off_cpu = true\n"
+			   "memory_cap = 64M   # comment after a value\n"
+			   "\n"
+			   "[export]\n"
+			   "pyroscope = https://pyroscope.example:4040\n"
+			   "otlp = http://collector:4318/\n"
+			   "interval = 20s\n"
+			   "spool = /var/tmp/spool\n"
+			   "labels = cluster=train-a, region=eu\n"
+			   "labels = rack=r7\n"
+			   "sample_labels = pid\n"
+			   "header = X-Scope-OrgID: team-a\n"
+			   "[services]\n"
+			   "trainer = *train.py*\n";
+	char err[512];
+	struct config cfg;
+	const char *path = write_file(good);
+	char *argv[] = {"profd", "--config", (char *)path, "--frequency", "19", NULL};
+
+	CHECK_EQ_I(parse(&cfg, 5, argv), CONFIG_RUN);
+	CHECK_EQ_U(cfg.frequency_hz, 19); /* the command line wins */
+	CHECK(cfg.off_cpu);
+	CHECK_EQ_U(cfg.mem_cap, 64u << 20);
+	CHECK_STREQ(cfg.export.pyroscope, "https://pyroscope.example:4040");
+	CHECK_STREQ(cfg.export.otlp, "http://collector:4318/");
+	CHECK_EQ_U(cfg.export.interval_ns, 20 * NSEC_PER_SEC);
+	CHECK_STREQ(cfg.export.spool, "/var/tmp/spool");
+	CHECK_EQ_U(cfg.export.nlabels, 3);
+	CHECK_STREQ(cfg.export.labels[0].name, "cluster");
+	CHECK_STREQ(cfg.export.labels[0].value, "train-a");
+	CHECK_STREQ(cfg.export.labels[1].name, "region");
+	CHECK_STREQ(cfg.export.labels[1].value, "eu");
+	CHECK_STREQ(cfg.export.labels[2].value, "r7");
+	CHECK(cfg.export.label_pid && !cfg.export.label_tid);
+	CHECK_EQ_U(cfg.export.nheaders, 1);
+	CHECK_STREQ(cfg.export.headers[0], "X-Scope-OrgID: team-a");
+	CHECK_EQ_U(cfg.export.nservices, 1);
+	CHECK_STREQ(cfg.export.services[0].name, "trainer");
+	CHECK_STREQ(cfg.export.services[0].glob, "*train.py*");
+	config_free(&cfg);
+	unlink(path);
+
+	/* Each mistake: one line naming the file and the line. */
+	static const struct {
+		const char *text, *want;
+	} bad[] = {
+	    {"frequency = 49\nbogus = 1\n", ":2: unknown key 'bogus'"},
+	    {"[export]\npyroscope = not a url\n", ":2: pyroscope 'not a url': not a URL"},
+	    {"[export]\notlp = ftp://x/\n", ":2: otlp 'ftp://x/': expected an http"},
+	    {"[export]\nbearer_token_file = /nonexistent/token\n",
+	     ":2: bearer_token_file '/nonexistent/token': cannot read it"},
+	    {"pyroscope = http://x:4040\n", ":1: unknown key 'pyroscope'"},
+	    {"[exports]\n", ":1: unknown section [exports]"},
+	    {"frequency 49\n", ":1: expected 'key = value'"},
+	    {"\n\n[export]\ninterval = 0s\n", ":4: interval '0s': expected a duration"},
+	    {"[export]\nlabels = host=x\n", ":2: labels 'host=x': service_name, host"},
+	    {"off_cpu = maybe\n", ":1: off_cpu 'maybe': expected true or false"},
+	    {"record = true\n", ":1: 'record' is a command-line option only"},
+	    {"[export]\nheader = NoColon\n", ":2: header 'NoColon': expected 'Name: value'"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *a[] = {"profd", "--config", NULL, NULL};
+
+		a[2] = (char *)write_file(bad[i].text);
+		memset(err, 0, sizeof(err));
+		CHECK_EQ_I(parse_err(&cfg, 3, a, err, sizeof(err)), -EINVAL);
+		if (!strstr(err, bad[i].want) || !strstr(err, a[2]) ||
+		    strchr(err, '\n') != err + strlen(err) - 1)
+			fprintf(stderr, "case %zu: got '%s', want '%s'\n", i, err, bad[i].want);
+		CHECK(strstr(err, bad[i].want) != NULL);
+		CHECK(strstr(err, a[2]) == err + strlen("profd: "));
+		config_free(&cfg);
+		unlink(a[2]);
+	}
+	/* A missing file given with --config is an error; flags check URLs as well. */
+	memset(err, 0, sizeof(err));
+	CHECK_EQ_I(parse_err(&cfg, 3, (char *[]){"profd", "--config", "/nonexistent.conf", NULL},
+			     err, sizeof(err)),
+		   -EINVAL);
+	CHECK(strstr(err, "/nonexistent.conf: No such file") != NULL);
+	config_free(&cfg);
+	CHECK_EQ_I(parse(&cfg, 3, (char *[]){"profd", "--pyroscope", "localhost", NULL}), -EINVAL);
+	config_free(&cfg);
+	CHECK_EQ_I(parse(&cfg, 5,
+			 (char *[]){"profd", "--otlp", "http://127.0.0.1:4318", "--export-labels",
+				    "a=1,b=2", NULL}),
+		   CONFIG_RUN);
+	CHECK_EQ_U(cfg.export.nlabels, 2);
+	CHECK_EQ_U(cfg.export.interval_ns, 15 * NSEC_PER_SEC);
+	config_free(&cfg);
 }
 
 static void test_ringbuf_default(void)
@@ -85,6 +210,7 @@ static void test_children_and_record(void)
 
 int main(void)
 {
+	test_file();
 	test_children_and_record();
 	test_ringbuf_default();
 	test_sizes();
