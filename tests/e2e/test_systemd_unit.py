@@ -31,7 +31,10 @@ check("--pid" not in args and "-p" not in args, "system-wide: no --pid")
 check(not [a for a in args if a.startswith(("--frequency", "-F", "--memory-cap", "--config"))],
       f"no --frequency, --memory-cap or --config in ExecStart: {args}")
 check(setting("StateDirectory") == ["profd"], "the spool's /var/lib/profd is StateDirectory=")
-check(setting("Restart") == ["on-failure"], "Restart=on-failure")
+check(setting("Restart") == ["on-failure"] and setting("RestartPreventExitStatus") == ["2"],
+      "Restart=on-failure, but not after a bad config (exit 2)")
+check(setting("RuntimeDirectoryPreserve") == ["yes"],
+      "/run/profd outlives restarts (containers mount it for the socket)")
 check(setting("MemoryMax") == ["1G"], "the service's memory is capped")
 check(setting("ExecReload") == ["/bin/kill -HUP $MAINPID"], "reload is SIGHUP")
 families = setting("RestrictAddressFamilies")
