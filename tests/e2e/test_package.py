@@ -30,7 +30,7 @@ from profd_e2e import *
 
 SRC = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 for tool in ("cpack", "dpkg-deb", "dpkg", "dpkg-shlibdeps", "deb-systemd-helper", "readelf",
-             "unshare"):
+             "file", "unshare"):
     if not shutil.which(tool):
         skip(f"{tool} is not installed (scripts/install-deps installs it)")
 require_root()
@@ -60,6 +60,39 @@ check(re.fullmatch(r"\d+\.\d+\.\d+", version) is not None, f"project version {ve
 cupti = os.path.exists(os.path.join(BUILD, "lib", "libprofd_cupti.so"))
 log(f"libprofd_cupti.so built: {cupti}")
 conf_src = open(os.path.join(SRC, "packaging", "profd.conf")).read()
+
+# --- 0. the default config documents every key of the contract ----------------------------------
+# Keys set or shown commented out (`# key = value`), each in its section; every other line is a
+# comment, blank or a section header.
+CONTRACT = {
+    "": {"frequency", "memory_cap", "off_cpu", "off_cpu_min", "bucket", "ringbuf_size",
+         "gpu_ring_size", "socket_group", "libcuda"},
+    "export": {"pyroscope", "otlp", "interval", "spool", "spool_max_size", "spool_max_age",
+               "retry_max", "timeout", "labels", "sample_labels", "host", "ca_file",
+               "cert_file", "key_file", "bearer_token_file", "basic_auth_file", "header"},
+}
+section, shown, set_keys, bad = "", {"": set(), "export": set(), "services": set()}, {}, []
+for n, line in enumerate(conf_src.splitlines(), 1):
+    m = re.fullmatch(r"\[(\w+)\]", line)
+    if m:
+        section = m.group(1)
+        if section not in shown:
+            bad.append(f"{n}: [{section}]")
+        continue
+    m = re.fullmatch(r"(#\s?)?([a-z_]+) = (\S.*?)(\s+#.*)?", line)
+    if m and (not m.group(1) or m.group(2) in CONTRACT.get(section, ())):
+        shown[section].add(m.group(2))
+        if not m.group(1):
+            set_keys[m.group(2)] = m.group(3)
+        continue
+    if line and not line.startswith("#"):
+        bad.append(f"{n}: {line}")
+check(not bad, f"profd.conf: only comments, [export], [services] and key = value: {bad}")
+for sect, keys in CONTRACT.items():
+    check(keys <= shown[sect], f"profd.conf [{sect or 'top'}] shows every key: "
+          f"missing {sorted(keys - shown[sect])}")
+check(set(set_keys) == {"frequency", "memory_cap"} and 19 <= int(set_keys["frequency"]) <= 49,
+      f"only the fleet rate (19-49 Hz) and the memory cap are set: {set_keys}")
 
 # --- 1. cmake --install ---------------------------------------------------------------------
 for prefix, unit_dir, conf_dir in (("/usr/local", "/usr/local/lib/systemd/system",
