@@ -23,7 +23,7 @@ if(PROFD_SANITIZE)
 else()
   set(E2E_SANITIZED 0)
 endif()
-foreach(t cpu_split kernel_frames system_wide exited bad_input cli_errors lifecycle systemd_unit top
+foreach(t cpu_split kernel_frames system_wide exited bad_input cli_errors lifecycle systemd_unit package top
           python python_exit svg_browser diff formats socket_safety setuid perf_map_budget flood
           losses perf_maps children record views stacks pyspy gil gil_wait offcpu offcpu_python cuda_sync)
   add_test(NAME e2e.${t}
