@@ -370,7 +370,8 @@ def any_value(v):
 def otlp_parts(req, now_ns, older_ns, newer_ns):
     """Validate an ExportProfilesServiceRequest (every dictionary index in range, a sample type
     on every profile, time in the ingestion window) and return, per Profile,
-    (resource attributes, profile id hex or "", {"type/unit": v}, {"type/unit": {folded: v}})."""
+    (resource attributes, profile id hex or "", {"type/unit": v}, {"type/unit": {folded: v}},
+    (time, duration))."""
     d = req.dictionary
     st = d.string_table
     if st and st[0] != "":
@@ -427,7 +428,8 @@ def otlp_parts(req, now_ns, older_ns, newer_ns):
                     total += v
                     folded[stack] = folded.get(stack, 0) + v
                 pid = prof.profile_id.hex() if any(prof.profile_id) else ""
-                parts.append((attrs, pid, {t: total}, {t: folded}))
+                parts.append((attrs, pid, {t: total}, {t: folded},
+                              (prof.time_unix_nano, prof.duration_nano)))
     return parts
 
 
@@ -515,6 +517,10 @@ class Accounting:
                                           "duplicate_profiles": 0}
             s["profiles"] += 1
             _add(s["values"], part["values"])
+            t0, dur = e.get("time_nanos", 0), e.get("duration_nanos", 0)
+            if t0:
+                s["time_first_ns"] = min(s.get("time_first_ns", t0), t0)
+                s["time_last_end_ns"] = max(s.get("time_last_end_ns", 0), t0 + dur)
             if not first:
                 s["duplicate_profiles"] += 1
                 continue
@@ -939,10 +945,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raise Reject("malformed_request", f"cannot decode ExportProfilesServiceRequest: {e}")
         parts = otlp_parts(req, time.time_ns(), app.older_ns, app.newer_ns)
         events, services = [], set()
-        for attrs, pid, values, folded in parts:
+        for attrs, pid, values, folded, (t0, dur) in parts:
             services.add(str(attrs.get("service.name", "unknown_service")))
             lab = {k: str(v) for k, v in attrs.items()}
-            events.append({"ev": "sample", "src": "otlp", "id": pid,
+            events.append({"ev": "sample", "src": "otlp", "id": pid, "time_nanos": t0,
+                           "duration_nanos": dur,
                            "parts": [{"labels": lab, "values": values, "folded": folded}]})
         return events, services
 
@@ -975,10 +982,11 @@ def serve_grpc(app, addr):
             except Reject as r:
                 app.acc.record([dict(base, result="rejected", reason=r.reason)])
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, r.msg)
-            events = [{"ev": "sample", "src": "otlp", "id": pid,
+            events = [{"ev": "sample", "src": "otlp", "id": pid, "time_nanos": t0,
+                       "duration_nanos": dur,
                        "parts": [{"labels": {k: str(v) for k, v in attrs.items()},
                                   "values": values, "folded": folded}]}
-                      for attrs, pid, values, folded in parts]
+                      for attrs, pid, values, folded, (t0, dur) in parts]
             app.acc.record(events + [dict(base, result="accepted",
                                           bytes=request.ByteSize())])
             return app.otlp_service.ExportProfilesServiceResponse()

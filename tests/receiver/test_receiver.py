@@ -252,6 +252,8 @@ try:
              "alpha's one series carries its labels and __name__")
     check_eq(alpha[0]["values"], {"samples/count": 46, "cpu/nanoseconds": 460},
              "alpha's values are the sums of its two profiles")
+    check_eq((alpha[0]["time_first_ns"], alpha[0]["time_last_end_ns"]), (NOW, NOW + 10**9),
+             "alpha's time range: time_nanos to time_nanos + duration_nanos")
     check_eq(rc.total_of(rc.series_of(s, service_name="beta"), "samples/count"), 7,
              "beta's samples")
     check_eq(s["pyroscope"]["totals"], {"samples/count": 53, "cpu/nanoseconds": 530},
