@@ -654,10 +654,27 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not self.app.quiet:
             sys.stderr.write(f"receiver: {self.client_address[0]} {fmt % args}\n")
 
+    def parse_request(self):
+        self.expect_100 = False
+        return super().parse_request()
+
     # Expect: 100-continue is answered when the body is wanted (a fault may refuse it first).
     def handle_expect_100(self):
         self.expect_100 = True
         return True
+
+    def skip_body(self, length):
+        """Before answering without looking at the body: read it, so that the connection stays
+        usable and the peer gets the answer rather than an RST for unread data; or, when the
+        peer waits for 100 Continue, never ask for it and close."""
+        if self.expect_100:
+            self.expect_100 = False
+            self.close_connection = True
+            return
+        try:
+            self.read_body(length, self.app.max_request)
+        except Reject:
+            self.close_connection = True
 
     def send_bytes(self, status, body, ctype, headers=()):
         self.send_response(status)
@@ -691,7 +708,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                             "application/json", headers)
 
     def continue_100(self):
-        if getattr(self, "expect_100", False):
+        if self.expect_100:
             self.expect_100 = False
             self.send_response_only(100)
             self.end_headers()
@@ -830,19 +847,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if fault and fault.get("status"):
             faulted(str(fault["status"]))
             hdrs = [("Retry-After", str(fault["retry_after"]))] if "retry_after" in fault else []
-            if getattr(self, "expect_100", False):
-                # Refused before the body was sent: this connection cannot be reused.
-                self.close_connection = True
-            else:
-                try:
-                    self.read_body(length, app.max_request)
-                except Reject:
-                    self.close_connection = True
+            self.skip_body(length)
             return self.send_error_for(endpoint, fault["status"],
                                        f"injected fault: HTTP {fault['status']}", hdrs)
 
         if app.auth and self.headers.get("Authorization") != app.auth:
-            self.close_connection = True
+            self.skip_body(length)
             app.acc.record([dict(base, result="rejected", reason="unauthenticated")])
             return self.send_error_for(endpoint, 401, "authentication required")
 

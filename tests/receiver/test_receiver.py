@@ -499,6 +499,14 @@ try:
         except RuntimeError as e:
             check("HTTP 400" in str(e), f"fault {spec} refused")
 
+    # a receiver that wants a bearer token
+    with rc.Receiver("--bearer", "s3cret", "-q", logpath=os.path.join(TMP, "auth.log")) as ra:
+        codes = [push_req(ra, one(30), headers=h)[0] for h in
+                 ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Bearer s3cret"})]
+        check_eq(codes, [401, 401, 200], "--bearer: 401 without the token, 200 with it")
+        check_eq(ra.stats()["pyroscope"]["requests"]["rejected"], {"unauthenticated": 2},
+                 "refused for auth, counted")
+
     # state: killed and started again on the same file and port, it keeps counting
     snap = r.stats()
     snap_alpha = r.profiles("alpha")
