@@ -331,7 +331,8 @@ class PprofCheck:
             i = lines.index("Samples:")
         except ValueError:
             return None
-        names = [n.rstrip("*") for n in lines[i + 1].split()]
+        # "type/unit", with "[dflt]" after the default sample type
+        names = [n[:-len("[dflt]")] if n.endswith("[dflt]") else n for n in lines[i + 1].split()]
         sums = {n: 0 for n in names}
         for ln in lines[i + 2:]:
             if not ln.startswith(" "):

@@ -108,6 +108,8 @@ def make_pprof(stacks, types=(("samples", "count"), ("cpu", "nanoseconds")), tim
         for k, v in (sample_labels or {}).get(stack, {}).items():
             lab = smp.label.add()
             lab.key, lab.str = s(k), s(v)
+    if types:  # as profd's pprof does; `pprof -raw` marks it "[dflt]"
+        p.default_sample_type = s(types[-1][0])
     p.time_nanos = NOW if time_ns is None else time_ns
     p.duration_nanos = 10**9
     data = p.SerializeToString()
