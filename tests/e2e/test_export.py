@@ -119,7 +119,8 @@ try:
           f"cpu/nanoseconds is samples times the period ({cpu_ns} vs {got} x {period:.0f})")
     first = min(s["time_first_ns"] for s in series)
     last = max(s["time_last_end_ns"] for s in series)
-    check(t_start - 2e9 <= first and last <= t_end + 5e9,
+    # (the end bound is loose: an exporter may also send windows after the fixture is gone)
+    check(t_start - 2e9 <= first and last <= t_end + 30e9,
           f"profile windows lie within the run ({(first - t_start) / 1e9:+.1f} s from its start, "
           f"{(last - t_end) / 1e9:+.1f} s from its end)")
     check(stats["pyroscope"]["requests"]["accepted"] >= SECONDS // 2,
