@@ -31,8 +31,10 @@ struct sender_opts {
 	uint64_t max_bytes;	      /* spool cap; 0: 1 GiB */
 	uint64_t max_age_ns;	      /* older requests expire; 0: 1 h */
 	uint64_t timeout_ns;	      /* per request; 0: 30 s */
-	const char *ca_file;	      /* NULL: the system CAs */
-	const char *cert_file;	      /* client certificate (PEM) for mTLS; NULL: none */
+	uint64_t retry_max_ns;	      /* longest wait between attempts; 0: 5 min */
+	uint64_t mem_max_bytes; /* requests the spool cannot take, kept in memory; 0: 64 MiB */
+	const char *ca_file;	/* NULL: the system CAs */
+	const char *cert_file;	/* client certificate (PEM) for mTLS; NULL: none */
 	const char *key_file;
 	const char *bearer_token_file; /* "Authorization: Bearer <file's first line>" */
 	const char *basic_auth_file;   /* one line "user:password" */
