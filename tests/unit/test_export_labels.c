@@ -7,6 +7,7 @@
 #include "check.h"
 #include "labels.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
