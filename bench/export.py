@@ -103,23 +103,50 @@ def pct(xs, p):
 
 
 class Receiver:
-    def __init__(self, tmp):
-        py = subprocess.run([os.path.join(ROOT, "scripts", "test-venv")], capture_output=True,
-                            text=True, check=True).stdout.strip()
-        self.err = open(os.path.join(tmp, "receiver.log"), "w")
-        self.proc = subprocess.Popen([py, os.path.join(ROOT, "tests", "receiver", "receiver.py"),
-                                      "--listen", "127.0.0.1:0", "-q"], stdout=subprocess.PIPE,
-                                     stderr=self.err, text=True, start_new_session=True)
+    """The stand-in backend, keeping its accounting in a --state file: should it die (another
+    job on this shared machine once killed it mid-run), ensure() starts it again on the same
+    port and it goes on counting; profd's spool holds what it could not send meanwhile."""
+
+    def __init__(self, out):
+        self.py = subprocess.run([os.path.join(ROOT, "scripts", "test-venv")],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        self.err = open(os.path.join(out, "receiver.log"), "a")
+        self.state = os.path.join(out, "receiver-state.jsonl")
+        self.restarts = 0
+        self.start("127.0.0.1:0")
+
+    def start(self, addr):
+        self.proc = subprocess.Popen([self.py, os.path.join(ROOT, "tests", "receiver",
+                                                            "receiver.py"),
+                                      "--listen", addr, "--state", self.state, "-q"],
+                                     stdout=subprocess.PIPE, stderr=self.err, text=True,
+                                     start_new_session=True)
         line = self.proc.stdout.readline().split()
         if len(line) != 2 or line[0] != "listening":
             raise SystemExit(f"bench: the receiver did not start (see {self.err.name})")
+        self.addr = line[1]
         self.url = f"http://{line[1]}"
 
+    def ensure(self):
+        if self.proc.poll() is None:
+            return
+        self.restarts += 1
+        log(f"  the receiver exited ({self.proc.returncode}); started again on {self.addr}")
+        for _ in range(50):
+            try:
+                self.start(self.addr)
+                return
+            except SystemExit:
+                time.sleep(0.2)
+        raise SystemExit("bench: the receiver cannot be started again")
+
     def get(self, path):
+        self.ensure()
         with urllib.request.urlopen(self.url + path, timeout=60) as r:
             return json.load(r)
 
     def reset(self):
+        self.ensure()
         req = urllib.request.Request(self.url + "/_reset", data=b"", method="POST")
         urllib.request.urlopen(req, timeout=60).read()
 
@@ -252,7 +279,8 @@ def long_run(a, recv, out):
         now = time.monotonic()
         rec = {"t": now - t_start, "wall": time.time(), "cpu_s": cpu_s(d.proc.pid),
                "run_ns": run_ns(d.proc.pid),
-               "rss": rss_bytes(d.proc.pid), "load": loadavg(), "recv": recv.counters()}
+               "rss": rss_bytes(d.proc.pid), "load": loadavg(), "recv": recv.counters(),
+               "receiver_restarts": recv.restarts}
         append(path, rec)
         if int(rec["t"]) % 60 < 10:
             log(f"  {rec['t'] / 60:5.1f} min: cpu {rec['cpu_s']:.2f} s, rss "
@@ -400,7 +428,7 @@ def main():
                    "start": time.time()}, f)
     log(f"results in {out}; load average before {loadavg()}")
     with tempfile.TemporaryDirectory(prefix="profd-export-") as a.tmp:
-        recv = Receiver(a.tmp)
+        recv = Receiver(out)
         work = start_workload(a.bin, a.tmp)
         try:
             time.sleep(5)
