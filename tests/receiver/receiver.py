@@ -15,7 +15,10 @@ request.
                                      Content-Encoding gzip or none
   POST /v1development/profiles       OTLP/HTTP: application/x-protobuf or application/json,
                                      Content-Encoding gzip or none
-  GET  /_stats                       the accounting, JSON
+  GET  /_stats                       the accounting, JSON; with ?arrivals=1 also, per source,
+                                     "arrivals": [[time_nanos, duration_nanos, arrival_ns], ...]
+                                     for every profile accepted (arrival: wall clock when its
+                                     request's body had been read), in arrival order
   GET  /_profiles?service=NAME[&source=pyroscope|otlp][&name=process_cpu][&type=T/U]
                                      merged folded stacks {"T/U": {"root;...;leaf": v}};
                                      &format=folded gives text lines (needs type=)
@@ -470,7 +473,8 @@ class Accounting:
 
     def reset_memory(self):
         self.src = {s: {"requests": {"accepted": 0, "rejected": {}, "faulted": {}},
-                        "series": {}, "ids": {}, "bytes": 0, "peers": {}, "tenants": {}}
+                        "series": {}, "ids": {}, "bytes": 0, "peers": {}, "tenants": {},
+                        "arrivals": []}
                     for s in ("pyroscope", "otlp")}
         self.profiles = {}  # (src, service, name) -> {type: {stack: v}}, first copies only
 
@@ -503,6 +507,9 @@ class Accounting:
             _add(src["tenants"], {e.get("tenant", ""): 1})
             return
         # one RawSample (Pyroscope) or one Profile (OTLP), maybe split into several series
+        if "arrival_ns" in e:
+            src["arrivals"].append([e.get("time_nanos", 0), e.get("duration_nanos", 0),
+                                    e["arrival_ns"]])
         sid = e.get("id", "")
         first = True
         if sid:
@@ -534,7 +541,7 @@ class Accounting:
             for t, stacks in part["folded"].items():
                 _add(prof.setdefault(t, {}), stacks)
 
-    def stats(self):
+    def stats(self, arrivals=False):
         with self.lock:
             out = {}
             for name, src in self.src.items():
@@ -551,6 +558,8 @@ class Accounting:
                     "duplicate_ids": dups, "bytes": src["bytes"],
                     "peers": src["peers"], "tenants": src["tenants"],
                 }
+                if arrivals:
+                    out[name]["arrivals"] = src["arrivals"]
             return json.loads(json.dumps(out))  # a copy, taken under the lock
 
     def folded(self, source, service, name=None):
@@ -768,7 +777,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         u = urlsplit(self.path)
         q = {k: v[-1] for k, v in parse_qs(u.query).items()}
         if u.path == "/_stats":
-            st = self.app.acc.stats()
+            st = self.app.acc.stats(arrivals=q.get("arrivals") == "1")
             st["faults"] = self.app.faults.list()
             return self.send_json(200, st)
         if u.path == "/_profiles":
@@ -860,6 +869,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.continue_100()
         try:
             body = self.read_body(length, app.max_request)
+            arrived = time.time_ns()
             nbytes = len(body)
             ce = self.headers.get("Content-Encoding", "identity").lower()
             if ce == "gzip":
@@ -882,6 +892,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             faulted(str(fault["status"]))
             return self.send_error_for(endpoint, fault["status"],
                                        f"injected fault: service {fault['match_service']}")
+        for e in events:
+            e["arrival_ns"] = arrived
         app.acc.record(events + [dict(base, result="accepted", bytes=nbytes)])
         if endpoint == "pyroscope":
             if self.headers.get("Content-Type", "").startswith("application/json"):
@@ -987,6 +999,7 @@ def serve_grpc(app, addr):
     class Svc(profiles_service_pb2_grpc.ProfilesServiceServicer):
         def Export(self, request, context):
             peer = context.peer()
+            arrived = time.time_ns()
             base = {"ev": "request", "src": "otlp", "peer": peer, "tenant": ""}
             try:
                 parts = otlp_parts(request, time.time_ns(), app.older_ns, app.newer_ns)
@@ -994,7 +1007,7 @@ def serve_grpc(app, addr):
                 app.acc.record([dict(base, result="rejected", reason=r.reason)])
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, r.msg)
             events = [{"ev": "sample", "src": "otlp", "id": pid, "time_nanos": t0,
-                       "duration_nanos": dur,
+                       "duration_nanos": dur, "arrival_ns": arrived,
                        "parts": [{"labels": {k: str(v) for k, v in attrs.items()},
                                   "values": values, "folded": folded}]}
                       for attrs, pid, values, folded, (t0, dur) in parts]

@@ -244,8 +244,16 @@ try:
     body = push_body([(cpu("alpha", host="n1"), [(make_pprof(a1), "id-a1"),
                                                   (make_pprof(a2), "id-a2")]),
                       (cpu("beta", host="n1"), [(make_pprof(b1), "id-b1")])])
+    t_sent = time.time_ns()
     st, hd, data = push_req(r, body, headers={"X-Scope-OrgID": "tenant1"})
+    t_answered = time.time_ns()
     check_eq(st, 200, "a valid PushRequest is accepted")
+    arr = r._req("GET", "/_stats?arrivals=1")["pyroscope"]["arrivals"]
+    check_eq([x[:2] for x in arr], [[NOW, 10**9]] * 3,
+             "arrivals: time_nanos and duration_nanos of each of the 3 profiles")
+    check(all(t_sent <= x[2] <= t_answered for x in arr),
+          "arrivals: each arrival time lies between the request and its answer")
+    check("arrivals" not in r.stats()["pyroscope"], "plain /_stats leaves the arrivals out")
     check_eq(hd.get("Content-Type"), "application/proto", "the reply is a Connect proto reply")
     s = r.stats()
     alpha = rc.series_of(s, service_name="alpha")
