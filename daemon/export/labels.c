@@ -272,7 +272,9 @@ int labels_resolve(const char *proc_root, uint32_t pid, const struct export_conf
 	if (exe && *exe) {
 		const char *base = strrchr(exe, '/');
 
-		snprintf(out->service, sizeof(out->service), "%s", base ? base + 1 : exe);
+		const char *name = base ? base + 1 : exe;
+
+		copy_str(out->service, sizeof(out->service), name, strlen(name));
 	} else if (comm && *comm) {
 		snprintf(out->service, sizeof(out->service), "%s", comm);
 	} else {

@@ -72,7 +72,7 @@ static int series_pprof(const struct export_series *s, uint8_t **out, size_t *le
 }
 
 struct pending {
-	Push__V1__RawProfileSeries *series;
+	Push__V1__RawProfileSeries **series;
 	size_t n, cap;
 	size_t bytes;
 	uint64_t samples;
@@ -210,8 +210,8 @@ int pyroscope__encode(const struct export_series *series, size_t n, size_t max_b
 	int err = 0;
 
 	for (size_t i = 0; i < n && !err; i++) {
-		uint8_t *pprof;
-		size_t plen;
+		uint8_t *pprof = NULL;
+		size_t plen = 0;
 
 		err = series_pprof(&series[i], &pprof, &plen);
 		if (err) {

@@ -5,15 +5,21 @@
  * backend asks. The daemon's loop only hands bodies over (sender__submit), which never blocks on
  * the disk or the network.
  *
- * Per request: written to the spool first (temp file, fsync, rename; a spool that cannot be
- * written keeps the request in memory, bounded, and counts spool_errors), sent oldest first,
- * deleted on a 2xx. Network errors, 429, 502, 503, 504: retried after Retry-After when the reply
- * has one, else exponential backoff with jitter from 1 s to 5 min. 413: the request is split in
- * two with opts.split and both halves replace it (a request that cannot be split is
- * quarantined). Other 4xx (400): moved to the quarantine folder with the reply beside it, the
- * rest goes on. 401/403: the spool is kept, the sender waits (backoff) and logs an error each
- * time. A spool over max_bytes drops its oldest request (dropped); a request older than max_age
- * is dropped unsent (expired).
+ * Per request: written to the spool first (temp file, fsync, rename, fsync of the folder; a
+ * spool that cannot be written keeps the request in memory, up to mem_max_bytes, and counts
+ * spool_errors), sent oldest first, deleted on a 2xx. Network errors, timeouts, 408, 429 and 5xx:
+ * retried after Retry-After (seconds or an HTTP-date; at most retry_max) when the reply has one,
+ * else exponential backoff with +-20% jitter from 1 s to retry_max. 413: the request is split in
+ * two with opts.split and both halves replace it, in its place in the order, written to the
+ * spool before it leaves (a request that cannot be split is quarantined). Other 4xx (400):
+ * moved to quarantine/ with "<name>.reply" beside it ("HTTP <status>", an empty line, the reply's
+ * body), the rest goes on. 401/403: the spool is kept, the sender waits (backoff), logs an error
+ * each time and sets auth_failing. A spool over max_bytes drops its oldest requests (dropped); a
+ * request older than max_age is dropped unsent (expired). Delivery is at least once: a request
+ * whose answer was lost (a reset, a crash, sender__free during the attempt) is sent again.
+ *
+ * Spool files are "<created_ns>-<seq>.req", both 20 digits, holding the body as sent; a split's
+ * halves append "-0" and "-1". See spool.h.
  */
 #ifndef PROFD_EXPORT_SENDER_H
 #define PROFD_EXPORT_SENDER_H
@@ -31,8 +37,10 @@ struct sender_opts {
 	uint64_t max_bytes;	      /* spool cap; 0: 1 GiB */
 	uint64_t max_age_ns;	      /* older requests expire; 0: 1 h */
 	uint64_t timeout_ns;	      /* per request; 0: 30 s */
-	const char *ca_file;	      /* NULL: the system CAs */
-	const char *cert_file;	      /* client certificate (PEM) for mTLS; NULL: none */
+	uint64_t retry_max_ns;	      /* longest wait between attempts; 0: 5 min */
+	uint64_t mem_max_bytes; /* requests the spool cannot take, kept in memory; 0: 64 MiB */
+	const char *ca_file;	/* NULL: the system CAs */
+	const char *cert_file;	/* client certificate (PEM) for mTLS; NULL: none */
 	const char *key_file;
 	const char *bearer_token_file; /* "Authorization: Bearer <file's first line>" */
 	const char *basic_auth_file;   /* one line "user:password" */
@@ -81,16 +89,18 @@ struct sender;
 struct sender *sender__new(const struct sender_opts *opts);
 /*
  * Queue a request. Takes ownership of body (malloc'd) in every case. created_ns is its
- * CLOCK_REALTIME creation time (for expiry and the spool's order). Never blocks on I/O.
- * Returns 0, or -ENOBUFS when the in-memory hand-over queue is full (the request is dropped and
- * counted).
+ * CLOCK_REALTIME creation time (for expiry and the spool's order; 0: now). Never blocks on I/O.
+ * Returns 0, -EINVAL for an empty body, or -ENOBUFS when the in-memory hand-over queue is full
+ * (mem_max_bytes or 65536 requests not yet taken by the worker): the request is dropped and
+ * counted.
  */
 int sender__submit(struct sender *s, uint8_t *body, size_t len, uint64_t created_ns);
 /* A copy of the counters (thread-safe). */
 void sender__stats(struct sender *s, struct sender_stats *out);
 /*
  * Stop: requests not spooled yet are written to the spool (best effort) so the next run sends
- * them; an attempt in flight is abandoned after at most 1 s. NULL is fine.
+ * them; an attempt in flight gets at most 1 s to finish, then is abandoned (and sent again by
+ * the next run). NULL is fine.
  */
 void sender__free(struct sender *s);
 

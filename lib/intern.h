@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * An interning table: each distinct key (any bytes) gets a dense index, in the order keys were
- * first added. The output formats use it for string tables and to merge frames, functions and
- * locations that share a key.
+ * first added. The output formats and the export encoders use it for string tables and to merge
+ * frames, functions and locations that share a key.
  */
-#ifndef PROFCTL_INTERN_H
-#define PROFCTL_INTERN_H
+#ifndef PROFD_INTERN_H
+#define PROFD_INTERN_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The sender's insides, shared by sender.c (the worker and the API), sender_queue.c (the queue
+ * of unsent requests and the spool under it) and sender_http.c (libcurl set-up and callbacks).
+ * Who may touch what: the fields under "the worker's alone" belong to the worker thread (and to
+ * sender__new before it starts); the fields under "shared" are read and written under lock.
+ */
+#ifndef PROFD_EXPORT_SENDER_PRIV_H
+#define PROFD_EXPORT_SENDER_PRIV_H
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "sender.h"
+#include "spool.h"
+#include "timeutil.h"
+
+#define DEF_MAX_BYTES (1ull << 30)
+#define DEF_MAX_AGE_NS (3600 * NSEC_PER_SEC)
+#define DEF_TIMEOUT_NS (30 * NSEC_PER_SEC)
+#define DEF_RETRY_MAX_NS (300 * NSEC_PER_SEC)
+#define DEF_MEM_MAX (64ull << 20)
+#define HANDOVER_MAX_REQS 65536
+#define REPLY_MAX (64u << 10)	   /* reply bytes kept for the quarantine and the error line */
+#define STOP_GRACE_NS NSEC_PER_SEC /* how long sender__free lets an attempt finish */
+#define IDLE_WAKE_NS (60 * NSEC_PER_SEC)
+
+struct req {
+	struct req *prev, *next;
+	uint64_t created_ns;
+	size_t len;
+	uint8_t *body; /* handed over, or kept in memory (the spool failed); NULL: in the spool */
+	char name[SPOOL_NAME_MAX];
+};
+
+struct sender {
+	char *name, *url;
+	uint64_t max_bytes, max_age_ns, retry_max_ns, mem_max;
+	int (*split)(const uint8_t *body, size_t len, uint8_t **a, size_t *alen, uint8_t **b,
+		     size_t *blen);
+	uint64_t (*count)(const uint8_t *body, size_t len);
+	int dirfd;
+	CURLM *multi;
+	CURL *easy;
+	struct curl_slist *headers;
+	char *userpwd;
+	char errbuf[CURL_ERROR_SIZE];
+
+	/* The worker's alone. */
+	struct req *head, *tail; /* unsent, oldest first */
+	uint64_t q_bytes, q_count, mem_bytes;
+	struct req *inflight;	  /* the request of the attempt in flight */
+	uint8_t *send_buf;	  /* its body when read from the spool */
+	uint64_t next_attempt_ns; /* mono_ns() */
+	unsigned failures;	  /* consecutive failed attempts */
+	uint64_t seq, rand;
+	bool spool_failing; /* the last spool write failed (log the first of a streak) */
+	/* the reply of the attempt in flight */
+	bool has_retry_after;
+	uint64_t retry_after_ns;
+	uint8_t reply[REPLY_MAX];
+	size_t reply_len;
+
+	/* Shared, under lock. */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool stop, busy; /* busy: a transfer is in flight (submit interrupts curl_multi_poll) */
+	struct req *ho_head, *ho_tail;
+	uint64_t ho_bytes, ho_count, ho_oldest;
+	uint64_t pub_bytes, pub_count, pub_oldest; /* the queue's, as the worker last saw it */
+	struct sender_stats st;
+	pthread_t thread;
+};
+
+static inline uint64_t real_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+static inline void stat_add(struct sender *s, uint64_t *field, uint64_t n)
+{
+	pthread_mutex_lock(&s->lock);
+	*field += n;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* sender.c */
+void sender_set_error(struct sender *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Tell sender__stats what the queue holds now. */
+void sender_publish(struct sender *s);
+/* Abandon the attempt in flight, if any; its request stays queued. */
+void sender_abort_inflight(struct sender *s);
+
+/* sender_queue.c: the queue, oldest first, and the spool files under it (worker only) */
+void sender_q_insert(struct sender *s, struct req *r);
+void sender_q_unlink(struct sender *s, struct req *r);
+/* Take r out of the queue and forget it, its spool file included. */
+void sender_q_drop(struct sender *s, struct req *r);
+/* Drop the oldest requests until the queue fits max_bytes and memory fits mem_max. */
+void sender_enforce_caps(struct sender *s);
+/* Spool the requests handed over (a list linked by next) and queue them. */
+void sender_take_in(struct sender *s, struct req *in);
+/* Drop the requests older than max_age (never the one in flight). */
+void sender_expire(struct sender *s);
+/* Take up what a previous run left in the spool folder dir. 0 or -errno (logged). */
+int sender_resume(struct sender *s, const char *dir);
+/* At exit: what is only in memory goes to the spool for the next run (best effort). */
+void sender_spool_leftovers(struct sender *s);
+
+/* sender_http.c */
+/* Headers and credentials of o into s: 0, or -errno with one line logged. */
+int sender_setup_auth(struct sender *s, const struct sender_opts *o);
+/* curl_global_init (once), the multi and easy handles and their options: 0 or -errno. */
+int sender_setup_curl(struct sender *s, const struct sender_opts *o);
+
+#endif
