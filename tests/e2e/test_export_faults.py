@@ -19,7 +19,7 @@ import time
 
 from profd_e2e import Daemon, require_root, fail, log
 from export_e2e import (Burner, Checks, count_requests, dump_total, exporter, kill_all, note,
-                        received, request_files, tail, settle, start_receiver, state_requests, rc)
+                        received, request_files, tail, settle, start_receiver, state_requests)
 
 FREQ = 199
 BURN = 3  # seconds per burner
@@ -115,7 +115,7 @@ try:
             n = dump_total(d, b.pid)
             got = received(st, service_name=b.service)
             got_all = received(st, unique=False, service_name=b.service)
-            check(n > BURN * FREQ // 3, f"{name}: profd collected the burner ({n} samples)")
+            check(n > FREQ // 2, f"{name}: profd collected the burner ({n} samples)")
             check(got == n, f"{name}: the receiver accepted {got} samples of {b.service}, "
                   f"the dump of pid {b.pid} has {n}")
             check(got_all == got, f"{name}: none of them twice ({got_all} with copies)")
@@ -157,8 +157,10 @@ try:
         arrived("reset", s1)
         nrst = faulted(s1, "reset") - faulted(s0, "reset")
         check(nrst == 2, f"reset: the receiver reset two connections mid-request ({nrst})")
-        check(delta(x0, x1, "requests_retried") == nrst,
-              f"reset: requests_retried went up by 2 ({delta(x0, x1, 'requests_retried')})")
+        # libcurl sends a request again by itself, once, when a connection it reused dies
+        # before any answer: profd may see one failure for two resets.
+        rrst = delta(x0, x1, "requests_retried")
+        check(1 <= rrst <= nrst, f"reset: requests_retried went up by 1 to {nrst} ({rrst})")
         check(x1["last_error"] and not x1["last_error"].startswith("HTTP"),
               f"reset: last_error is the network error ({x1['last_error']!r})")
 
@@ -221,13 +223,14 @@ try:
         # ---- the spool's disk full ---------------------------------------------------------
         # Fill the file system, then have the receiver refuse twice so that what profd
         # could not write waits in memory and is delivered from there.
-        with open(filler, "wb") as f:
-            try:
-                while True:
-                    f.write(b"\0" * 65536)
-                    f.flush()
-            except OSError:
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            while os.write(fd, b"\0" * 65536) > 0:
                 pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
         st = os.statvfs(spool)
         note(f"diskfull: {st.f_bavail * st.f_frsize} bytes left on the spool's tmpfs")
         x0, x1, s0, s1 = run_phase(["diskfull"], {"status": 503, "count": 2})
@@ -271,8 +274,9 @@ try:
               f"{st['pyroscope']['requests']['accepted']}")
         check(x["requests_dropped"] == 0 and x["requests_expired"] == 0,
               f"nothing dropped or expired ({x['requests_dropped']}, {x['requests_expired']})")
-        check(x["requests_retried"] == n503 + n429 + nrst + 2,
-              f"requests_retried {x['requests_retried']} == 503s + 429s + resets + 2")
+        check(x["requests_retried"] == n503 + n429 + rrst + 2,
+              f"requests_retried {x['requests_retried']} == 503s {n503} + 429s {n429} + "
+              f"failures after resets {rrst} + 503s with the disk full 2")
         line = next((l for l in text.splitlines() if l.startswith("export pyroscope ")), "")
         note(line)
         want = [f"{x['requests_retried']} retried", f"{x['requests_quarantined']} quarantined",
@@ -280,7 +284,7 @@ try:
                 f"{x['spool_errors']} spool write errors"]
         check(all(w in line for w in want), f"profctl status says {want}: {line!r}")
         check(st["pyroscope"]["requests"]["rejected"] == {},
-              f"the receiver refused nothing on its own ({st['pyroscope']['requests']['rejected']})")
+              f"the receiver refused nothing itself ({st['pyroscope']['requests']['rejected']})")
 except BaseException:
     if recv:
         log("---- receiver log ----\n" + recv.log_text()[-3000:])

@@ -23,7 +23,7 @@ import tempfile
 import time
 
 from profd_e2e import Daemon, require_root, fail, log, skip
-from export_e2e import (Burner, Checks, dump_total, exporter, kill_all, note, received, settle,
+from export_e2e import (Burner, Checks, dump_total, kill_all, note, received, settle,
                         start_receiver, tail, rc)
 
 NODES = 3
@@ -224,7 +224,7 @@ try:
         got = received(st, host=name, service_name="netns-burn")
         got_all = received(st, unique=False, host=name)
         note(f"{name}: dump {n}, received {got} ({got_all} with copies), status {x}")
-        check(n > BURN * FREQ // 4, f"{name}: profd collected its burner ({n} samples)")
+        check(n > FREQ // 2, f"{name}: profd collected its burner ({n} samples)")
         check(got == n == x["samples_exported"],
               f"{name}: the receiver has {got} samples under host={name}, the node's dump "
               f"{n}, its samples_exported {x['samples_exported']}")
@@ -240,9 +240,10 @@ try:
         if mine:
             spans.append((min(s["time_first_ns"] for s in mine),
                           max(s["time_last_end_ns"] for s in mine)))
+    rel = [(round((a - spans[0][0]) / 1e9, 1), round((b - spans[0][0]) / 1e9, 1))
+           for a, b in spans]
     check(len(spans) == NODES and max(a for a, _ in spans) < min(b for _, b in spans),
-          f"the nodes' profiles cover the same time (exported at once): "
-          f"{[(round((a - spans[0][0]) / 1e9, 1), round((b - spans[0][0]) / 1e9, 1)) for a, b in spans]} s")
+          f"the nodes' profiles cover the same time (exported at once): {rel} s")
 except BaseException:
     for d in daemons:
         log(tail(f"profd {d.proc.pid}", d.logpath))
