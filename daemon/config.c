@@ -5,6 +5,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -238,6 +239,7 @@ out:
 static int check_readable(const struct origin *o, const char *opt, const char *path)
 {
 	char why[160];
+	struct stat st;
 	int fd;
 
 	if (!*path)
@@ -246,6 +248,11 @@ static int check_readable(const struct origin *o, const char *opt, const char *p
 	if (fd < 0) {
 		snprintf(why, sizeof(why), "cannot read it: %s", strerror(errno));
 		return bad_at(o, opt, path, why);
+	}
+	/* Root opens anything; a directory or a device is still not a credentials file. */
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return bad_at(o, opt, path, "cannot read it: not a regular file");
 	}
 	close(fd);
 	return 0;

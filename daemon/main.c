@@ -348,7 +348,7 @@ static void on_sighup(uv_signal_t *h, int signum)
 	err = config_parse(app->argc, app->argv, nc);
 	if (err != CONFIG_RUN) {
 		pr_err("reload: %s: the configuration is not valid; keeping the running one",
-		       nc->config_file ? nc->config_file : "command line");
+		       in_use->config_file ? in_use->config_file : "command line");
 		goto drop;
 	}
 	if (nc->frequency_hz != app->cfg->frequency_hz || nc->off_cpu != app->cfg->off_cpu ||

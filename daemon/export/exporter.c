@@ -53,8 +53,10 @@ struct group {
 	struct export_label labels[SERIES_LABELS];
 	size_t nlabels;
 	char pid_buf[16];
+	char tid_buf[16];
 	struct dump_rows *rows[EXPORT_KIND__COUNT];
 	uint32_t pid_key; /* with sample_labels = pid */
+	uint32_t tid_key; /* with sample_labels = tid */
 	const struct cached_labels *who;
 };
 
@@ -238,8 +240,43 @@ static int collect(uint32_t pid, uint32_t tid, uint32_t stack, enum store_value 
 		e->rows_cap = cap;
 	}
 	r = &e->rows[e->nrows++];
-	*r = (struct jrow){pid, e->cfg->label_tid ? tid : tid, stack, col, value};
+	/* Threads apart only when they are a label: else a stack's rows merge across threads. */
+	*r = (struct jrow){pid, e->cfg->label_tid ? tid : 0, stack, col, value};
 	return 0;
+}
+
+static int jrow_cmp(const void *pa, const void *pb)
+{
+	const struct jrow *a = pa, *b = pb;
+
+	if (a->pid != b->pid)
+		return a->pid < b->pid ? -1 : 1;
+	if (a->tid != b->tid)
+		return a->tid < b->tid ? -1 : 1;
+	if (a->stack != b->stack)
+		return a->stack < b->stack ? -1 : 1;
+	if (a->col != b->col)
+		return a->col < b->col ? -1 : 1;
+	return 0;
+}
+
+/* Rows that differ only in a thread nobody asked for become one: smaller profiles. */
+static void merge_rows(struct exporter *e)
+{
+	size_t out = 0;
+
+	if (!e->nrows)
+		return;
+	qsort(e->rows, e->nrows, sizeof(*e->rows), jrow_cmp);
+	for (size_t i = 1; i < e->nrows; i++) {
+		if (!jrow_cmp(&e->rows[out], &e->rows[i]))
+			e->rows[out].v = e->rows[out].v + e->rows[i].v < e->rows[out].v
+					     ? UINT64_MAX
+					     : e->rows[out].v + e->rows[i].v;
+		else
+			e->rows[++out] = e->rows[i];
+	}
+	e->nrows = out + 1;
 }
 
 /* pid's labels: cached while the process is the same one (its start time). */
@@ -302,15 +339,19 @@ static void group_labels(struct exporter *e, struct group *g)
 		snprintf(g->pid_buf, sizeof(g->pid_buf), "%u", g->pid_key);
 		g->labels[n++] = (struct export_label){"pid", g->pid_buf};
 	}
+	if (e->cfg->label_tid) {
+		snprintf(g->tid_buf, sizeof(g->tid_buf), "%u", g->tid_key);
+		g->labels[n++] = (struct export_label){"tid", g->tid_buf};
+	}
 	g->nlabels = n;
 }
 
 static bool same_group(const struct exporter *e, const struct group *g,
-		       const struct cached_labels *who, uint32_t pid)
+		       const struct cached_labels *who, uint32_t pid, uint32_t tid)
 {
 	const struct proc_labels *a = &g->who->l, *b = &who->l;
 
-	if (e->cfg->label_pid && g->pid_key != pid)
+	if ((e->cfg->label_pid && g->pid_key != pid) || (e->cfg->label_tid && g->tid_key != tid))
 		return false;
 	return !strcmp(a->service, b->service) && !strcmp(a->container, b->container) &&
 	       !strcmp(a->pod_uid, b->pod_uid);
@@ -383,6 +424,7 @@ void exporter__flush(struct exporter *e, uint64_t now)
 	e->window_start = now;
 	if (err || !e->nrows)
 		goto out;
+	merge_rows(e);
 
 	for (size_t i = 0; i < e->nrows; i++) {
 		const struct jrow *r = &e->rows[i];
@@ -394,7 +436,7 @@ void exporter__flush(struct exporter *e, uint64_t now)
 		if (!who)
 			continue;
 		for (size_t k = 0; k < ngroups && !g; k++)
-			if (same_group(e, &groups[k], who, r->pid))
+			if (same_group(e, &groups[k], who, r->pid, r->tid))
 				g = &groups[k];
 		if (!g) {
 			if (ngroups == gcap) {
@@ -410,6 +452,7 @@ void exporter__flush(struct exporter *e, uint64_t now)
 			memset(g, 0, sizeof(*g));
 			g->who = who;
 			g->pid_key = r->pid;
+			g->tid_key = r->tid;
 		}
 		if (!g->rows[kind]) {
 			g->rows[kind] = dump_rows__new(e->store, &meta);

@@ -33,6 +33,12 @@ foreach(t cpu_split kernel_frames system_wide exited bad_input cli_errors lifecy
     LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL TRUE
     ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e;PROFD_SANITIZED=${E2E_SANITIZED}")
 endforeach()
+# The configuration file at start-up and on SIGHUP, with export to the stand-in receiver.
+add_test(NAME e2e.export_config
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_export_config.py)
+set_tests_properties(e2e.export_config PROPERTIES
+  LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL TRUE
+  ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e;PROFD_SANITIZED=${E2E_SANITIZED}")
 # Nine interpreters, each profiled twice, and the first run fetches CPython 3.14.
 set_tests_properties(e2e.python PROPERTIES TIMEOUT 900)
 # Three profiles and a dump per interpreter, up to ten interpreters.
@@ -105,7 +111,7 @@ if(TARGET fake_cupti AND TARGET profd_cupti)
   set_tests_properties(e2e.gpu PROPERTIES
     LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL TRUE
     ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e;PROFD_CUPTI_SO=$<TARGET_FILE:profd_cupti>;PROFD_FAKE_CUPTI=$<TARGET_FILE:fake_cupti>")
-  foreach(t gpu_child gpu_wall)
+  foreach(t gpu_child gpu_wall export_gpu)
     add_test(NAME e2e.${t}
              COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_${t}.py)
     set_tests_properties(e2e.${t} PROPERTIES

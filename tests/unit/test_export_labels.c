@@ -147,9 +147,9 @@ static void test_resolve(void)
 
 	/* This very process, through the real /proc. */
 	CHECK_EQ_I(setenv("OTEL_SERVICE_NAME", "late", 1), 0); /* not in /proc's copy */
-	CHECK_EQ_I(labels_resolve(NULL, (uint32_t)getpid(), &(struct export_config){0}, NULL,
-				  NULL, &l),
-		   0);
+	CHECK_EQ_I(
+	    labels_resolve(NULL, (uint32_t)getpid(), &(struct export_config){0}, NULL, NULL, &l),
+	    0);
 	CHECK(l.start_ticks > 0);
 	/* Named by its container or service unit when it runs in one, else by its executable. */
 	if (!l.container[0])
