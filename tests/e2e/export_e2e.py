@@ -56,6 +56,16 @@ def tail(what, path, n=4000):
         return ""
 
 
+def receiver_log(recv):
+    """The receiver's log for a failed test, with whether it is still running (an exit status
+    of 0 means it stopped on SIGTERM or SIGINT, a negative one on that signal)."""
+    if not recv:
+        return ""
+    rc_ = recv.proc.poll() if recv.proc else None
+    head = "running" if recv.proc and rc_ is None else f"exited with {rc_}"
+    return tail(f"receiver ({head})", recv.logpath)
+
+
 def note(msg):
     """A measurement worth seeing when asked for (PROFD_TEST_VERBOSE=1)."""
     if VERBOSE:

@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import time
 from profd_e2e import *
-from export_e2e import Checks, note, rc, tail
+from export_e2e import Checks, note, rc, receiver_log
 
 FREQ = 499
 SECONDS = 9
@@ -159,6 +159,6 @@ try:
     left = [x for x in os.listdir(pdir) if x != "quarantine"]
     check(left == [], f"the spool is empty once everything is sent ({left})")
 except SystemExit:
-    log(tail("receiver", recv.logpath))
+    log(receiver_log(recv))
     raise
-check.done(lambda: log(tail("receiver", recv.logpath)))
+check.done(lambda: log(receiver_log(recv)))

@@ -19,7 +19,8 @@ import time
 
 from profd_e2e import Daemon, require_root, fail, log
 from export_e2e import (Burner, Checks, count_requests, dump_total, exporter, kill_all, note,
-                        received, request_files, tail, settle, start_receiver, state_requests)
+                        received, receiver_log, request_files, settle, start_receiver,
+                        state_requests, tail)
 
 FREQ = 199
 BURN = 3  # seconds per burner
@@ -287,7 +288,7 @@ try:
               f"the receiver refused nothing itself ({st['pyroscope']['requests']['rejected']})")
 except BaseException:
     if recv:
-        log("---- receiver log ----\n" + recv.log_text()[-3000:])
+        log(receiver_log(recv))
     raise
 finally:
     kill_all(burners.values())
@@ -295,4 +296,4 @@ finally:
         recv.stop()
     subprocess.run(["umount", spool], capture_output=True)
 note(f"run time {time.time() - t0:.0f} s")
-check.done(lambda: log(tail("profd", dlog) + tail("receiver", recv and recv.logpath)))
+check.done(lambda: log(tail("profd", dlog) + receiver_log(recv)))

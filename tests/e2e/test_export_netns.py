@@ -23,8 +23,8 @@ import tempfile
 import time
 
 from profd_e2e import Daemon, require_root, fail, log, skip
-from export_e2e import (Burner, Checks, dump_total, kill_all, note, received, settle,
-                        start_receiver, tail, rc)
+from export_e2e import (Burner, Checks, dump_total, kill_all, note, rc, received, receiver_log,
+                        settle, start_receiver, tail)
 
 NODES = 3
 FREQ = 199
@@ -248,7 +248,7 @@ except BaseException:
     for d in daemons:
         log(tail(f"profd {d.proc.pid}", d.logpath))
     if recv:
-        log(tail("receiver", recv.logpath))
+        log(receiver_log(recv))
     raise
 finally:
     for d in daemons:
@@ -262,4 +262,4 @@ links = [line for line in ip("-o", "link", "show").stdout.splitlines() if TAG in
 check(not left and not links, f"namespaces and links removed ({left}, {len(links)} links)")
 note(f"run time {time.time() - t0:.0f} s")
 check.done(lambda: log("".join(tail(f"profd {d.proc.pid}", d.logpath) for d in daemons) +
-                       tail("receiver", recv and recv.logpath)))
+                       receiver_log(recv)))

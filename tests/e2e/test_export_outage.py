@@ -16,7 +16,8 @@ import time
 
 from profd_e2e import Daemon, require_root, log
 from export_e2e import (Burner, Checks, count_requests, dump_total, exporter, kill_all, note,
-                        received, request_files, settle, start_receiver, tail, wait_for)
+                        received, receiver_log, request_files, settle, start_receiver, tail,
+                        wait_for)
 
 FREQ = 99
 OUTAGE = 120
@@ -193,7 +194,7 @@ except BaseException:
     for what, path in logs:
         log(tail(what, path))
     if recv:
-        log(tail("receiver", recv.logpath))
+        log(receiver_log(recv))
     raise
 finally:
     kill_all(burners)
@@ -201,4 +202,4 @@ finally:
         recv.stop()
 note(f"run time {time.time() - t0:.0f} s (outage part {t_part1:.0f} s)")
 check.done(lambda: log("".join(tail(w, p) for w, p in logs) +
-                       tail("receiver", recv and recv.logpath)))
+                       receiver_log(recv)))
