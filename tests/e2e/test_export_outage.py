@@ -10,6 +10,7 @@
 #    receiver comes back: every spooled RawSample arrives, with the spool's sample count, and
 #    the new profd's own data after it.
 import os
+import re
 import signal
 import tempfile
 import time
@@ -82,6 +83,7 @@ try:
                 b_after.go()
             if mid is None and time.time() >= t_down + OUTAGE - 5:
                 mid = exporter(d1)
+                mid_text = d1.ctl("status").stdout
             x = exporter(d1)
             peak["spool_requests"] = max(peak["spool_requests"], x["spool_requests"])
             time.sleep(min(2, max(0.05, t_down + OUTAGE - time.time())))
@@ -103,6 +105,13 @@ try:
               f"outage: last_error says why ({mid['last_error']!r})")
         check(mid["requests_dropped"] == 0 and mid["requests_expired"] == 0,
               "outage: nothing dropped or expired while waiting")
+        line = next((x for x in mid_text.splitlines() if x.startswith("export pyroscope ")), "")
+        note(f"outage: {line}")
+        check(re.search(r"; requests \d+ sent, [1-9]\d* retried, 0 dropped, 0 expired", line) and
+              re.search(r"spool \S+ \S+ in [1-9]\d* requests, oldest 1m", line) and
+              "connect" in line,
+              f"outage: profctl status says it (retries, the spool, its oldest, the error): "
+              f"{line!r}")
         acc0 = recv.stats()["pyroscope"]["requests"]["accepted"]
         back = wait_for(lambda: recv.stats()["pyroscope"]["requests"]["accepted"] > acc0,
                         RETRY_MAX * 1.2 + 5, step=0.1)
