@@ -2,6 +2,7 @@
 #include "exporter.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -502,6 +503,7 @@ void exporter__flush(struct exporter *e, uint64_t now)
 	for (size_t k = 0; k < e->nb; k++) {
 		struct backend *b = &e->b[k];
 		struct emit_ctx ec = {e, b, (uint64_t)((int64_t)now + offset)};
+		uint64_t t0 = mono_ns(), built = b->requests_built;
 
 		if (b->kind == BACKEND_PYROSCOPE) {
 			err = pyroscope__encode(series, nseries, PYROSCOPE_MAX_REQUEST, emit, &ec);
@@ -524,6 +526,11 @@ void exporter__flush(struct exporter *e, uint64_t now)
 			pr_warn("export: %s: this interval could not be encoded: %s", b->name,
 				strerror(-err));
 		}
+		/* Encoding runs on the loop: how long it held it is worth seeing. */
+		pr_debug("export: %s: %zu series, %zu rows in %" PRIu64
+			 " requests, encoded in %.1f ms",
+			 b->name, nseries, e->nrows, b->requests_built - built,
+			 (double)(mono_ns() - t0) / 1e6);
 	}
 out:
 	for (size_t k = 0; k < ngroups; k++)
