@@ -25,7 +25,8 @@ else()
 endif()
 foreach(t cpu_split kernel_frames system_wide exited bad_input cli_errors lifecycle systemd_unit package top
           python python_exit svg_browser diff formats socket_safety setuid perf_map_budget flood
-          losses perf_maps children record views stacks pyspy gil gil_wait offcpu offcpu_python cuda_sync)
+          losses perf_maps children record views stacks pyspy gil gil_wait offcpu offcpu_python cuda_sync
+          export export_faults export_outage export_netns)
   add_test(NAME e2e.${t}
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_${t}.py)
   set_tests_properties(e2e.${t} PROPERTIES
@@ -42,6 +43,9 @@ set_tests_properties(e2e.export_config PROPERTIES
 set_tests_properties(e2e.python PROPERTIES TIMEOUT 900)
 # Three profiles and a dump per interpreter, up to ten interpreters.
 set_tests_properties(e2e.gil PROPERTIES TIMEOUT 600)
+# The fleet export against the stand-in receiver (tests/receiver; its venv is made on first use):
+# a real two-minute outage of the receiver, then profd killed and restarted on its spool.
+set_tests_properties(e2e.export_outage PROPERTIES TIMEOUT 600)
 
 # Launch probes (GPU launch stacks): the sampler's USDT and libcuda uprobe programs, driven
 # through the sampler API against a fixture with its own profd:cuda_launch probe site.

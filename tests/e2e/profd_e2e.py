@@ -103,21 +103,24 @@ def fixture(name):
 
 
 class Daemon:
-    """profd on a private socket; stopped with SIGTERM on exit."""
+    """profd on a private socket; stopped with SIGTERM on exit. prefix: a command that execs
+    profd in the end (nsenter, unshare), so that the process started is profd itself."""
 
-    def __init__(self, *args, socket_path=None, env=None):
+    def __init__(self, *args, socket_path=None, env=None, prefix=()):
         self.tmp = tempfile.mkdtemp(prefix="profd-e2e-")
         os.chmod(self.tmp, 0o755)
         self.sock = socket_path or os.path.join(self.tmp, "run", "profd.sock")
         self.logpath = os.path.join(self.tmp, "profd.log")
         self.args = list(args)
         self.env = env
+        self.prefix = list(prefix)
         self.proc = None
 
     def __enter__(self):
         require_root()
         self.logf = open(self.logpath, "w")
-        self.proc = subprocess.Popen([PROFD, "--socket", self.sock, "-v", *self.args],
+        self.proc = subprocess.Popen([*self.prefix, PROFD, "--socket", self.sock, "-v",
+                                      *self.args],
                                      stdout=self.logf, stderr=subprocess.STDOUT, env=self.env)
         deadline = time.time() + 20
         while time.time() < deadline:

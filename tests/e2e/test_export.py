@@ -9,13 +9,10 @@ import os
 import re
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from profd_e2e import *
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "receiver"))
-import receiver_client as rc  # noqa: E402
+from export_e2e import Checks, note, rc, receiver_log
 
 FREQ = 499
 SECONDS = 9
@@ -23,6 +20,7 @@ SERVICE = "burn-export-e2e"
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
 
 require_root()
+check = Checks()
 try:
     rc.venv_python()
 except rc.Unavailable as e:
@@ -76,7 +74,7 @@ try:
             prof = recv.profiles(SERVICE, name="process_cpu")
             st = d.ctl("status", "--json")
             st_text = d.ctl("status")
-            log(st_text.stdout)
+            note(st_text.stdout)
             dump_after = total(d.folded("--pid", str(burn.pid)))
     finally:
         if burn.poll() is None:
@@ -86,7 +84,8 @@ finally:
 
 try:
     series = cpu_series(stats)
-    log(json.dumps({"series": series, "requests": stats["pyroscope"]["requests"]}, indent=1)[:3000])
+    note(json.dumps({"series": series, "requests": stats["pyroscope"]["requests"]},
+                    indent=1)[:3000])
     check(early > 0, f"samples reach the receiver while the fixture runs ({early} after 4 s)")
     check(n > 1500, f"enough samples at {FREQ} Hz over ~{SECONDS - 1} s in the dump (got {n})")
     check(dump_after == n, f"exporting leaves the store's dump as it was ({dump_after} == {n})")
@@ -142,14 +141,17 @@ try:
     # profctl status: the exporter's counters agree with the receiver.
     check(st.returncode == 0, f"profctl status --json ({st.stderr.strip()})")
     ex = exporter(json.loads(st.stdout))
-    check(ex is not None, "status --json lists the pyroscope exporter")
+    if ex is None:
+        fail(f"status --json lists no pyroscope exporter: {st.stdout.strip()[:500]}")
     check(ex["url"].startswith(recv.url), f"its url is the receiver's ({ex['url']})")
     check(ex["requests_sent"] == stats["pyroscope"]["requests"]["accepted"],
           f"requests_sent {ex['requests_sent']} == accepted "
           f"{stats['pyroscope']['requests']['accepted']}")
-    check(ex["samples_sent"] == n, f"samples_sent {ex['samples_sent']} == {n}")
+    check(ex.get("samples_sent") == n, f"samples_sent {ex.get('samples_sent')} == {n}")
+    check(ex.get("samples_exported") == n,
+          f"samples_exported {ex.get('samples_exported')} == {n}")
     for k in ("requests_dropped", "requests_expired", "requests_quarantined", "spool_requests"):
-        check(ex[k] == 0, f"{k} is 0 ({ex[k]})")
+        check(ex.get(k, 0) == 0, f"{k} is 0 ({ex.get(k, 0)})")
     check(any(line.startswith("export pyroscope ") for line in st_text.stdout.splitlines()),
           "profctl status prints an `export pyroscope URL:` line")
     pdir = os.path.join(spool, "pyroscope")
@@ -157,6 +159,6 @@ try:
     left = [x for x in os.listdir(pdir) if x != "quarantine"]
     check(left == [], f"the spool is empty once everything is sent ({left})")
 except SystemExit:
-    log("---- receiver log ----\n" + recv.log_text()[-3000:])
+    log(receiver_log(recv))
     raise
-log("PASS")
+check.done(lambda: log(receiver_log(recv)))
