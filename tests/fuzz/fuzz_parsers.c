@@ -13,6 +13,12 @@
  *	3  perf map on a memfd through perf_map__scan; the first byte after the selector picks
  *	   the budget and the read bound, the next the number of wanted addresses (8 bytes
  *	   each, little-endian) that follow
+ *	4  /proc/PID/cgroup text through the export's labels_from_cgroup (container, pod)
+ *	5  /proc/PID/environ bytes through labels_service_from_environ
+ *	6  a configuration file on the memfd through config_parse (--config); the file is the
+ *	   administrator's, but a crash on a typo is still a crash
+ *	7  a spooled request through pyroscope__count and pyroscope__split (the spool is on disk:
+ *	   a torn or foreign file must be refused, not trusted)
  *
  * Files are written only under a temporary directory and into a memfd; nothing is kept
  * between inputs.
@@ -26,8 +32,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h"
+#include "labels.h"
 #include "log.h"
 #include "perf_map.h"
+#include "pyroscope.h"
 #include "procfs.h"
 #include "sampler.h"
 #include "symbolize_elf.h"
@@ -209,10 +218,89 @@ static void fuzz_perf_map(const uint8_t *data, size_t size)
 	sym_table__fini(&t);
 }
 
+static void fuzz_cgroup(const uint8_t *data, size_t size)
+{
+	struct proc_labels l;
+	char *text = malloc(size + 1);
+
+	if (!text)
+		return;
+	memcpy(text, data, size);
+	text[size] = '\0';
+	labels_from_cgroup(text, &l);
+	if (strlen(l.container) >= sizeof(l.container) || strlen(l.pod_uid) >= sizeof(l.pod_uid))
+		abort();
+	free(text);
+}
+
+static void fuzz_environ(const uint8_t *data, size_t size)
+{
+	char out[257];
+	char *copy = malloc(size ? size : 1);
+
+	/* An exact-size copy: ASan sees a read past the environment's end. */
+	if (!copy)
+		return;
+	memcpy(copy, data, size);
+	if (labels_service_from_environ(copy, size, out, sizeof(out)) && strlen(out) >= sizeof(out))
+		abort();
+	free(copy);
+}
+
+static void fuzz_config(const uint8_t *data, size_t size)
+{
+	char path[64];
+	struct config cfg;
+	FILE *saved = stderr;
+
+	if (ftruncate(memfd, 0) || pwrite(memfd, data, size, 0) != (ssize_t)size)
+		return;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", memfd);
+	stderr = fopen("/dev/null", "w");
+	config_parse(3, (char *[]){"profd", "--config", path, NULL}, &cfg);
+	fclose(stderr);
+	stderr = saved;
+	config_free(&cfg);
+}
+
+static void fuzz_spooled(const uint8_t *data, size_t size)
+{
+	uint8_t *copy = malloc(size ? size : 1), *a = NULL, *b = NULL;
+	size_t alen, blen;
+
+	if (!copy)
+		return;
+	memcpy(copy, data, size);
+	pyroscope__count(copy, size);
+	if (!pyroscope__split(copy, size, &a, &alen, &b, &blen)) {
+		/* Both halves are requests again, with the whole's samples between them. */
+		if (pyroscope__count(a, alen) + pyroscope__count(b, blen) !=
+		    pyroscope__count(copy, size))
+			abort();
+		free(a);
+		free(b);
+	}
+	free(copy);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 1)
 		return 0;
+	switch (data[0] & 7) {
+	case 4:
+		fuzz_cgroup(data + 1, size - 1);
+		return 0;
+	case 5:
+		fuzz_environ(data + 1, size - 1);
+		return 0;
+	case 6:
+		fuzz_config(data + 1, size - 1);
+		return 0;
+	case 7:
+		fuzz_spooled(data + 1, size - 1);
+		return 0;
+	}
 	switch (data[0] & 3) {
 	case 0:
 		fuzz_elf_mem(data + 1, size - 1);
