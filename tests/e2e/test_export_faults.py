@@ -4,7 +4,7 @@
 #   503 with Retry-After 3 s (x3)   the attempts wait 3 s, not the 1-2 s of the backoff
 #   429 (x2)                        retried
 #   connections reset mid-request   retried
-#   413 for bodies above a limit    three services at once: the requests are split until they fit
+#   413 for bodies above a limit    four services at once: the requests are split until they fit
 #   400 for one service             its requests are quarantined with the reply, the rest goes on
 #   the spool's disk full           a small tmpfs the test fills: delivered from memory
 # For each: the CPU samples the receiver accepted for that service (each RawSample ID once) equal
@@ -79,7 +79,8 @@ class FaultClock(threading.Thread):
 
 
 burners = {name: Burner(f"fault-{name}", BURN) for name in
-           ("503", "429", "reset", "413-a", "413-b", "413-c", "400-bad", "400-good", "diskfull")}
+           ("503", "429", "reset", "413-a", "413-b", "413-c", "413-d", "400-bad", "400-good",
+            "diskfull")}
 recv = None
 dlog = None
 t0 = time.time()
@@ -116,7 +117,7 @@ try:
             n = dump_total(d, b.pid)
             got = received(st, service_name=b.service)
             got_all = received(st, unique=False, service_name=b.service)
-            check(n > FREQ // 2, f"{name}: profd collected the burner ({n} samples)")
+            check(n >= 20, f"{name}: profd collected the burner ({n} samples)")
             check(got == n, f"{name}: the receiver accepted {got} samples of {b.service}, "
                   f"the dump of pid {b.pid} has {n}")
             check(got_all == got, f"{name}: none of them twice ({got_all} with copies)")
@@ -166,17 +167,19 @@ try:
               f"reset: last_error is the network error ({x1['last_error']!r})")
 
         # ---- 413 ---------------------------------------------------------------------------
-        # Requests so far held one series each; a limit above the biggest of them and below
-        # what three series at once make forces splits, down to one series if need be.
+        # Requests so far held one series each, of a burner alone on a CPU. A limit half as
+        # big again as the biggest of them: four burners sharing the CPUs make smaller series,
+        # which fit, and requests of four (or three, or two) series, which do not and are
+        # split, down to one series if need be.
         singles = [b for b, n in state_requests(state) if n == 1]
-        limit = int(1.6 * max(singles)) if singles else 0
+        limit = int(1.5 * max(singles)) if singles else 0
         check(limit > 0, f"413: single-series requests seen ({len(singles)}, "
               f"{min(singles or [0])}-{max(singles or [0])} bytes); limit {limit}")
         nreq0 = len(state_requests(state))
-        x0, x1, s0, s1 = run_phase(["413-a", "413-b", "413-c"],
-                                   {"status": 413, "max_body": limit})
+        four = ["413-a", "413-b", "413-c", "413-d"]
+        x0, x1, s0, s1 = run_phase(four, {"status": 413, "max_body": limit})
         recv.clear_faults()
-        for n in ("413-a", "413-b", "413-c"):
+        for n in four:
             arrived(n, s1)
         n413 = faulted(s1, "413") - faulted(s0, "413")
         nsplit = delta(x0, x1, "requests_split")
@@ -189,7 +192,7 @@ try:
         check(all(b <= limit for b, _ in sizes),
               f"413: every accepted request fits the limit (largest {max(sizes)[0]} <= {limit})")
         check(any(n > 1 for _, n in sizes) or n413 >= 3,
-              f"413: the three services were in requests together (series per request "
+              f"413: the services were in requests together (series per request "
               f"{sorted(set(n for _, n in sizes))}, {n413} splits)")
 
         # ---- 400 for one service -----------------------------------------------------------

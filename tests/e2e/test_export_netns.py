@@ -224,7 +224,7 @@ try:
         got = received(st, host=name, service_name="netns-burn")
         got_all = received(st, unique=False, host=name)
         note(f"{name}: dump {n}, received {got} ({got_all} with copies), status {x}")
-        check(n > FREQ // 2, f"{name}: profd collected its burner ({n} samples)")
+        check(n >= 20, f"{name}: profd collected its burner ({n} samples)")
         check(got == n == x["samples_exported"],
               f"{name}: the receiver has {got} samples under host={name}, the node's dump "
               f"{n}, its samples_exported {x['samples_exported']}")
