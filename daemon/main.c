@@ -61,6 +61,7 @@ struct app {
 	/* The fleet export: its timer, and SIGHUP to reload its settings. */
 	uv_timer_t export_timer;
 	uv_signal_t sighup;
+	unsigned export_peeks;
 	int argc;
 	char **argv;
 	struct config *cfg;	 /* the start-up configuration */
@@ -210,6 +211,9 @@ static void on_drain_timer(uv_timer_t *h)
 	if (n < 0 && n != -EINTR)
 		pr_warn("ring buffer: %s", strerror(-n));
 	gpu__tick(app->d.gpu, mono_ns());
+	/* Twice a second: new processes' export labels, read while they still run. */
+	if (app->d.exporter && ++app->export_peeks % 5 == 0)
+		exporter__peek(app->d.exporter);
 	compact_store(app);
 	note_losses(app);
 	if (app->d.trim_after_ns && mono_ns() >= app->d.trim_after_ns) {

@@ -39,7 +39,18 @@ struct backend {
 struct cached_labels {
 	struct proc_labels l;
 	uint64_t seen_flush;
+	uint64_t exe_hash; /* of /proc/PID/exe when resolved: an exec changes it, not the pid */
+	uint64_t peeked;   /* the exporter's peek that last looked at it */
 };
+
+static uint64_t str_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+
+	for (; s && *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
 
 struct jrow {
 	uint32_t pid;
@@ -71,6 +82,7 @@ struct exporter {
 	size_t nb;
 	uint64_t window_start; /* mono ns: the journal holds what came since */
 	uint64_t flushes;
+	uint64_t peeks;
 	struct ptrmap labels; /* pid -> struct cached_labels */
 	uint64_t journal_lost;
 	struct jrow *rows;
@@ -280,21 +292,45 @@ static void merge_rows(struct exporter *e)
 	e->nrows = out + 1;
 }
 
-/* pid's labels: cached while the process is the same one (its start time). */
+/* /proc/PID/exe now, into buf (size n); "" when the process is gone or has no executable. */
+static const char *live_exe(const struct exporter *e, uint32_t pid, char *buf, size_t n)
+{
+	char path[64];
+	ssize_t r;
+
+	snprintf(path, sizeof(path), "%s/%u/exe", e->proc_root ? e->proc_root : "/proc", pid);
+	r = readlink(path, buf, n - 1);
+	buf[r > 0 ? r : 0] = '\0';
+	return buf;
+}
+
+static void resolve(struct exporter *e, struct cached_labels *c, uint32_t pid, const char *exe)
+{
+	struct store_process_info pi = {0};
+
+	store__process(e->store, pid, &pi);
+	labels_resolve(e->proc_root, pid, e->cfg, pi.comm, exe[0] ? exe : pi.exe, &c->l);
+	c->exe_hash = str_hash(exe);
+	c->seen_flush = e->flushes;
+}
+
+/*
+ * pid's labels, cached while the process is the one they were read for: same start time (a
+ * reused pid differs) and same executable (an exec changes the name and often the service).
+ * A process that is gone keeps what was read while it ran.
+ */
 static const struct cached_labels *labels_of(struct exporter *e, uint32_t pid)
 {
 	struct cached_labels *c = ptrmap_get(&e->labels, pid);
-	struct store_process_info pi = {0};
+	char exe[4096];
 
 	if (c && c->seen_flush == e->flushes)
 		return c;
-	if (c) {
-		uint64_t t = labels_start_ticks(e->proc_root, pid);
-
-		if (!t || t == c->l.start_ticks) {
-			c->seen_flush = e->flushes;
-			return c;
-		}
+	live_exe(e, pid, exe, sizeof(exe));
+	if (c && (!exe[0] || (c->exe_hash == str_hash(exe) &&
+			      labels_start_ticks(e->proc_root, pid) == c->l.start_ticks))) {
+		c->seen_flush = e->flushes;
+		return c;
 	}
 	if (!c) {
 		c = calloc(1, sizeof(*c));
@@ -303,10 +339,39 @@ static const struct cached_labels *labels_of(struct exporter *e, uint32_t pid)
 			return NULL;
 		}
 	}
-	store__process(e->store, pid, &pi);
-	labels_resolve(e->proc_root, pid, e->cfg, pi.comm, pi.exe, &c->l);
-	c->seen_flush = e->flushes;
+	resolve(e, c, pid, exe);
 	return c;
+}
+
+static int peek_row(uint32_t pid, uint32_t tid, uint32_t stack, enum store_value col,
+		    uint64_t value, void *ctx)
+{
+	struct exporter *e = ctx;
+	struct cached_labels *c;
+	char exe[4096];
+
+	if (kind_of(col) < 0)
+		return 0;
+	c = ptrmap_get(&e->labels, pid);
+	if (!c) {
+		labels_of(e, pid);
+		return 0;
+	}
+	/* Known: only an exec since (one readlink a process a peek) means reading it again. */
+	if (c->peeked == e->peeks)
+		return 0;
+	c->peeked = e->peeks;
+	if (live_exe(e, pid, exe, sizeof(exe))[0] && str_hash(exe) != c->exe_hash)
+		resolve(e, c, pid, exe);
+	return 0;
+}
+
+void exporter__peek(struct exporter *e)
+{
+	if (!e)
+		return;
+	e->peeks++;
+	store__journal_each(e->store, peek_row, e);
 }
 
 static void labels_sweep(struct exporter *e)

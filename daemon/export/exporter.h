@@ -31,6 +31,12 @@ struct exporter;
 struct exporter *exporter__new(const struct exporter_opts *opts);
 /* Drain the journal into requests for every backend; now is mono_ns(). Never blocks on I/O. */
 void exporter__flush(struct exporter *e, uint64_t now);
+/*
+ * Resolve the labels of processes new in the journal now, while /proc still has them: a process
+ * that exits before the flush keeps the service name of its environment. Cheap (one lookup per
+ * journal row); the daemon calls it a few times a second.
+ */
+void exporter__peek(struct exporter *e);
 /* Milliseconds until the next flush: the interval with +-20% jitter. */
 uint64_t exporter__next_ms(struct exporter *e);
 /*

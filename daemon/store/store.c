@@ -203,6 +203,20 @@ void store__journal_enable(struct store *s, bool on)
 	s->journal_on = on;
 }
 
+int store__journal_each(const struct store *s, store_journal_cb cb, void *ctx)
+{
+	int err = 0;
+
+	if (!s)
+		return -EINVAL;
+	for (uint32_t k = 0; k < s->journal.n && !err; k++) {
+		const struct entry *e = &s->journal.e[k];
+
+		err = cb(entry_pid(e), e->tid, e->stack, entry_col(e), e->v, ctx);
+	}
+	return err;
+}
+
 int store__journal_drain(struct store *s, store_journal_cb cb, void *ctx, uint64_t *lost)
 {
 	int err = 0;

@@ -206,6 +206,9 @@ typedef int (*store_journal_cb)(uint32_t pid, uint32_t tid, uint32_t stack, enum
  */
 int store__journal_drain(struct store *s, store_journal_cb cb, void *ctx, uint64_t *lost);
 
+/* Call cb per journal row without draining it (a peek: who is in it). 0 or cb's first error. */
+int store__journal_each(const struct store *s, store_journal_cb cb, void *ctx);
+
 /* A query over a time range. */
 struct store_query {
 	uint64_t start_ns;    /* inclusive */
