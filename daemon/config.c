@@ -335,8 +335,8 @@ static int add_labels(struct config *cfg, const struct origin *o, const char *op
 				      "or '_' (64 at most, not starting with '__')");
 		if (label_reserved(item, (size_t)(ke - item)))
 			return bad_at(o, opt, arg,
-				      "service_name, host, container, pod_uid, namespace, pid and "
-				      "tid are set by profd (service names: [services] or "
+				      "service_name, host, container, pod_uid, pid and tid are "
+				      "set by profd (service names: [services] or "
 				      "--export-service)");
 		if (ve == vs || ve - vs > 1024)
 			return bad_at(o, opt, arg, "a label value is 1 to 1024 bytes");
