@@ -28,6 +28,9 @@ request.
 
 Usage: receiver.py [--listen ADDR:PORT] [--state FILE] [--grpc-listen ADDR:PORT] ...
 The first line on stdout is `listening ADDR:PORT` (then `grpc ADDR:PORT` with --grpc-listen).
+With --tls-cert/--tls-key the HTTP port speaks HTTPS only (every route), and /_stats gains
+"tls": {"handshakes", "failures": {reason: n}, "client_certs": {subject CN: n}}; --client-ca
+makes a client certificate signed by that CA mandatory (mTLS). The gRPC port stays plain.
 """
 
 import argparse
@@ -779,6 +782,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if u.path == "/_stats":
             st = self.app.acc.stats(arrivals=q.get("arrivals") == "1")
             st["faults"] = self.app.faults.list()
+            if isinstance(self.server, TLSServer):
+                st["tls"] = self.server.tls_stats()
             return self.send_json(200, st)
         if u.path == "/_profiles":
             if "service" not in q:
@@ -983,6 +988,67 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     request_queue_size = 64
 
 
+# ---- TLS -----------------------------------------------------------------------------------
+
+def tls_context(cert, key, client_ca):
+    """The server side of --tls-cert/--tls-key (PEM); with client_ca, a client must present a
+    certificate that CA signed, else the handshake fails (mTLS)."""
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        ctx.load_cert_chain(cert, key)
+        if client_ca:
+            ctx.load_verify_locations(cafile=client_ca)
+            ctx.verify_mode = ssl.CERT_REQUIRED
+    except (OSError, ssl.SSLError) as e:
+        die(f"TLS: {e}")
+    return ctx
+
+
+class TLSServer(Server):
+    """The HTTP server over TLS. The handshake runs in the request's thread, so a client that
+    stalls or fails it does not hold up accept(); each failure is logged and counted by
+    OpenSSL's reason ("TLSV1_ALERT_UNKNOWN_CA": the client does not trust our certificate,
+    "PEER_DID_NOT_RETURN_A_CERTIFICATE": mTLS without a client certificate)."""
+    tls = None  # the ssl.SSLContext, set before the server is made
+    handshake_timeout = 10
+
+    def __init__(self, *a, **kw):
+        self.tls_lock = threading.Lock()
+        self.tls_counts = {"handshakes": 0, "failures": {}, "client_certs": {}}
+        super().__init__(*a, **kw)
+
+    def get_request(self):
+        sock, addr = self.socket.accept()
+        return self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
+
+    def finish_request(self, request, client_address):
+        import ssl
+        try:
+            request.settimeout(self.handshake_timeout)
+            request.do_handshake()
+            request.settimeout(None)
+        except (ssl.SSLError, OSError) as e:
+            reason = getattr(e, "reason", None) or type(e).__name__
+            with self.tls_lock:
+                _add(self.tls_counts["failures"], {reason: 1})
+            log(f"tls: {client_address[0]}: handshake failed: {e}")
+            return
+        peer = request.getpeercert() or {}
+        cn = next((v for rdn in peer.get("subject", ()) for k, v in rdn if k == "commonName"),
+                  "")
+        with self.tls_lock:
+            self.tls_counts["handshakes"] += 1
+            if peer:
+                _add(self.tls_counts["client_certs"], {cn: 1})
+        super().finish_request(request, client_address)
+
+    def tls_stats(self):
+        with self.tls_lock:
+            return json.loads(json.dumps(self.tls_counts))
+
+
 def parse_addr(s):
     host, sep, port = s.rpartition(":")
     if not sep or not port.isdigit() or int(port) > 65535:
@@ -1042,7 +1108,15 @@ def main():
     ap.add_argument("--bearer", help="require Authorization: Bearer TOKEN (else 401)")
     ap.add_argument("--basic", metavar="USER:PASSWORD", help="require basic auth (else 401)")
     ap.add_argument("-q", "--quiet", action="store_true", help="no line per request on stderr")
+    ap.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate (PEM)")
+    ap.add_argument("--tls-key", metavar="FILE", help="the certificate's private key (PEM)")
+    ap.add_argument("--client-ca", metavar="FILE",
+                    help="require client certificates signed by this CA (PEM; needs --tls-cert)")
     args = ap.parse_args()
+    if bool(args.tls_cert) != bool(args.tls_key):
+        die("--tls-cert and --tls-key go together")
+    if args.client_ca and not args.tls_cert:
+        die("--client-ca needs --tls-cert and --tls-key")
 
     tmp = tempfile.mkdtemp(prefix="profd-receiver-")
     try:
@@ -1076,8 +1150,12 @@ def run(args, tmp):
 
     host, port = parse_addr(args.listen)
     Server.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    server_class = Server
+    if args.tls_cert:
+        TLSServer.tls = tls_context(args.tls_cert, args.tls_key, args.client_ca)
+        server_class = TLSServer
     try:
-        httpd = Server((host, port), Handler)
+        httpd = server_class((host, port), Handler)
     except OSError as e:
         die(f"cannot listen on {host}:{port}: {e.strerror}")
     h, p = httpd.server_address[:2]

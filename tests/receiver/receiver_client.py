@@ -6,6 +6,7 @@ import json
 import os
 import select
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -37,9 +38,12 @@ def venv_python():
 
 class Receiver:
     """receiver.py as a child process. args: extra receiver options; prefix: a command to run
-    it under (["ip", "netns", "exec", "NS"]). The first stdout line gives the address."""
+    it under (["ip", "netns", "exec", "NS"]). The first stdout line gives the address. With
+    --tls-cert in args the receiver speaks HTTPS: tls_ca is the CA file its certificate is
+    checked against, tls_client a (cert, key) pair for our own queries when it wants one."""
 
-    def __init__(self, *args, listen="127.0.0.1:0", state=None, prefix=(), logpath=None):
+    def __init__(self, *args, listen="127.0.0.1:0", state=None, prefix=(), logpath=None,
+                 tls_ca=None, tls_client=None):
         self.args = list(args)
         self.listen = listen
         self.state = state
@@ -50,6 +54,8 @@ class Receiver:
         self.logpath = logpath
         self.proc = None
         self.host = self.port = self.grpc = None
+        self.tls_ca = tls_ca
+        self.tls_client = tls_client
 
     def start(self, timeout=60):
         if self.proc and self.proc.poll() is None:
@@ -96,7 +102,8 @@ class Receiver:
     @property
     def url(self):
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        scheme = "https" if "--tls-cert" in self.args else "http"
+        return f"{scheme}://{host}:{self.port}"
 
     def log_text(self):
         try:
@@ -133,8 +140,13 @@ class Receiver:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.url + path, data=data, method=method,
                                      headers={"Content-Type": "application/json"})
+        ctx = None
+        if self.url.startswith("https:"):
+            ctx = ssl.create_default_context(cafile=self.tls_ca)
+            if self.tls_client:
+                ctx.load_cert_chain(*self.tls_client)
         try:
-            with urllib.request.urlopen(req, timeout=30) as r:
+            with urllib.request.urlopen(req, timeout=30, context=ctx) as r:
                 return json.loads(r.read())
         except urllib.error.HTTPError as e:
             raise RuntimeError(f"{method} {path}: HTTP {e.code}: {e.read().decode()[:500]}")
