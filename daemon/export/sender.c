@@ -275,6 +275,14 @@ static void finish(struct sender *s, CURLcode rc)
 		goto out;
 	}
 	if (status == 401 || status == 403) {
+		/* A token rotated on disk (a projected Kubernetes token): try it at once. */
+		if (sender_reload_auth(s)) {
+			pr_info("export: %s: HTTP %ld: the credentials files changed; trying them",
+				s->name, status);
+			s->failures = 0;
+			s->next_attempt_ns = 0;
+			goto out;
+		}
 		snprintf(why, sizeof(why), "HTTP %ld: the backend refuses our credentials", status);
 		s->has_retry_after = false;
 		retry_later(s, LOG_LVL_ERROR, why);
@@ -403,6 +411,8 @@ static void sender_release(struct sender *s)
 	if (s->multi)
 		curl_multi_cleanup(s->multi);
 	curl_slist_free_all(s->headers);
+	free((char *)s->auth_opts.bearer_token_file);
+	free((char *)s->auth_opts.basic_auth_file);
 	if (s->userpwd) {
 		explicit_bzero(s->userpwd, strlen(s->userpwd));
 		free(s->userpwd);
@@ -453,6 +463,20 @@ struct sender *sender__new(const struct sender_opts *o)
 	s->count = o->count;
 	if (getrandom(&s->rand, sizeof(s->rand), GRND_NONBLOCK) != sizeof(s->rand) || !s->rand)
 		s->rand = mono_ns() ^ (uintptr_t)s ^ 0x9e3779b97f4a7c15ull;
+	s->auth_opts = (struct sender_opts){
+	    .name = s->name,
+	    .bearer_token_file = o->bearer_token_file ? strdup(o->bearer_token_file) : NULL,
+	    .basic_auth_file = o->basic_auth_file ? strdup(o->basic_auth_file) : NULL,
+	    .headers = o->headers,
+	    .nheaders = o->nheaders,
+	    .content_type = o->content_type,
+	    .content_encoding = o->content_encoding,
+	};
+	if ((o->bearer_token_file && !s->auth_opts.bearer_token_file) ||
+	    (o->basic_auth_file && !s->auth_opts.basic_auth_file)) {
+		err = -ENOMEM;
+		goto fail;
+	}
 	if ((err = sender_setup_auth(s, o)))
 		goto fail;
 	if ((err = sender_setup_curl(s, o))) {

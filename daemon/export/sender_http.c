@@ -222,6 +222,53 @@ int sender_setup_auth(struct sender *s, const struct sender_opts *o)
 	return add_header(s, "Expect:");
 }
 
+static bool same_headers(const struct curl_slist *a, const struct curl_slist *b)
+{
+	for (; a && b; a = a->next, b = b->next)
+		if (strcmp(a->data, b->data))
+			return false;
+	return !a && !b;
+}
+
+static void free_secrets(struct curl_slist *headers, char *userpwd)
+{
+	for (struct curl_slist *l = headers; l; l = l->next)
+		explicit_bzero(l->data, strlen(l->data));
+	curl_slist_free_all(headers);
+	if (userpwd) {
+		explicit_bzero(userpwd, strlen(userpwd));
+		free(userpwd);
+	}
+}
+
+bool sender_reload_auth(struct sender *s)
+{
+	struct curl_slist *old_headers = s->headers;
+	char *old_userpwd = s->userpwd;
+	bool changed;
+
+	if (!s->auth_opts.bearer_token_file && !s->auth_opts.basic_auth_file)
+		return false;
+	s->headers = NULL;
+	s->userpwd = NULL;
+	if (sender_setup_auth(s, &s->auth_opts)) {
+		/* Unreadable now (logged): keep what worked before. */
+		free_secrets(s->headers, s->userpwd);
+		s->headers = old_headers;
+		s->userpwd = old_userpwd;
+		return false;
+	}
+	changed = !same_headers(old_headers, s->headers) || (!old_userpwd) != (!s->userpwd) ||
+		  (old_userpwd && strcmp(old_userpwd, s->userpwd));
+	curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, s->headers);
+	if (s->userpwd) {
+		curl_easy_setopt(s->easy, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+		curl_easy_setopt(s->easy, CURLOPT_USERPWD, s->userpwd);
+	}
+	free_secrets(old_headers, old_userpwd);
+	return changed;
+}
+
 /* Whether url parses as an http:// or https:// URL. */
 static bool url_ok(const char *url)
 {

@@ -47,6 +47,8 @@ struct sender {
 	CURL *easy;
 	struct curl_slist *headers;
 	char *userpwd;
+	/* What sender_setup_auth read, kept to read the credentials again after a 401/403. */
+	struct sender_opts auth_opts; /* name, files, headers, content type and encoding */
 	char errbuf[CURL_ERROR_SIZE];
 
 	/* The worker's alone. */
@@ -116,6 +118,11 @@ void sender_spool_leftovers(struct sender *s);
 /* sender_http.c */
 /* Headers and credentials of o into s: 0, or -errno with one line logged. */
 int sender_setup_auth(struct sender *s, const struct sender_opts *o);
+/*
+ * After a 401/403: read the credentials files again (a token rotated on disk) and put the new
+ * ones on the handle. Returns true when they changed (the next attempt can go at once).
+ */
+bool sender_reload_auth(struct sender *s);
 /* curl_global_init (once), the multi and easy handles and their options: 0 or -errno. */
 int sender_setup_curl(struct sender *s, const struct sender_opts *o);
 

@@ -699,6 +699,61 @@ static void test_auth(void)
 	free(g.data);
 }
 
+static void set_token(const char *text)
+{
+	FILE *f = fopen(token_file, "w");
+
+	if (!CHECK(f != NULL))
+		return;
+	fputs(text, f);
+	fclose(f);
+}
+
+/* Whether a request after the first `from` carried header line `line`. */
+static bool got_header(struct server *sv, size_t from, const char *line)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&sv->lock);
+	for (size_t i = from; i < sv->ngot && !found; i++)
+		found = sv->got[i].head && strstr(sv->got[i].head, line);
+	pthread_mutex_unlock(&sv->lock);
+	return found;
+}
+
+/*
+ * A token rotated on disk: after a 401 the sender reads the file again and tries the new token
+ * at once, without waiting for a restart or a reload.
+ */
+static void test_auth_rotated(void)
+{
+	struct body g = make_body(700, 53);
+	const char *dir = path("auth-rotated");
+	struct server sv;
+	struct sender *s;
+	size_t before;
+
+	server_start(&sv, 401);
+	s = start_sender(dir, sv.port);
+	if (!CHECK(s != NULL))
+		return;
+	CHECK_EQ_I(submit(s, g, 0), 0);
+	CHECK(WAIT_FOR(STAT(s, requests_retried) >= 1 && STAT(s, auth_failing), 5));
+	CHECK(got_header(&sv, 0, "Authorization: Bearer sekrit-token\r\n"));
+	before = server_ngot(&sv);
+	set_token("rotated-token\n");
+	/* The next attempt (after the backoff) gets 401 too, reads the file, retries at once. */
+	CHECK(WAIT_FOR(got_header(&sv, before, "Authorization: Bearer rotated-token\r\n"), 5));
+	server_set_default(&sv, 200);
+	CHECK(WAIT_FOR(STAT(s, requests_sent) == 1, 5));
+	CHECK(!STAT(s, auth_failing));
+	CHECK(got_is(&sv, server_ngot(&sv) - 1, g.data, g.len));
+	sender__free(s);
+	server_stop(&sv);
+	set_token("sekrit-token\n");
+	free(g.data);
+}
+
 /* A backend that refuses connections; a spool of 3000 bytes takes 5 requests of 1000. */
 static void test_cap(void)
 {
@@ -1032,6 +1087,7 @@ int main(void)
 	test_split();
 	test_quarantine();
 	test_auth();
+	test_auth_rotated();
 	test_cap();
 	test_hang();
 	test_expiry();
