@@ -489,16 +489,24 @@ void exporter__flush(struct exporter *e, uint64_t now)
 	meta.realtime_offset_ns = offset;
 	e->window_start = now;
 	if (err || !e->nrows)
-		goto out;
+		goto done;
 	merge_rows(e);
 
-	for (size_t i = 0; i < e->nrows; i++) {
+	for (size_t i = 0, last = SIZE_MAX, last_pid = 0, last_tid = 0; i < e->nrows; i++) {
 		const struct jrow *r = &e->rows[i];
-		const struct cached_labels *who = labels_of(e, r->pid);
+		const struct cached_labels *who;
 		uint64_t values[STORE_VALUE__COUNT] = {0};
 		int kind = kind_of(r->col);
 		struct group *g = NULL;
 
+		/* Rows are sorted by process and thread: most go to the group of the row before. */
+		if (last != SIZE_MAX && last_pid == r->pid &&
+		    (!e->cfg->label_tid || last_tid == r->tid)) {
+			g = &groups[last];
+			who = g->who;
+		} else {
+			who = labels_of(e, r->pid);
+		}
 		if (!who)
 			continue;
 		for (size_t k = 0; k < ngroups && !g; k++)
@@ -528,6 +536,9 @@ void exporter__flush(struct exporter *e, uint64_t now)
 		values[r->col] = r->v;
 		if (dump_rows__add(g->rows[kind], r->pid, r->tid, r->stack, values))
 			goto out;
+		last = (size_t)(g - groups);
+		last_pid = r->pid;
+		last_tid = r->tid;
 	}
 
 	series = calloc(ngroups * EXPORT_KIND__COUNT, sizeof(*series));
@@ -597,7 +608,12 @@ void exporter__flush(struct exporter *e, uint64_t now)
 			 b->name, nseries, e->nrows, b->requests_built - built,
 			 (double)(mono_ns() - t0) / 1e6);
 	}
+	goto done;
 out:
+	if (e->nrows)
+		pr_warn("export: out of memory: this interval (%zu rows) is not exported",
+			e->nrows);
+done:
 	for (size_t k = 0; k < ngroups; k++)
 		for (int kind = 0; kind < EXPORT_KIND__COUNT; kind++)
 			dump_rows__free(groups[k].rows[kind]);
