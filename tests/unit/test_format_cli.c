@@ -339,6 +339,30 @@ static int send_status(int fd, bool gpu)
 		s.n_gpu = 2;
 		s.gpu = gs;
 	}
+	if (gpu) {
+		/* A backend in trouble: the text line must stay one line whatever it answered. */
+		static Profd__ExportStatus x = PROFD__EXPORT_STATUS__INIT;
+		static Profd__ExportStatus *xs[] = {&x};
+
+		x.name = "pyroscope";
+		x.url = "http://p:4040/push.v1.PusherService/Push";
+		x.has_requests_sent = x.has_requests_retried = 1;
+		x.requests_sent = 3;
+		x.requests_retried = 2;
+		x.has_samples_exported = x.has_samples_sent = 1;
+		x.samples_exported = 10;
+		x.samples_sent = 7;
+		x.has_spool_bytes = x.has_spool_requests = x.has_oldest_age_ns = 1;
+		x.spool_bytes = 2048;
+		x.spool_requests = 2;
+		x.oldest_age_ns = 65000000000ull;
+		x.has_last_error_age_ns = 1;
+		x.last_error_age_ns = 5000000000ull;
+		x.last_error = "HTTP 401: no\nway";
+		x.has_auth_failing = x.auth_failing = 1;
+		s.n_export = 1;
+		s.export = xs;
+	}
 	r.status = &s;
 	return send_response(fd, &r);
 }
@@ -598,7 +622,8 @@ static void test_status(void)
 	fake_stop(&fk);
 	CHECK_STREQ(out, "{\"daemon_version\": \"0.1.0\", \"pid\": 42, \"frequency_hz\": 99, "
 			 "\"system_wide\": false, \"target_pids\": [5, 6], "
-			 "\"samples_received\": 1000, \"realtime_offset_ns\": -5, \"gpu\": []}\n");
+			 "\"samples_received\": 1000, \"realtime_offset_ns\": -5, \"gpu\": [], "
+			 "\"export\": []}\n");
 	CHECK_EQ_U(fk.hello_version, PROFD_PROTOCOL_VERSION);
 	CHECK_EQ_I(fk.n_requests, 2);
 
@@ -625,6 +650,12 @@ static void test_status(void)
 		     "  pid 200:    CUPTI subscriber taken by another tool: cuptiSubscribe: "
 		     "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED?\n"
 		     "clients:") != NULL);
+	CHECK(strstr(out,
+		     "\nexport pyroscope http://p:4040/push.v1.PusherService/Push: last "
+		     "success never, last error 5.0 s ago (HTTP 401: no?way); requests 3 "
+		     "sent, 2 retried, 0 dropped, 0 expired, 0 quarantined; samples 10 "
+		     "exported, 7 sent; spool 2.0 KiB in 2 requests, oldest 1m 5s; THE BACKEND "
+		     "REFUSES THE CREDENTIALS (401/403)\n") != NULL);
 
 	CHECK_EQ_I(fake_start(&fk, SC_GPU), 0);
 	g.socket = fk.path;
@@ -636,7 +667,14 @@ static void test_status(void)
 		     "\"state\": \"GPU_STATE_READY\", \"enabled\": true, \"clock\": "
 		     "\"GPU_CLOCK_CALLBACK\", \"cupti_version\": 130000}, {\"pid\": 200, "
 		     "\"state\": \"GPU_STATE_SUBSCRIBER_TAKEN\", \"detail\": \"cuptiSubscribe: "
-		     "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED\\n\"}]}\n") != NULL);
+		     "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED\\n\"}], \"export\": [{") !=
+	      NULL);
+	CHECK(strstr(out, "\"export\": [{\"name\": \"pyroscope\", \"url\": "
+			  "\"http://p:4040/push.v1.PusherService/Push\", \"requests_sent\": 3, "
+			  "\"requests_retried\": 2, \"samples_exported\": 10, \"samples_sent\": 7, "
+			  "\"spool_bytes\": 2048, \"spool_requests\": 2, \"oldest_age_ns\": "
+			  "65000000000, \"last_error_age_ns\": 5000000000, \"last_error\": \"HTTP "
+			  "401: no\\nway\", \"auth_failing\": true}]}\n") != NULL);
 }
 
 /* The GPU views end to end against the fake daemon, and what an older daemon gets. */
