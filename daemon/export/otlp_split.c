@@ -11,6 +11,7 @@
  * then the profiles of its one scope, then the samples of its one profile.
  */
 #include "otlp.h"
+#include "gz.h"
 #include "otlp_pb.h"
 
 #include <errno.h>
@@ -72,65 +73,20 @@ out:
 
 OtRequest *otlp_unpack_gzip(const uint8_t *body, size_t len)
 {
-	size_t cap = len * 4 < 4096 ? 4096 : len * 4, used = 0;
-	uint8_t *buf = NULL, *nb;
-	OtRequest *r = NULL;
-	z_stream zs;
-	int zerr, err = 0;
+	uint8_t *buf;
+	size_t used;
+	OtRequest *r;
+	int err;
 
-	if (!body || !len || len > UINT_MAX) {
-		errno = EBADMSG;
+	err = export_gunzip(body, len, OTLP_MAX_INFLATED, &buf, &used);
+	if (err) {
+		errno = -err;
 		return NULL;
-	}
-	memset(&zs, 0, sizeof(zs));
-	if (inflateInit2(&zs, 16 + 15) != Z_OK) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	zs.next_in = (Bytef *)body;
-	zs.avail_in = (uInt)len;
-	do {
-		if (used == cap || !buf) {
-			if (buf)
-				cap *= 2;
-			if (cap > OTLP_MAX_INFLATED)
-				cap = OTLP_MAX_INFLATED;
-			if (buf && used == cap) {
-				err = EFBIG;
-				goto out;
-			}
-			nb = realloc(buf, cap);
-			if (!nb) {
-				err = ENOMEM;
-				goto out;
-			}
-			buf = nb;
-		}
-		zs.next_out = buf + used;
-		zs.avail_out = (uInt)(cap - used);
-		zerr = inflate(&zs, Z_NO_FLUSH);
-		used = cap - zs.avail_out;
-		if (zerr != Z_OK && zerr != Z_STREAM_END) {
-			err = zerr == Z_MEM_ERROR ? ENOMEM : EBADMSG;
-			goto out;
-		}
-		if (zerr == Z_OK && !zs.avail_in && zs.avail_out) {
-			err = EBADMSG; /* truncated */
-			goto out;
-		}
-	} while (zerr != Z_STREAM_END);
-	if (zs.avail_in) {
-		err = EBADMSG; /* something after the gzip member */
-		goto out;
 	}
 	r = REQ(unpack)(NULL, used, buf);
-	if (!r)
-		err = EBADMSG;
-out:
-	inflateEnd(&zs);
 	free(buf);
-	if (err)
-		errno = err;
+	if (!r)
+		errno = EBADMSG;
 	return r;
 }
 

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <zlib.h>
 
 #include "format.h"
+#include "gz.h"
 #include "log.h"
 #include "profile.pb-c.h"
 #include "pyroscope/push.pb-c.h"
@@ -273,49 +273,6 @@ out:
 	return err;
 }
 
-/* Gunzip a pprof. Returns the bytes (malloc'd) or NULL. */
-static uint8_t *gunzip(const uint8_t *in, size_t len, size_t *out_len)
-{
-	z_stream z = {0};
-	size_t cap = len * 4 + 1024, n = 0;
-	uint8_t *out = NULL;
-	int r = Z_OK;
-
-	if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
-		return NULL;
-	z.next_in = (Bytef *)in;
-	z.avail_in = (uInt)len;
-	while (r != Z_STREAM_END) {
-		if (n == cap || !out) {
-			uint8_t *no;
-
-			if (out)
-				cap *= 2;
-			if (cap > PPROF_MAX_UNPACKED)
-				goto fail;
-			no = realloc(out, cap);
-			if (!no)
-				goto fail;
-			out = no;
-		}
-		z.next_out = out + n;
-		z.avail_out = (uInt)(cap - n);
-		r = inflate(&z, Z_NO_FLUSH);
-		n = cap - z.avail_out;
-		if (r != Z_OK && r != Z_STREAM_END)
-			goto fail;
-		if (r == Z_OK && !z.avail_in && z.avail_out)
-			goto fail; /* truncated */
-	}
-	inflateEnd(&z);
-	*out_len = n;
-	return out;
-fail:
-	inflateEnd(&z);
-	free(out);
-	return NULL;
-}
-
 uint64_t pyroscope__count(const uint8_t *body, size_t len)
 {
 	Push__V1__PushRequest *req = push__v1__push_request__unpack(NULL, len, body);
@@ -333,10 +290,11 @@ uint64_t pyroscope__count(const uint8_t *body, size_t len)
 		for (size_t k = 0; cpu && k < rs->n_samples; k++) {
 			Perftools__Profiles__Profile *pp;
 			size_t plen;
-			uint8_t *raw = gunzip(rs->samples[k]->raw_profile.data,
-					      rs->samples[k]->raw_profile.len, &plen);
+			uint8_t *raw;
 
-			if (!raw)
+			if (export_gunzip(rs->samples[k]->raw_profile.data,
+					  rs->samples[k]->raw_profile.len, PPROF_MAX_UNPACKED, &raw,
+					  &plen))
 				continue;
 			pp = perftools__profiles__profile__unpack(NULL, plen, raw);
 			free(raw);

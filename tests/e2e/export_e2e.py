@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from profd_e2e import fixture, fail, log, _read_varint
+from profd_e2e import fixture, fail, log, _read_varint, fields as _fields
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "receiver"))
 import receiver_client as rc  # noqa: E402
@@ -219,26 +219,6 @@ def state_requests(path):
 
 
 # ---- Pyroscope push requests, as profd spools them --------------------------------------------
-
-def _fields(buf):
-    """(field number, wire type, value) of a protobuf message, in order."""
-    i = 0
-    while i < len(buf):
-        key, i = _read_varint(buf, i)
-        num, wt = key >> 3, key & 7
-        if wt == 0:
-            v, i = _read_varint(buf, i)
-        elif wt == 2:
-            n, i = _read_varint(buf, i)
-            v, i = buf[i:i + n], i + n
-        elif wt == 1:
-            v, i = buf[i:i + 8], i + 8
-        elif wt == 5:
-            v, i = buf[i:i + 4], i + 4
-        else:
-            raise ValueError(f"wire type {wt}")
-        yield num, wt, v
-
 
 def _varints(buf):
     i, out = 0, []

@@ -312,25 +312,29 @@ def read_frame(s):
     return read_exact(s, n)
 
 
-def top_fields(body):
-    """Top-level fields of a message: {field number: raw value} (last one wins)."""
-    out, i = {}, 0
-    while i < len(body):
-        key, i = _read_varint(body, i)
+def fields(buf):
+    """(field number, wire type, raw value) of each field of a message, in order."""
+    i = 0
+    while i < len(buf):
+        key, i = _read_varint(buf, i)
         num, wt = key >> 3, key & 7
         if wt == 0:
-            v, i = _read_varint(body, i)
+            v, i = _read_varint(buf, i)
         elif wt == 2:
-            ln, i = _read_varint(body, i)
-            v, i = body[i:i + ln], i + ln
+            ln, i = _read_varint(buf, i)
+            v, i = buf[i:i + ln], i + ln
         elif wt == 1:
-            v, i = body[i:i + 8], i + 8
+            v, i = buf[i:i + 8], i + 8
         elif wt == 5:
-            v, i = body[i:i + 4], i + 4
+            v, i = buf[i:i + 4], i + 4
         else:
             raise ValueError(f"wire type {wt}")
-        out[num] = v
-    return out
+        yield num, wt, v
+
+
+def top_fields(body):
+    """Top-level fields of a message: {field number: raw value} (last one wins)."""
+    return {num: v for num, _, v in fields(body)}
 
 
 def _read_varint(b, i):
