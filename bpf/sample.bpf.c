@@ -117,18 +117,32 @@ static __always_inline void fill_ident(struct profd_sample_rec *rec, __u32 type,
 	bpf_get_current_comm(rec->comm, sizeof(rec->comm));
 }
 
-/*
- * The user stack (frame pointers) into rec->ips after the kn kernel addresses, then the Python
- * frames after both. Sets nr_user, nr_py, py_status and flags; returns the record's size.
- */
-static __always_inline __u64 fill_user(void *ctx, struct profd_sample_rec *rec, long kn,
-				       __u32 py_slot)
-{
-	long un = 0;
-	__u64 size;
+#include "unwind.bpf.h"
 
-	if (bpf_get_current_task_btf()->mm) {
-		/* kn is bounded above, so the verifier can check the destination. */
+/*
+ * The user stack into rec->ips after the kn kernel addresses: from CFI when the daemon described
+ * the process and st holds the thread's user registers, else the kernel's frame-pointer walk.
+ * Sets nr_user and the flags of how the walk ended (counted); returns the frames written.
+ */
+static __always_inline long fill_user_stack(void *ctx, struct profd_sample_rec *rec, long kn,
+					    struct uw_state *st)
+{
+	__u32 end = PROFD_UNWIND_FP_FALLBACK;
+	long un = 0;
+
+	if (!bpf_get_current_task_btf()->mm) {
+		end = PROFD_UNWIND_NONE;
+	} else if (st && unwind_cfi_walk(st, rec->pid)) {
+		un = st->n;
+		if (un > PROFD_MAX_STACK)
+			un = PROFD_MAX_STACK;
+		/* kn and un are bounded above, so the verifier can check the destination. */
+		if (un && bpf_probe_read_kernel(&rec->ips[kn & 127], (un & 127) * 8, st->ips))
+			un = 0;
+		end = st->end;
+		if (end == PROFD_UNWIND_TRUNCATED)
+			rec->flags |= PROFD_SAMPLE_USTACK_TRUNC;
+	} else {
 		un = bpf_get_stack(ctx, &rec->ips[kn & 127], PROFD_MAX_STACK * 8, BPF_F_USER_STACK);
 		if (un < 0) {
 			count(PROFD_CNT_USTACK_ERR);
@@ -141,8 +155,23 @@ static __always_inline __u64 fill_user(void *ctx, struct profd_sample_rec *rec, 
 			rec->flags |= PROFD_SAMPLE_USTACK_TRUNC;
 		}
 	}
-	rec->nr_user = un;
+	rec->flags |= (end << PROFD_SAMPLE_UNWIND_SHIFT) & PROFD_SAMPLE_UNWIND_MASK;
+	count(PROFD_CNT_UNWIND + (end < PROFD_UNWIND__MAX ? end : 0));
+	return un;
+}
 
+/*
+ * The user stack after the kn kernel addresses (st: the thread's user registers, NULL if not
+ * known), then the Python frames after both. Sets nr_user, nr_py, py_status and flags; returns
+ * the record's size.
+ */
+static __always_inline __u64 fill_user(void *ctx, struct profd_sample_rec *rec, long kn,
+				       __u32 py_slot, struct uw_state *st)
+{
+	long un = fill_user_stack(ctx, rec, kn, st);
+	__u64 size;
+
+	rec->nr_user = un;
 	size = PROFD_SAMPLE_HDR_SIZE + 8 * (kn + un);
 	size += py_collect(rec, kn + un, py_slot, bpf_get_current_task_btf());
 	if (size > sizeof(*rec))
@@ -157,6 +186,7 @@ int profd_sample(struct bpf_perf_event_data *ctx)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct profd_sample_rec *rec;
+	struct uw_state *st;
 	__u32 slot = SLOT_SAMPLE;
 	__u64 size;
 	long kn;
@@ -184,7 +214,16 @@ int profd_sample(struct bpf_perf_event_data *ctx)
 	}
 	rec->nr_kernel = kn;
 
-	size = fill_user(ctx, rec, kn, SLOT_SAMPLE);
+	/* Interrupted in user mode: these are its registers; else those it entered the kernel with.
+	 */
+	if ((ctx->regs.cs & 3) == 3) {
+		st = unwind_slot(SLOT_SAMPLE);
+		if (st)
+			UW_LOAD_REGS(st, ctx->regs);
+	} else {
+		st = unwind_regs_task(SLOT_SAMPLE);
+	}
+	size = fill_user(ctx, rec, kn, SLOT_SAMPLE, st);
 	/* PF_KTHREAD: a kernel thread has no user stack to miss (an exiting process has none too).
 	 */
 	if (bpf_get_current_task_btf()->flags & 0x00200000)

@@ -77,6 +77,18 @@ struct elf_debug_ctx {
 	const char *path; /* the binary's path as the process sees it ("/usr/lib/libc.so.6") */
 };
 
+struct Elf;
+/* Given a candidate debug file (valid for the call only): 0 to take it, else a negative errno. */
+typedef int (*elf_debug_use_fn)(void *arg, struct Elf *debug);
+/*
+ * Find the separate debug file of e (build_id: its hex build-id, "" if none): by build-id
+ * under dbg->debug_root, else by its .gnu_debuglink (CRC checked) next to the binary, in .debug/
+ * there, or under debug_root. Each candidate that matches is handed to use() until one is
+ * taken. Returns 0 (found holds its path) or -ENOENT.
+ */
+int elf_find_debug(struct Elf *e, const char *build_id, const struct elf_debug_ctx *dbg,
+		   elf_debug_use_fn use, void *arg, char *found, size_t found_sz);
+
 /*
  * Read the hex build-id of the ELF file open on fd into hex (at least 2 * BUILD_ID_MAX + 1
  * bytes). Returns 0, -ENOENT when it has none, -EINVAL when it is not ELF.
@@ -104,7 +116,6 @@ void elf_image__fini(struct elf_image *img);
  * be finished (ifunc stubs are named by looking up their resolver in it) and must be finished
  * again after. Returns 1 when symbols were added, 0 when none, -ENOMEM or -E2BIG.
  */
-struct Elf;
 int elf_add_plt_syms(struct sym_table *t, struct Elf *e);
 
 /* What one x86_64 PLT entry holds: the GOT slot it jumps through, or the index it pushes. */
