@@ -1,0 +1,769 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * Unwind tables for the BPF stack walker: see unwinder.h. One mutex guards the state; the
+ * worker drops it while it reads /proc, opens files and builds tables, so the loop's calls
+ * (want, forget, stats) wait at most for a map update.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+
+#include "abi.h"
+#include "cfi.h"
+#include "log.h"
+#include "procfs.h"
+#include "ptrmap.h"
+#include "symbolize_elf.h"
+#include "timeutil.h"
+#include "unwinder.h"
+
+/* A process is described again at most this often (a dlopen, an evicted table). */
+#define REFRESH_NS (1000ull * 1000 * 1000)
+/* A description taking longer than this logs its progress. */
+#define PROGRESS_NS (2000ull * 1000 * 1000)
+/* Files larger than this are not parsed (the biggest CUDA libraries are ~1 GiB). */
+#define CFI_FILE_MAX (4ull << 30)
+/* Kernel bytes of one loaded table beyond its rows (the map itself); a rough figure. */
+#define TABLE_OVERHEAD 512
+
+/* What a table slot knows of one ELF file. */
+struct table {
+	/* identity: build-id when the file has one, else device, inode, size and mtime */
+	char build_id[2 * BUILD_ID_MAX + 1];
+	uint64_t dev, ino, size;
+	int64_t mtime_ns;
+	bool vdso;
+	/* PT_LOAD headers: a mapping's file offset to ELF addresses */
+	struct elf_load *loads;
+	size_t nloads;
+	uint32_t id; /* key in unwind_tables while loaded; ids are never reused */
+	uint32_t nrows;
+	uint64_t bytes;	   /* kernel bytes while loaded */
+	uint64_t last_use; /* use clock of the last process described with it */
+	uint32_t refs;	   /* described processes whose mappings name it */
+	bool loaded;	   /* in unwind_tables now */
+	bool fp_only;	   /* no usable CFI: its code is stepped with frame pointers */
+};
+
+enum proc_state { PROC_IDLE = 0, PROC_QUEUED, PROC_RUNNING };
+
+struct proc {
+	uint32_t pid;
+	enum proc_state state;
+	bool described; /* unwind_procs holds it */
+	bool gone;	/* forgotten while being described: drop when the worker is done */
+	uint64_t done_ns;
+	uint32_t *tables; /* slots its description refers to (refs held) */
+	size_t ntables;
+};
+
+struct unwinder {
+	struct unwinder_opts o;
+	char proc_root[PATH_MAX];
+	char debug_root[PATH_MAX];
+	pthread_t thread;
+	bool thread_started;
+	pthread_mutex_t lock;
+	pthread_cond_t wake; /* work queued, or stop */
+	pthread_cond_t idle; /* the queue ran empty */
+	bool stop;
+	/* guarded by lock: */
+	struct ptrmap procs; /* pid -> struct proc * */
+	uint32_t *queue;     /* pids, FIFO ring */
+	size_t q_head, q_len, q_cap;
+	struct table *tables;
+	size_t ntables, cap_tables;
+	uint32_t next_id;
+	uint64_t use_clock;
+	struct unwinder_stats st;
+	/* vDSO image of this kernel (the same in every process), read once */
+	void *vdso;
+	size_t vdso_size;
+};
+
+static void proc_release(struct unwinder *u, struct proc *p)
+{
+	for (size_t i = 0; i < p->ntables; i++)
+		if (u->tables[p->tables[i]].refs)
+			u->tables[p->tables[i]].refs--;
+	free(p->tables);
+	p->tables = NULL;
+	p->ntables = 0;
+}
+
+/* Drop pid's description from the kernel and its table references. Locked. */
+static void proc_undescribe(struct unwinder *u, struct proc *p)
+{
+	if (p->described) {
+		bpf_map_delete_elem(u->o.procs_fd, &p->pid);
+		p->described = false;
+		u->st.procs--;
+	}
+	proc_release(u, p);
+}
+
+static int queue_push(struct unwinder *u, uint32_t pid)
+{
+	if (u->q_len == u->q_cap) {
+		size_t cap = u->q_cap ? 2 * u->q_cap : 64;
+		uint32_t *q = malloc(cap * sizeof(*q));
+
+		if (!q)
+			return -ENOMEM;
+		for (size_t i = 0; i < u->q_len; i++)
+			q[i] = u->queue[(u->q_head + i) % u->q_cap];
+		free(u->queue);
+		u->queue = q;
+		u->q_head = 0;
+		u->q_cap = cap;
+	}
+	u->queue[(u->q_head + u->q_len) % u->q_cap] = pid;
+	u->q_len++;
+	return 0;
+}
+
+void unwinder__want(struct unwinder *u, uint32_t pid, uint32_t why)
+{
+	struct proc *p;
+	uint64_t now = mono_ns();
+
+	if (!u || !pid)
+		return;
+	pthread_mutex_lock(&u->lock);
+	p = ptrmap_get(&u->procs, pid);
+	if (p && (p->state != PROC_IDLE || (p->done_ns && now - p->done_ns < REFRESH_NS)))
+		goto out;
+	/* Described and in the kernel: only a pc outside its mappings or a lost table needs it. */
+	if (p && p->described && why == PROFD_UNWIND_FP_FALLBACK && now - p->done_ns < REFRESH_NS)
+		goto out;
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (!p)
+			goto out;
+		p->pid = pid;
+		if (ptrmap_put(&u->procs, pid, p)) {
+			free(p);
+			goto out;
+		}
+	}
+	if (queue_push(u, pid))
+		goto out;
+	p->state = PROC_QUEUED;
+	u->st.queued = u->q_len;
+	pthread_cond_signal(&u->wake);
+out:
+	pthread_mutex_unlock(&u->lock);
+}
+
+void unwinder__forget(struct unwinder *u, uint32_t pid)
+{
+	struct proc *p;
+
+	if (!u)
+		return;
+	pthread_mutex_lock(&u->lock);
+	p = ptrmap_get(&u->procs, pid);
+	if (p) {
+		if (p->state == PROC_RUNNING) {
+			p->gone = true; /* the worker finishes with it, then drops it */
+		} else {
+			/* a queued pid is skipped by the worker once its entry is gone */
+			proc_undescribe(u, p);
+			ptrmap_del(&u->procs, pid);
+			free(p);
+		}
+	}
+	pthread_mutex_unlock(&u->lock);
+}
+
+void unwinder__stats(struct unwinder *u, struct unwinder_stats *out)
+{
+	pthread_mutex_lock(&u->lock);
+	*out = u->st;
+	out->queued = u->q_len;
+	pthread_mutex_unlock(&u->lock);
+}
+
+void unwinder__settle(struct unwinder *u)
+{
+	pthread_mutex_lock(&u->lock);
+	while (u->q_len || u->st.busy_pid)
+		pthread_cond_wait(&u->idle, &u->lock);
+	pthread_mutex_unlock(&u->lock);
+}
+
+/* ---- the worker ------------------------------------------------------------------------- */
+
+/* What the worker learned about one mapping before the table look-up. */
+struct file_id {
+	char build_id[2 * BUILD_ID_MAX + 1];
+	uint64_t dev, ino, size;
+	int64_t mtime_ns;
+	bool vdso;
+};
+
+static bool table_is(const struct table *t, const struct file_id *f)
+{
+	if (t->vdso || f->vdso)
+		return t->vdso && f->vdso;
+	if (f->build_id[0] || t->build_id[0])
+		return !strcmp(t->build_id, f->build_id);
+	return t->dev == f->dev && t->ino == f->ino && t->size == f->size &&
+	       t->mtime_ns == f->mtime_ns;
+}
+
+/* The table slot of file f, or -1. Locked. */
+static long table_find(struct unwinder *u, const struct file_id *f)
+{
+	for (size_t i = 0; i < u->ntables; i++)
+		if (table_is(&u->tables[i], f))
+			return (long)i;
+	return -1;
+}
+
+/* Make room for bytes more within the budget, evicting least recently used tables. Locked. */
+static void make_room(struct unwinder *u, uint64_t bytes, const struct proc *keep)
+{
+	while (u->st.table_bytes + bytes > u->st.memory || u->st.tables >= PROFD_UNWIND_MAX_TABLES) {
+		long victim = -1;
+
+		/* Tables no process refers to first, then any but those of the process at hand. */
+		for (int pass = 0; pass < 2 && victim < 0; pass++) {
+			for (size_t i = 0; i < u->ntables; i++) {
+				struct table *t = &u->tables[i];
+				bool mine = false;
+
+				if (!t->loaded || (pass == 0 && t->refs))
+					continue;
+				for (size_t k = 0; keep && k < keep->ntables; k++)
+					mine |= keep->tables[k] == i;
+				if (mine)
+					continue;
+				if (victim < 0 || t->last_use < u->tables[victim].last_use)
+					victim = (long)i;
+			}
+		}
+		if (victim < 0)
+			return;
+		bpf_map_delete_elem(u->o.tables_fd, &u->tables[victim].id);
+		u->tables[victim].loaded = false;
+		u->st.table_bytes -= u->tables[victim].bytes;
+		u->st.tables--;
+		u->st.evictions++;
+	}
+}
+
+/*
+ * Load rows into a new inner map under a new id. Returns 0 (*id, *bytes set) or a negative
+ * errno. Not locked: only the map update that publishes the table is made under the lock.
+ */
+static int table_load(const struct profd_unwind_row *rows, size_t n, int *fd_out)
+{
+	LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_INNER_MAP | BPF_F_MMAPABLE);
+	size_t len = (n * sizeof(*rows) + 4095) & ~(size_t)4095;
+	void *mem;
+	int fd;
+
+	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "profd_uw_rows", sizeof(__u32), sizeof(*rows),
+			    (__u32)n, &mo);
+	if (fd < 0)
+		return -errno;
+	mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (mem == MAP_FAILED) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	memcpy(mem, rows, n * sizeof(*rows));
+	munmap(mem, len);
+	*fd_out = fd;
+	return 0;
+}
+
+static int use_debug_build(void *arg, Elf *debug)
+{
+	void **a = arg;
+
+	return cfi_table__build(a[0], debug, a[1]);
+}
+
+/* PT_LOAD headers of e into *loads (malloc'd). Returns 0 or a negative errno. */
+static int read_loads(Elf *e, struct elf_load **loads, size_t *n)
+{
+	size_t phnum, k = 0;
+	GElf_Phdr ph;
+
+	if (elf_getphdrnum(e, &phnum) || phnum == 0 || phnum > 256)
+		return -EINVAL;
+	*loads = calloc(phnum, sizeof(**loads));
+	if (!*loads)
+		return -ENOMEM;
+	for (size_t i = 0; i < phnum; i++) {
+		if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		(*loads)[k++] = (struct elf_load){.offset = ph.p_offset,
+						  .filesz = ph.p_filesz,
+						  .memsz = ph.p_memsz,
+						  .vaddr = ph.p_vaddr};
+	}
+	*n = k;
+	if (!k) {
+		free(*loads);
+		*loads = NULL;
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * The bias of a mapping at start of file offset off: ELF address = runtime address - bias. The
+ * loader maps each PT_LOAD from its page-aligned offset to its page-aligned address. Returns 0
+ * or -ENOENT when no PT_LOAD covers off.
+ */
+static int map_bias(const struct elf_load *loads, size_t n, uint64_t start, uint64_t off,
+		    uint64_t *bias)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t lo = loads[i].offset & ~4095ull;
+
+		if (off >= lo && off < loads[i].offset + loads[i].filesz) {
+			*bias = start - off + loads[i].offset - loads[i].vaddr;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+/*
+ * The CFI table of the file e (build_id: its hex build-id or ""; path: its name in the process,
+ * fs_root: that process's root, for the debug file search and the log) into ct. A file without
+ * CFI of its own may have it in its separate debug file (.debug_frame of a stripped binary).
+ * Returns 0, -ENOENT when neither has CFI, or another negative errno.
+ */
+static int table_build(struct unwinder *u, Elf *e, const char *build_id, const char *path,
+		       const char *fs_root, struct cfi_table *ct)
+{
+	struct elf_debug_ctx dbg = {.debug_root = u->debug_root, .fs_root = fs_root, .path = path};
+	char found[PATH_MAX];
+	void *arg[2] = {e, ct};
+	int err;
+
+	err = cfi_table__build(e, NULL, ct);
+	if (err != -ENOENT)
+		return err;
+	err = elf_find_debug(e, build_id, &dbg, use_debug_build, arg, found, sizeof(found));
+	if (err)
+		return -ENOENT;
+	pr_info("unwind: %s: no CFI of its own, using the .debug_frame of %s", path, found);
+	return 0;
+}
+
+/* Identity of the file open on fd (its build-id and stat). */
+static void file_identify(int fd, const struct stat *sb, struct file_id *f)
+{
+	memset(f, 0, sizeof(*f));
+	if (elf_read_build_id_fd(fd, f->build_id))
+		f->build_id[0] = '\0';
+	f->dev = sb->st_dev;
+	f->ino = sb->st_ino;
+	f->size = (uint64_t)sb->st_size;
+	f->mtime_ns = (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec;
+}
+
+/* Publish ct's rows as the table of slot t within the budget. Locked. */
+static int table_publish(struct unwinder *u, struct table *t, const struct cfi_table *ct,
+			 const struct proc *keep)
+{
+	uint64_t bytes = ct->nrows * sizeof(struct profd_unwind_row) + TABLE_OVERHEAD;
+	uint32_t id;
+	int fd, err;
+
+	if (bytes > u->st.memory) {
+		u->st.too_big++;
+		return -E2BIG;
+	}
+	make_room(u, bytes, keep);
+	err = table_load(ct->rows, ct->nrows, &fd);
+	if (err)
+		return err;
+	id = ++u->next_id;
+	if (!id)
+		id = ++u->next_id;
+	err = bpf_map_update_elem(u->o.tables_fd, &id, &fd, BPF_ANY) ? -errno : 0;
+	close(fd);
+	if (err)
+		return err;
+	t->id = id;
+	t->nrows = (uint32_t)ct->nrows;
+	t->bytes = bytes;
+	t->loaded = true;
+	u->st.tables++;
+	u->st.table_bytes += bytes;
+	return 0;
+}
+
+/*
+ * The slot of the table of file f (open on fd, or the vDSO), built and loaded now unless it is
+ * cached; keep: the process being described (its tables are not evicted for this one).
+ * *built is set when a build ran. Returns the slot or a negative errno (-ENOMEM).
+ */
+static long table_get(struct unwinder *u, const struct file_id *f, int fd, const char *path,
+		      const char *fs_root, const struct proc *keep, bool *built)
+{
+	struct cfi_table ct = {0};
+	struct elf_load *loads = NULL;
+	size_t nloads = 0;
+	uint64_t t0 = mono_ns();
+	char *copy = NULL;
+	struct table *t;
+	Elf *e = NULL;
+	long i;
+	int err;
+
+	*built = false;
+	pthread_mutex_lock(&u->lock);
+	i = table_find(u, f);
+	if (i >= 0 && (u->tables[i].loaded || u->tables[i].fp_only)) {
+		u->tables[i].last_use = ++u->use_clock;
+		u->st.cache_hits++;
+		pthread_mutex_unlock(&u->lock);
+		return i;
+	}
+	pthread_mutex_unlock(&u->lock);
+
+	*built = true;
+	if (f->vdso) {
+		/* libelf may write to an image it was given: hand it a copy. */
+		copy = malloc(u->vdso_size);
+		if (copy) {
+			memcpy(copy, u->vdso, u->vdso_size);
+			e = elf_memory(copy, u->vdso_size);
+		}
+	} else {
+		/* ELF_C_READ reads with pread: a file truncated meanwhile fails reads, no fault. */
+		e = elf_begin(fd, ELF_C_READ, NULL);
+	}
+	if (!e || elf_kind(e) != ELF_K_ELF)
+		err = -EINVAL;
+	else
+		err = read_loads(e, &loads, &nloads);
+	if (!err)
+		err = table_build(u, e, f->build_id, path, fs_root, &ct);
+	if (!err && !ct.nrows)
+		err = -ENOENT;
+
+	pthread_mutex_lock(&u->lock);
+	i = table_find(u, f);
+	if (i < 0) {
+		if (u->ntables == u->cap_tables) {
+			size_t cap = u->cap_tables ? 2 * u->cap_tables : 64;
+			struct table *nt = realloc(u->tables, cap * sizeof(*nt));
+
+			if (!nt) {
+				i = -ENOMEM;
+				goto unlock;
+			}
+			u->tables = nt;
+			u->cap_tables = cap;
+		}
+		i = (long)u->ntables++;
+		t = &u->tables[i];
+		memset(t, 0, sizeof(*t));
+		memcpy(t->build_id, f->build_id, sizeof(t->build_id));
+		t->dev = f->dev;
+		t->ino = f->ino;
+		t->size = f->size;
+		t->mtime_ns = f->mtime_ns;
+		t->vdso = f->vdso;
+	}
+	t = &u->tables[i];
+	if (!t->loads && loads) {
+		t->loads = loads;
+		t->nloads = nloads;
+		loads = NULL;
+	}
+	t->last_use = ++u->use_clock;
+	if (!err && !t->loads)
+		err = -EINVAL;
+	if (!err)
+		err = table_publish(u, t, &ct, keep);
+	if (err == -ENOENT) {
+		u->st.no_cfi++;
+		t->fp_only = true;
+		pr_info("unwind: %s: no CFI, its code is stepped with frame pointers", path);
+	} else if (err) {
+		u->st.build_failed++;
+		t->fp_only = true;
+		pr_warn("unwind: %s: %s, its code is stepped with frame pointers", path,
+			err == -E2BIG ? "its table alone is larger than --unwind-memory"
+				      : strerror(-err));
+	} else {
+		u->st.builds++;
+		u->st.build_ns += mono_ns() - t0;
+		pr_debug("unwind: %s: %zu rows (%u FDEs, %u invalid) in %.1f ms", path, ct.nrows,
+			 ct.stats.fdes, ct.stats.fdes_invalid, (mono_ns() - t0) / 1e6);
+	}
+unlock:
+	pthread_mutex_unlock(&u->lock);
+	cfi_table__fini(&ct);
+	free(loads);
+	if (e)
+		elf_end(e);
+	free(copy);
+	return i;
+}
+
+/* Whether a mapping has no file: anonymous memory (JIT code), [stack], [heap] and such. */
+static bool map_is_anon(const struct proc_map *m)
+{
+	return !m->path[0] || (m->path[0] == '[' && strcmp(m->path, "[vdso]"));
+}
+
+/*
+ * Describe p's process to the kernel: each executable mapping with its file's table. The
+ * worker's; p stays valid (PROC_RUNNING is not freed by others).
+ */
+static void describe(struct unwinder *u, struct proc *p)
+{
+	struct profd_unwind_proc *val = NULL;
+	uint32_t *refs = NULL, nrefs = 0, built = 0, pid = p->pid;
+	char fs_root[PATH_MAX];
+	struct proc_map *maps = NULL;
+	uint64_t t0 = mono_ns(), last_log = t0;
+	size_t n = 0;
+	int err;
+
+	err = procfs_read_maps(u->proc_root, pid, true, &maps, &n);
+	if (err)
+		return; /* gone (its exit record will come), or unreadable: stay on frame pointers
+			 */
+	val = calloc(1, sizeof(*val));
+	refs = calloc(n ? n : 1, sizeof(*refs));
+	if (!val || !refs)
+		goto out;
+	snprintf(fs_root, sizeof(fs_root), "%s/%u/root", u->proc_root, pid);
+	pthread_mutex_lock(&u->lock);
+	u->st.busy_files = (uint32_t)n;
+	u->st.busy_done = 0;
+	pthread_mutex_unlock(&u->lock);
+
+	for (size_t k = 0; k < n; k++) {
+		const struct proc_map *m = &maps[k];
+		struct profd_unwind_map *um;
+		struct file_id f = {0};
+		bool b = false;
+		long slot = -1;
+		struct stat sb;
+		int fd = -1;
+
+		pthread_mutex_lock(&u->lock);
+		u->st.busy_done = (uint32_t)k;
+		if (val->nr_maps == PROFD_UNWIND_MAX_MAPS) {
+			u->st.maps_dropped++;
+			pthread_mutex_unlock(&u->lock);
+			continue;
+		}
+		pthread_mutex_unlock(&u->lock);
+		um = &val->maps[val->nr_maps++];
+		um->start = m->start;
+		um->end = m->end;
+		um->table = PROFD_UNWIND_FP_ONLY;
+		if (map_is_anon(m))
+			continue;
+		if (!strcmp(m->path, "[vdso]")) {
+			if (!u->vdso)
+				continue;
+			f.vdso = true;
+		} else {
+			fd = procfs_open_mapped(u->proc_root, pid, m->path, CFI_FILE_MAX, &sb);
+			if (fd < 0)
+				continue;
+			file_identify(fd, &sb, &f);
+		}
+		slot = table_get(u, &f, fd, m->path, fs_root, p, &b);
+		if (fd >= 0)
+			close(fd);
+		built += b;
+		if (slot < 0)
+			continue;
+		pthread_mutex_lock(&u->lock);
+		{
+			struct table *t = &u->tables[slot];
+
+			if (t->loaded && !t->fp_only &&
+			    !map_bias(t->loads, t->nloads, m->start, m->offset, &um->bias)) {
+				um->table = t->id;
+				um->nrows = t->nrows;
+				t->refs++;
+				refs[nrefs++] = (uint32_t)slot;
+			}
+		}
+		pthread_mutex_unlock(&u->lock);
+		if (mono_ns() - last_log > PROGRESS_NS) {
+			last_log = mono_ns();
+			pr_info("unwind: pid %u: %zu of %zu mappings, %u tables built so far", pid,
+				k + 1, n, built);
+		}
+	}
+
+	pthread_mutex_lock(&u->lock);
+	if (!p->gone) {
+		if (bpf_map_update_elem(u->o.procs_fd, &pid, val, BPF_ANY)) {
+			pr_debug("unwind: pid %u: %s", pid, strerror(errno));
+		} else {
+			if (!p->described)
+				u->st.procs++;
+			p->described = true;
+			u->st.described++;
+		}
+	}
+	/* The new references replace the old ones (a refresh keeps what it still maps). */
+	proc_release(u, p);
+	p->tables = refs;
+	p->ntables = nrefs;
+	refs = NULL;
+	pthread_mutex_unlock(&u->lock);
+	if (built)
+		pr_info("unwind: pid %u: %u mappings described, %u tables built, in %.1f ms", pid,
+			val->nr_maps, built, (mono_ns() - t0) / 1e6);
+out:
+	free(refs);
+	free(val);
+	procfs_free_maps(maps, n);
+}
+
+static void *worker(void *arg)
+{
+	struct unwinder *u = arg;
+
+	pthread_mutex_lock(&u->lock);
+	while (!u->stop) {
+		struct proc *p;
+		uint32_t pid;
+
+		if (!u->q_len) {
+			pthread_cond_broadcast(&u->idle);
+			pthread_cond_wait(&u->wake, &u->lock);
+			continue;
+		}
+		pid = u->queue[u->q_head];
+		u->q_head = (u->q_head + 1) % u->q_cap;
+		u->q_len--;
+		u->st.queued = u->q_len;
+		p = ptrmap_get(&u->procs, pid);
+		if (!p || p->state != PROC_QUEUED)
+			continue;
+		p->state = PROC_RUNNING;
+		u->st.busy_pid = pid;
+		pthread_mutex_unlock(&u->lock);
+
+		describe(u, p);
+
+		pthread_mutex_lock(&u->lock);
+		p->state = PROC_IDLE;
+		p->done_ns = mono_ns();
+		u->st.busy_pid = 0;
+		if (p->gone) {
+			proc_undescribe(u, p);
+			ptrmap_del(&u->procs, pid);
+			free(p);
+		}
+	}
+	pthread_cond_broadcast(&u->idle);
+	pthread_mutex_unlock(&u->lock);
+	return NULL;
+}
+
+/* A copy of this process's vDSO: every process of this kernel maps the same image. */
+static void vdso_read(struct unwinder *u)
+{
+	struct proc_map *maps = NULL;
+	size_t n = 0;
+
+	if (!getauxval(AT_SYSINFO_EHDR) ||
+	    procfs_read_maps("/proc", (uint32_t)getpid(), false, &maps, &n))
+		return;
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(maps[i].path, "[vdso]") || maps[i].end - maps[i].start > (1u << 20))
+			continue;
+		u->vdso = malloc(maps[i].end - maps[i].start);
+		if (u->vdso) {
+			u->vdso_size = maps[i].end - maps[i].start;
+			memcpy(u->vdso, (void *)maps[i].start, u->vdso_size);
+		}
+		break;
+	}
+	procfs_free_maps(maps, n);
+}
+
+struct unwinder *unwinder__new(const struct unwinder_opts *opts)
+{
+	struct unwinder *u = calloc(1, sizeof(*u));
+	int err;
+
+	if (!u)
+		return NULL;
+	u->o = *opts;
+	u->st.memory = opts->memory ? opts->memory : UNWINDER_DEFAULT_MEMORY;
+	snprintf(u->proc_root, sizeof(u->proc_root), "%s",
+		 opts->proc_root ? opts->proc_root : "/proc");
+	snprintf(u->debug_root, sizeof(u->debug_root), "%s",
+		 opts->debug_root ? opts->debug_root : "/usr/lib/debug");
+	elf_version(EV_CURRENT);
+	vdso_read(u);
+	pthread_mutex_init(&u->lock, NULL);
+	pthread_cond_init(&u->wake, NULL);
+	pthread_cond_init(&u->idle, NULL);
+	err = pthread_create(&u->thread, NULL, worker, u);
+	if (err) {
+		unwinder__free(u);
+		errno = err;
+		return NULL;
+	}
+	u->thread_started = true;
+	return u;
+}
+
+void unwinder__free(struct unwinder *u)
+{
+	if (!u)
+		return;
+	if (u->thread_started) {
+		pthread_mutex_lock(&u->lock);
+		u->stop = true;
+		pthread_cond_signal(&u->wake);
+		pthread_mutex_unlock(&u->lock);
+		pthread_join(u->thread, NULL);
+	}
+	for (size_t i = 0; u->procs.mask && i <= u->procs.mask; i++) {
+		struct proc *p = u->procs.vals[i];
+
+		if (p) {
+			free(p->tables);
+			free(p);
+		}
+	}
+	ptrmap_fini(&u->procs);
+	for (size_t i = 0; i < u->ntables; i++)
+		free(u->tables[i].loads);
+	free(u->tables);
+	free(u->queue);
+	free(u->vdso);
+	pthread_cond_destroy(&u->idle);
+	pthread_cond_destroy(&u->wake);
+	pthread_mutex_destroy(&u->lock);
+	free(u);
+}
