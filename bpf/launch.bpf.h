@@ -95,7 +95,6 @@ static __always_inline void launch_emit(struct pt_regs *ctx, __u32 tgid, __u32 t
 					__u32 flags)
 {
 	struct profd_sample_rec *rec;
-	struct uw_state *st;
 	__u32 slot = SLOT_LAUNCH;
 	__u64 size, ts;
 
@@ -106,10 +105,7 @@ static __always_inline void launch_emit(struct pt_regs *ctx, __u32 tgid, __u32 t
 	ts = rec->ts_ns;
 	rec->corr_id = corr_id;
 	rec->flags = flags;
-	st = unwind_slot(SLOT_LAUNCH);
-	if (st)
-		UW_LOAD_REGS(st, *ctx);
-	size = fill_user(ctx, rec, 0, SLOT_LAUNCH, st);
+	size = fill_user(ctx, rec, 0, SLOT_LAUNCH);
 	/*
 	 * Uprobe programs run preemptible (migration disabled only): another launch on this CPU
 	 * may have taken the slot meanwhile. Its record went out whole; this one is mixed, drop it.

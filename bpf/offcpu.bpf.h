@@ -163,7 +163,7 @@ static __always_inline void offcpu_send_pending(void *ctx, struct offcpu_task *s
 	py = bpf_map_lookup_elem(&py_scratch_map, &pslot);
 	if (py)
 		py->futex_uaddr = futex_word();
-	size = fill_user(ctx, &out->sample, nk, SLOT_SWITCH, unwind_regs_task(SLOT_SWITCH));
+	size = fill_user(ctx, &out->sample, nk, SLOT_SWITCH);
 	if (py)
 		py->futex_uaddr = 0;
 	offcpu_send(out, size, off_ns, st->pending_state);
@@ -223,7 +223,7 @@ static __always_inline void offcpu_out(void *ctx, struct task_struct *prev, bool
 	st->rec.hdr.size = 0;
 	if (outside_syscall(prev)) {
 		fill_ident(&st->rec, PROFD_REC_OFFCPU, tgid, tid);
-		fill_user(ctx, &st->rec, 0, SLOT_SWITCH, unwind_regs_task(SLOT_SWITCH));
+		fill_user(ctx, &st->rec, 0, SLOT_SWITCH);
 	}
 	st->out_ns = now;
 	st->out_start = st->out_ns;

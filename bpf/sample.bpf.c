@@ -161,19 +161,17 @@ static __always_inline long fill_user_stack(void *ctx, struct profd_sample_rec *
 }
 
 /*
- * The user stack after the kn kernel addresses (st: the thread's user registers, NULL if not
- * known), then the Python frames after both. Sets nr_user, nr_py, py_status and flags; returns
- * the record's size.
+ * The user stack after the kn kernel addresses, then the Python frames after both (slot: the
+ * program's scratch slot). Sets nr_user, nr_py, py_status and flags; returns the record's size.
  */
-static __always_inline __u64 fill_user(void *ctx, struct profd_sample_rec *rec, long kn,
-				       __u32 py_slot, struct uw_state *st)
+static __always_inline __u64 fill_user(void *ctx, struct profd_sample_rec *rec, long kn, __u32 slot)
 {
-	long un = fill_user_stack(ctx, rec, kn, st);
+	long un = fill_user_stack(ctx, rec, kn, unwind_regs_task(slot));
 	__u64 size;
 
 	rec->nr_user = un;
 	size = PROFD_SAMPLE_HDR_SIZE + 8 * (kn + un);
-	size += py_collect(rec, kn + un, py_slot, bpf_get_current_task_btf());
+	size += py_collect(rec, kn + un, slot, bpf_get_current_task_btf());
 	if (size > sizeof(*rec))
 		size = sizeof(*rec);
 	rec->hdr.size = size;
@@ -186,7 +184,6 @@ int profd_sample(struct bpf_perf_event_data *ctx)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct profd_sample_rec *rec;
-	struct uw_state *st;
 	__u32 slot = SLOT_SAMPLE;
 	__u64 size;
 	long kn;
@@ -214,16 +211,7 @@ int profd_sample(struct bpf_perf_event_data *ctx)
 	}
 	rec->nr_kernel = kn;
 
-	/* Interrupted in user mode: these are its registers; else those it entered the kernel with.
-	 */
-	if ((ctx->regs.cs & 3) == 3) {
-		st = unwind_slot(SLOT_SAMPLE);
-		if (st)
-			UW_LOAD_REGS(st, ctx->regs);
-	} else {
-		st = unwind_regs_task(SLOT_SAMPLE);
-	}
-	size = fill_user(ctx, rec, kn, SLOT_SAMPLE, st);
+	size = fill_user(ctx, rec, kn, SLOT_SAMPLE);
 	/* PF_KTHREAD: a kernel thread has no user stack to miss (an exiting process has none too).
 	 */
 	if (bpf_get_current_task_btf()->flags & 0x00200000)

@@ -21,8 +21,9 @@ struct unwind_rows {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_INNER_MAP | BPF_F_MMAPABLE);
 	__uint(max_entries, 1); /* each file's array has its own size */
-	__type(key, __u32);
-	__type(value, struct profd_unwind_row);
+	/* sizes, not types: clang emits only a forward declaration of a type seen this deep */
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(struct profd_unwind_row));
 };
 
 struct {
@@ -59,11 +60,12 @@ enum {
 struct uw_state {
 	__u64 regs[UW_NREGS]; /* every register: valid while `exact` (frame 0, after a signal) */
 	__u64 pc, sp, bp;
-	__u64 ips[PROFD_MAX_STACK];
+	__u64 ips[PROFD_MAX_STACK + 1]; /* one spare slot: indexes are masked with 127 */
 	__u32 tgid;
 	__u32 n;	 /* frames in ips */
 	__u32 end;	 /* enum profd_unwind_end; 0 while walking */
 	__u32 last_map;	 /* index of the mapping found last: the next pc is often in it */
+	__u32 lo, hi;	 /* a binary search's bounds */
 	__u8 exact;	 /* pc is the interrupted instruction, not a return address */
 	__u8 in_syscall; /* frame 0 stopped in a system call: pc follows the syscall */
 	__u8 __pad[6];
@@ -76,7 +78,11 @@ struct {
 	__type(value, struct uw_state);
 } unwind_state_map SEC(".maps");
 
-/* Copy user-mode registers (a struct pt_regs lvalue: a context's or the task's) into st. */
+/*
+ * Copy the user-mode registers of struct pt_regs lvalue r into st. The entry frame on the task's
+ * kernel stack holds them whatever brought the thread into the kernel: a system call, a fault,
+ * or the interrupt that runs the sampler (then they are the perf context's registers too).
+ */
 #define UW_LOAD_REGS(st, r)                                                                        \
 	do {                                                                                       \
 		(st)->regs[UW_RAX] = (r).ax;                                                       \
@@ -96,7 +102,7 @@ struct {
 		(st)->regs[UW_R8 + 6] = (r).r14;                                                   \
 		(st)->regs[UW_R8 + 7] = (r).r15;                                                   \
 		(st)->regs[UW_RIP] = (r).ip;                                                       \
-		(st)->in_syscall = (long)(r).orig_ax >= 0;                                         \
+		(st)->in_syscall = (long)(r).orig_ax >= 0; /* or a fault's error code */           \
 	} while (0)
 
 static __always_inline struct uw_state *unwind_slot(__u32 slot)
@@ -129,29 +135,35 @@ static __always_inline long uw_stop(struct uw_state *st, __u32 why)
 	return 1;
 }
 
+/*
+ * The binary searches keep their bounds in st, a map value: the verifier then sees unknown
+ * numbers, not constants, and each halving step is one state instead of one per path.
+ */
+
 /* The mapping of pc in proc, or NULL. */
 static __always_inline const struct profd_unwind_map *
 uw_find_map(struct uw_state *st, const struct profd_unwind_proc *proc, __u64 pc)
 {
-	__u32 lo = 0, hi = proc->nr_maps, i = st->last_map;
+	__u32 n = proc->nr_maps, i = st->last_map & (PROFD_UNWIND_MAX_MAPS - 1);
 
-	if (hi > PROFD_UNWIND_MAX_MAPS)
-		hi = PROFD_UNWIND_MAX_MAPS;
-	if (i < hi && proc->maps[i & (PROFD_UNWIND_MAX_MAPS - 1)].start <= pc &&
-	    pc < proc->maps[i & (PROFD_UNWIND_MAX_MAPS - 1)].end)
-		return &proc->maps[i & (PROFD_UNWIND_MAX_MAPS - 1)];
+	if (n > PROFD_UNWIND_MAX_MAPS)
+		n = PROFD_UNWIND_MAX_MAPS;
+	if (i < n && proc->maps[i].start <= pc && pc < proc->maps[i].end)
+		return &proc->maps[i];
 	/* The first mapping that starts above pc; 10 halvings cover 512. */
-	for (int k = 0; k < 10 && lo < hi; k++) {
-		__u32 mid = (lo + hi) / 2;
+	st->lo = 0;
+	st->hi = n;
+	for (int k = 0; k < 10 && st->lo < st->hi; k++) {
+		__u32 mid = ((st->lo + st->hi) / 2) & (PROFD_UNWIND_MAX_MAPS - 1);
 
-		if (proc->maps[mid & (PROFD_UNWIND_MAX_MAPS - 1)].start <= pc)
-			lo = mid + 1;
+		if (proc->maps[mid].start <= pc)
+			st->lo = mid + 1;
 		else
-			hi = mid;
+			st->hi = mid;
 	}
-	if (lo == 0)
+	if (st->lo == 0 || st->lo > n)
 		return NULL;
-	i = (lo - 1) & (PROFD_UNWIND_MAX_MAPS - 1);
+	i = (st->lo - 1) & (PROFD_UNWIND_MAX_MAPS - 1);
 	if (pc >= proc->maps[i].end)
 		return NULL;
 	st->last_map = i;
@@ -159,26 +171,28 @@ uw_find_map(struct uw_state *st, const struct profd_unwind_proc *proc, __u64 pc)
 }
 
 /* The last row of rows[0 .. n) at or below addr, or NULL; 24 halvings cover 2^24 rows. */
-static __always_inline const struct profd_unwind_row *uw_find_row(void *rows, __u32 n, __u32 addr)
+static __always_inline const struct profd_unwind_row *uw_find_row(struct uw_state *st, void *rows,
+								  __u32 n, __u32 addr)
 {
 	const struct profd_unwind_row *r;
-	__u32 lo = 0, hi = n;
+	__u32 mid;
 
-	for (int k = 0; k < 24 && lo < hi; k++) {
-		__u32 mid = (lo + hi) / 2;
-
+	st->lo = 0;
+	st->hi = n;
+	for (int k = 0; k < 24 && st->lo < st->hi; k++) {
+		mid = (st->lo + st->hi) / 2;
 		r = bpf_map_lookup_elem(rows, &mid);
 		if (!r)
 			return NULL;
 		if (r->pc <= addr)
-			lo = mid + 1;
+			st->lo = mid + 1;
 		else
-			hi = mid;
+			st->hi = mid;
 	}
-	if (lo == 0 || lo > n)
+	if (st->lo == 0 || st->lo > n)
 		return NULL;
-	lo--;
-	return bpf_map_lookup_elem(rows, &lo);
+	mid = st->lo - 1;
+	return bpf_map_lookup_elem(rows, &mid);
 }
 
 /*
@@ -321,7 +335,7 @@ static long uw_step_cb(__u64 i, void *data)
 
 	if (n >= PROFD_MAX_STACK)
 		return uw_stop(st, PROFD_UNWIND_TRUNCATED);
-	st->ips[n & (PROFD_MAX_STACK - 1)] = st->pc;
+	st->ips[n & 127] = st->pc;
 	st->n = n + 1;
 	/*
 	 * A return address follows its call, which may be a function's last instruction (a call
@@ -341,7 +355,7 @@ static long uw_step_cb(__u64 i, void *data)
 	rows = bpf_map_lookup_elem(&unwind_tables, &m->table);
 	if (!rows)
 		return uw_stop(st, PROFD_UNWIND_NO_TABLE);
-	r = uw_find_row(rows, m->nrows, (__u32)addr);
+	r = uw_find_row(st, rows, m->nrows, (__u32)addr);
 	if (!r)
 		return uw_stop(st, PROFD_UNWIND_NO_ROW);
 	return uw_step_row(st, r);
@@ -371,6 +385,14 @@ static __always_inline bool unwind_cfi_walk(struct uw_state *st, __u32 tgid)
 	st->exact = 1;
 	if (st->last_map >= PROFD_UNWIND_MAX_MAPS)
 		st->last_map = 0;
+	/* A fault's error code looks like a system call number: only a syscall insn says so. */
+	if (st->in_syscall) {
+		__u8 insn[2] = {};
+
+		if (bpf_probe_read_user(insn, sizeof(insn), (void *)(st->pc - 2)) ||
+		    insn[0] != 0x0f || insn[1] != 0x05)
+			st->in_syscall = 0;
+	}
 	bpf_loop(PROFD_MAX_STACK + 1, uw_step_cb, &c, 0);
 	if (!st->end)
 		st->end = PROFD_UNWIND_TRUNCATED;

@@ -71,7 +71,7 @@ struct proc {
 
 struct unwinder {
 	struct unwinder_opts o;
-	char proc_root[PATH_MAX];
+	char proc_root[256];
 	char debug_root[PATH_MAX];
 	pthread_t thread;
 	bool thread_started;
@@ -603,8 +603,11 @@ static void describe(struct unwinder *u, struct proc *p)
 		{
 			struct table *t = &u->tables[slot];
 
+			uint64_t bias;
+
 			if (t->loaded && !t->fp_only &&
-			    !map_bias(t->loads, t->nloads, m->start, m->offset, &um->bias)) {
+			    !map_bias(t->loads, t->nloads, m->start, m->offset, &bias)) {
+				um->bias = bias;
 				um->table = t->id;
 				um->nrows = t->nrows;
 				t->refs++;
