@@ -72,7 +72,7 @@ endif()
 foreach(t cpu_split kernel_frames system_wide exited bad_input cli_errors lifecycle systemd_unit package top
           python python_exit svg_browser diff formats socket_safety setuid perf_map_budget flood
           losses perf_maps children record views stacks pyspy gil gil_wait offcpu offcpu_python cuda_sync
-          export export_faults export_outage export_netns export_labels export_tls)
+          export export_faults export_outage export_netns export_labels export_tls unwind)
   add_test(NAME e2e.${t}
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_${t}.py)
   set_tests_properties(e2e.${t} PROPERTIES
@@ -87,6 +87,13 @@ set_tests_properties(e2e.export_config PROPERTIES
   ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e;PROFD_SANITIZED=${E2E_SANITIZED}")
 # Nine interpreters, each profiled twice, and the first run fetches CPython 3.14.
 set_tests_properties(e2e.python PROPERTIES TIMEOUT 900)
+# Fifteen processes profiled for 7 s each, a daemon each.
+set_tests_properties(e2e.unwind PROPERTIES TIMEOUT 600)
+# The stack checks of test_unwind.py on handcrafted stacks: no root, no daemon.
+add_test(NAME unit.unwind_checks
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_unwind.py --self-check)
+set_tests_properties(unit.unwind_checks PROPERTIES LABELS unit TIMEOUT 60
+  ENVIRONMENT "PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e")
 # Three profiles and a dump per interpreter, up to ten interpreters.
 set_tests_properties(e2e.gil PROPERTIES TIMEOUT 600)
 # The fleet export against the stand-in receiver (tests/receiver; its venv is made on first use):
