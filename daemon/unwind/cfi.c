@@ -1055,8 +1055,8 @@ static int collect_all(Elf *elf, Elf *debug, struct sources *src, struct fde_lis
 			return err;
 	}
 	qsort(l->v, l->n, sizeof(*l->v), fde_ref_cmp);
-	if (!l->n && st->fdes_invalid)
-		return -EINVAL;
+	if (!l->n)
+		return st->fdes_invalid ? -EINVAL : -ENOENT; /* sections with nothing in them */
 	return 0;
 }
 
