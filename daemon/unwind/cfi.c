@@ -1054,9 +1054,9 @@ static int collect_all(Elf *elf, Elf *debug, struct sources *src, struct fde_lis
 		if (err)
 			return err;
 	}
-	qsort(l->v, l->n, sizeof(*l->v), fde_ref_cmp);
 	if (!l->n)
 		return st->fdes_invalid ? -EINVAL : -ENOENT; /* sections with nothing in them */
+	qsort(l->v, l->n, sizeof(*l->v), fde_ref_cmp);
 	return 0;
 }
 
