@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include "symbolize_elf.h"
+#include "cfi.h"
 #include "grow.h"
 #include "procfs.h"
 
@@ -519,6 +520,7 @@ static int image_from_elf(struct elf_image *img, Elf *e, const struct elf_debug_
 	if (!elf_find_debug(e, img->build_id, dbg, use_debug_symtab, &img->syms, found,
 			    sizeof(found))) {
 		img->source = ELF_SYMS_DEBUG_SYMTAB;
+		img->debug_path = strdup(found); /* for its .debug_frame, later; NULL is fine */
 		pr_info("symbolize: %s: no .symtab, using .symtab of %s", name, found);
 		goto done;
 	}
@@ -610,9 +612,47 @@ int elf_image__vaddr(const struct elf_image *img, uint64_t file_off, uint64_t *v
 	return -ENOENT;
 }
 
+int elf_image__load_fdes(struct elf_image *img, int fd)
+{
+	Elf *e, *d = NULL;
+	int dfd = -1, err;
+
+	if (img->fdes_tried)
+		return img->fdes ? 0 : -ENOENT;
+	img->fdes_tried = true;
+	elf_init();
+	e = elf_begin(fd, ELF_C_READ, NULL);
+	if (!e)
+		return -EINVAL;
+	if (img->debug_path) {
+		dfd = procfs_open_regular(img->debug_path, ELF_FILE_MAX, NULL);
+		if (dfd >= 0)
+			d = elf_begin(dfd, ELF_C_READ, NULL);
+	}
+	err = cfi_fdes(e, d, &img->fdes, &img->n_fdes);
+	if (d)
+		elf_end(d);
+	if (dfd >= 0)
+		close(dfd);
+	elf_end(e);
+	return err;
+}
+
+bool elf_image__fde_start(const struct elf_image *img, uint64_t vaddr, uint64_t *start)
+{
+	const struct cfi_fde *f = cfi_fde_find(img->fdes, img->n_fdes, vaddr);
+
+	if (!f)
+		return false;
+	*start = f->start;
+	return true;
+}
+
 void elf_image__fini(struct elf_image *img)
 {
 	sym_table__fini(&img->syms);
+	free(img->debug_path);
+	free(img->fdes);
 	free(img->loads);
 	memset(img, 0, sizeof(*img));
 }

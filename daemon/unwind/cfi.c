@@ -230,7 +230,10 @@ struct entry {
 	bool is64;
 };
 
-/* Read the entry at *pos. Returns 1, 0 at the end (terminator), -1 when malformed. */
+/*
+ * Read the entry at *pos and move *pos past it. Returns 1, 2 for an empty one (padding: e is not
+ * set), 0 at the end (terminator), -1 when malformed.
+ */
 static int entry_read(const struct frame_sec *s, size_t *pos, struct entry *e)
 {
 	struct cur c = {s->data + *pos, s->data + s->size, false};
@@ -245,8 +248,12 @@ static int entry_read(const struct frame_sec *s, size_t *pos, struct entry *e)
 		len = rd_u(&c, 8);
 	if (c.bad)
 		return -1;
-	if (len == 0) /* .eh_frame's terminator; in .debug_frame: padding */
-		return s->eh ? 0 : (*pos = (size_t)(c.p - s->data), 1);
+	if (len == 0) { /* .eh_frame's terminator; in .debug_frame: padding */
+		if (s->eh)
+			return 0;
+		*pos = (size_t)(c.p - s->data);
+		return 2;
+	}
 	if (len > (uint64_t)(c.end - c.p) || len < (e->is64 ? 8u : 4u))
 		return -1;
 	e->id_pos = c.p;
@@ -1006,6 +1013,8 @@ static int collect(const struct frame_sec *s, struct fde_list *l, size_t n_eh, s
 			st->fdes_invalid++; /* the rest of the section cannot be delimited */
 			break;
 		}
+		if (r == 2)
+			continue;
 		if (entry_is_cie(s, &e)) {
 			st->cies++;
 			continue;
@@ -1054,9 +1063,9 @@ static int collect_all(Elf *elf, Elf *debug, struct sources *src, struct fde_lis
 		if (err)
 			return err;
 	}
+	if (!l->n)
+		return st->fdes_invalid ? -EINVAL : -ENOENT; /* sections with nothing in them */
 	qsort(l->v, l->n, sizeof(*l->v), fde_ref_cmp);
-	if (!l->n && st->fdes_invalid)
-		return -EINVAL;
 	return 0;
 }
 

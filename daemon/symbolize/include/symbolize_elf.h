@@ -62,12 +62,19 @@ enum elf_sym_source {
 	ELF_SYMS_DYNSYM,       /* the file's .dynsym only */
 };
 
+struct cfi_fde;
+
 struct elf_image {
 	struct sym_table syms;
 	struct elf_load *loads; /* PT_LOAD headers of the main file */
 	size_t n_loads;
 	char build_id[2 * BUILD_ID_MAX + 1]; /* hex, "" if none */
 	enum elf_sym_source source;
+	char *debug_path; /* the separate debug file the symbols came from, NULL if none */
+	/* Function ranges from the CFI, loaded on the first address no symbol covers. */
+	struct cfi_fde *fdes;
+	size_t n_fdes;
+	bool fdes_tried;
 };
 
 /* Where to look for separate debug files of one binary. */
@@ -108,6 +115,14 @@ int elf_image__load_mem(struct elf_image *img, const void *mem, size_t size, con
 /* Translate a file offset to the ELF virtual address. Returns 0, or -ENOENT when no PT_LOAD
  * covers it. */
 int elf_image__vaddr(const struct elf_image *img, uint64_t file_off, uint64_t *vaddr);
+/*
+ * Load the FDE ranges of the image's file (open on fd, the caller's) and of its debug file, once:
+ * later calls return at once. Returns 0 or a negative errno (-ENOENT: no CFI); img->fdes stays
+ * NULL on error.
+ */
+int elf_image__load_fdes(struct elf_image *img, int fd);
+/* The start of the function holding vaddr by the CFI, or false when no FDE covers it. */
+bool elf_image__fde_start(const struct elf_image *img, uint64_t vaddr, uint64_t *start);
 void elf_image__fini(struct elf_image *img);
 
 /*
