@@ -236,7 +236,8 @@ static long table_find(struct unwinder *u, const struct file_id *f)
 /* Make room for bytes more within the budget, evicting least recently used tables. Locked. */
 static void make_room(struct unwinder *u, uint64_t bytes, const struct proc *keep)
 {
-	while (u->st.table_bytes + bytes > u->st.memory || u->st.tables >= PROFD_UNWIND_MAX_TABLES) {
+	while (u->st.table_bytes + bytes > u->st.memory ||
+	       u->st.tables >= PROFD_UNWIND_MAX_TABLES) {
 		long victim = -1;
 
 		/* Tables no process refers to first, then any but those of the process at hand. */
@@ -348,26 +349,54 @@ static int map_bias(const struct elf_load *loads, size_t n, uint64_t start, uint
 }
 
 /*
+ * Whether ct's FDEs cover at least half of e's executable sections. A stripped binary built
+ * without .eh_frame keeps the start-up code's (crt1.o, the PLT) and nothing else: its functions'
+ * CFI is in the debug file's .debug_frame.
+ */
+static bool covers_code(Elf *e, const struct cfi_table *ct)
+{
+	uint64_t code = 0, covered = 0;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	while ((scn = elf_nextscn(e, scn)))
+		if (gelf_getshdr(scn, &sh) && (sh.sh_flags & SHF_EXECINSTR) &&
+		    sh.sh_type == SHT_PROGBITS)
+			code += sh.sh_size;
+	for (size_t i = 0; i < ct->nfdes; i++)
+		covered += ct->fdes[i].end - ct->fdes[i].start;
+	return !code || 2 * covered >= code;
+}
+
+/*
  * The CFI table of the file e (build_id: its hex build-id or ""; path: its name in the process,
- * fs_root: that process's root, for the debug file search and the log) into ct. A file without
- * CFI of its own may have it in its separate debug file (.debug_frame of a stripped binary).
- * Returns 0, -ENOENT when neither has CFI, or another negative errno.
+ * fs_root: that process's root, for the debug file search and the log) into ct. Where the file's
+ * own CFI (.eh_frame, .debug_frame) leaves most of its code out, the .debug_frame of its separate
+ * debug file fills in. Returns 0, -ENOENT when neither has CFI, or another negative errno.
  */
 static int table_build(struct unwinder *u, Elf *e, const char *build_id, const char *path,
 		       const char *fs_root, struct cfi_table *ct)
 {
 	struct elf_debug_ctx dbg = {.debug_root = u->debug_root, .fs_root = fs_root, .path = path};
+	struct cfi_table own = {0};
 	char found[PATH_MAX];
 	void *arg[2] = {e, ct};
 	int err;
 
-	err = cfi_table__build(e, NULL, ct);
-	if (err != -ENOENT)
+	err = cfi_table__build(e, NULL, &own);
+	if (err && err != -ENOENT)
 		return err;
-	err = elf_find_debug(e, build_id, &dbg, use_debug_build, arg, found, sizeof(found));
-	if (err)
-		return -ENOENT;
-	pr_info("unwind: %s: no CFI of its own, using the .debug_frame of %s", path, found);
+	if (!err && covers_code(e, &own)) {
+		*ct = own;
+		return 0;
+	}
+	if (elf_find_debug(e, build_id, &dbg, use_debug_build, arg, found, sizeof(found))) {
+		/* No debug file: what the file has, if anything. */
+		*ct = own;
+		return err;
+	}
+	cfi_table__fini(&own);
+	pr_info("unwind: %s: CFI from the .debug_frame of %s", path, found);
 	return 0;
 }
 
@@ -679,6 +708,7 @@ static void *worker(void *arg)
 		p->state = PROC_IDLE;
 		p->done_ns = mono_ns();
 		u->st.busy_pid = 0;
+		u->st.busy_done = u->st.busy_files = 0;
 		if (p->gone) {
 			proc_undescribe(u, p);
 			ptrmap_del(&u->procs, pid);
