@@ -309,11 +309,11 @@ static void print_unwind(FILE *out, const Profd__StatusReply *st)
 		"unwind:", u->bottom, u->truncated, u->fp_fallback, u->no_mapping, u->no_table,
 		u->no_row, u->invalid, u->read_fault, u->bad_frame);
 	fprintf(out,
-		"%-14s%" PRIu64 " files, %s of %s, %" PRIu64 " built in %s (%" PRIu64
+		"%-14stables: %" PRIu64 " files, %s of %s, %" PRIu64 " built in %s (%" PRIu64
 		" failed, %" PRIu64 " without CFI, %" PRIu64 " too big), %" PRIu64
 		" evicted, %" PRIu64 " reused; %" PRIu64 " processes described, %" PRIu64
 		" waiting",
-		"unwind tables:", u->tables, fmt_bytes(u->table_bytes, a, sizeof(a)),
+		"", u->tables, fmt_bytes(u->table_bytes, a, sizeof(a)),
 		fmt_bytes(u->memory, b, sizeof(b)), u->builds,
 		fmt_duration(u->build_ns, c, sizeof(c)), u->build_failed, u->no_cfi, u->too_big,
 		u->evictions, u->cache_hits, u->processes, u->queued);

@@ -50,7 +50,7 @@ static void usage(FILE *f)
 	    "                          (default 256M; K, M, G suffixes)\n"
 	    "      --unwind-memory SIZE  kernel memory for the unwind tables of mapped files\n"
 	    "                          (native stacks without frame pointers), least recently\n"
-	    "                          used evicted first (default 256M, from 4M to 64G)\n"
+	    "                          used evicted first (default 256M, from 1M to 64G)\n"
 	    "      --ringbuf-size SIZE kernel-to-daemon ring buffer, a power of two (default:\n"
 	    "                          512K per CPU, from 4M to 32M)\n"
 	    "      --bucket DURATION   time resolution of stored data (default 1s)\n"
@@ -482,9 +482,9 @@ static int apply(struct parse_state *st, int c, const char *optarg, const struct
 				      "expected a size from 4M to 1024G");
 		break;
 	case OPT_UNWIND_MEMORY:
-		if (parse_size(optarg, 4ull << 20, 64ull << 30, &cfg->unwind_memory))
+		if (parse_size(optarg, 1ull << 20, 64ull << 30, &cfg->unwind_memory))
 			return bad_at(o, "--unwind-memory", optarg,
-				      "expected a size from 4M to 64G");
+				      "expected a size from 1M to 64G");
 		break;
 	case OPT_RINGBUF:
 		if (parse_size(optarg, 64ull << 10, 1ull << 30, &v) || (v & (v - 1)))

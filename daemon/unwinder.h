@@ -28,8 +28,6 @@ struct unwinder_opts {
 };
 
 #define UNWINDER_DEFAULT_MEMORY (256ull << 20)
-/* The least --unwind-memory accepted: libc's and libpython's tables together take ~1 MiB. */
-#define UNWINDER_MIN_MEMORY (4ull << 20)
 
 struct unwinder_stats {
 	uint64_t tables;       /* tables loaded now */
