@@ -254,7 +254,7 @@ static __always_inline __u64 uw_reg(struct uw_state *st, __s8 reg)
 	return st->regs[(__u8)reg < UW_NREGS ? (__u8)reg : UW_RIP];
 }
 
-/* One CFI step by row r; mapping m, whose table holds the row. */
+/* One CFI step by the row r that covers the frame's pc. */
 static __always_inline long uw_step_row(struct uw_state *st, const struct profd_unwind_row *r)
 {
 	__u64 cfa, ra, rbp_slot = 0;
@@ -276,6 +276,7 @@ static __always_inline long uw_step_row(struct uw_state *st, const struct profd_
 		if (bpf_probe_read_user(&cfa, sizeof(cfa), (void *)(st->sp + 8 * (r->cfa & 0xff))))
 			return uw_stop(st, PROFD_UNWIND_READ_FAULT);
 		cfa += 8 * (__s64)(__s8)(r->cfa >> 8);
+		rbp_off = r->reg;
 		break;
 	case PROFD_UW_CFA_REG:
 		if (!st->exact)

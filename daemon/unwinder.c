@@ -16,6 +16,7 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -31,6 +32,10 @@
 
 /* A process is described again at most this often (a dlopen, an evicted table). */
 #define REFRESH_NS (1000ull * 1000 * 1000)
+/* After the kernel's map of processes refused one, it is not tried again for this long. */
+#define RETRY_FULL_NS (30ull * 1000 * 1000 * 1000)
+/* How often described processes are checked for being alive (lost exit records). */
+#define SWEEP_NS (10ull * 1000 * 1000 * 1000)
 /* A description taking longer than this logs its progress. */
 #define PROGRESS_NS (2000ull * 1000 * 1000)
 /* Files larger than this are not parsed (the biggest CUDA libraries are ~1 GiB). */
@@ -67,6 +72,10 @@ struct proc {
 	uint64_t done_ns;
 	uint32_t *tables; /* slots its description refers to (refs held) */
 	size_t ntables;
+	/* While it is described: the slots its new description takes (refs held too). */
+	const uint32_t *pending;
+	size_t npending;
+	uint64_t retry_ns; /* no new description before this (the kernel refused the last) */
 };
 
 struct unwinder {
@@ -87,6 +96,7 @@ struct unwinder {
 	size_t ntables, cap_tables;
 	uint32_t next_id;
 	uint64_t use_clock;
+	uint64_t swept_ns; /* last sweep() */
 	struct unwinder_stats st;
 	/* vDSO image of this kernel (the same in every process), read once */
 	void *vdso;
@@ -143,10 +153,8 @@ void unwinder__want(struct unwinder *u, uint32_t pid, uint32_t why)
 		return;
 	pthread_mutex_lock(&u->lock);
 	p = ptrmap_get(&u->procs, pid);
-	if (p && (p->state != PROC_IDLE || (p->done_ns && now - p->done_ns < REFRESH_NS)))
-		goto out;
-	/* Described and in the kernel: only a pc outside its mappings or a lost table needs it. */
-	if (p && p->described && why == PROFD_UNWIND_FP_FALLBACK && now - p->done_ns < REFRESH_NS)
+	if (p && (p->state != PROC_IDLE || (p->done_ns && now - p->done_ns < REFRESH_NS) ||
+		  now < p->retry_ns))
 		goto out;
 	if (!p) {
 		p = calloc(1, sizeof(*p));
@@ -250,6 +258,8 @@ static void make_room(struct unwinder *u, uint64_t bytes, const struct proc *kee
 					continue;
 				for (size_t k = 0; keep && k < keep->ntables; k++)
 					mine |= keep->tables[k] == i;
+				for (size_t k = 0; keep && k < keep->npending; k++)
+					mine |= keep->pending[k] == i;
 				if (mine)
 					continue;
 				if (victim < 0 || t->last_use < u->tables[victim].last_use)
@@ -416,7 +426,9 @@ static void file_identify(int fd, const struct stat *sb, struct file_id *f)
 static int table_publish(struct unwinder *u, struct table *t, const struct cfi_table *ct,
 			 const struct proc *keep)
 {
-	uint64_t bytes = ct->nrows * sizeof(struct profd_unwind_row) + TABLE_OVERHEAD;
+	/* A mmapable array's values take whole pages. */
+	uint64_t bytes =
+	    ((ct->nrows * sizeof(struct profd_unwind_row) + 4095) & ~4095ull) + TABLE_OVERHEAD;
 	uint32_t id;
 	int fd, err;
 
@@ -641,6 +653,8 @@ static void describe(struct unwinder *u, struct proc *p)
 				um->nrows = t->nrows;
 				t->refs++;
 				refs[nrefs++] = (uint32_t)slot;
+				p->pending = refs;
+				p->npending = nrefs;
 			}
 		}
 		pthread_mutex_unlock(&u->lock);
@@ -652,9 +666,13 @@ static void describe(struct unwinder *u, struct proc *p)
 	}
 
 	pthread_mutex_lock(&u->lock);
+	p->pending = NULL;
+	p->npending = 0;
 	if (!p->gone) {
 		if (bpf_map_update_elem(u->o.procs_fd, &pid, val, BPF_ANY)) {
+			/* unwind_procs is full: frame pointers for this one for a while */
 			pr_debug("unwind: pid %u: %s", pid, strerror(errno));
+			p->retry_ns = mono_ns() + RETRY_FULL_NS;
 		} else {
 			if (!p->described)
 				u->st.procs++;
@@ -677,6 +695,30 @@ out:
 	procfs_free_maps(maps, n);
 }
 
+/*
+ * Drop the descriptions of processes that are gone without their exit record reaching the
+ * daemon (a full ring buffer): their entries would fill unwind_procs. Locked.
+ */
+static void sweep(struct unwinder *u)
+{
+	char path[300];
+
+	u->swept_ns = mono_ns();
+	for (size_t i = 0; u->procs.mask && i <= u->procs.mask; i++) {
+		struct proc *p = u->procs.vals[i];
+
+		if (!p || p->state != PROC_IDLE)
+			continue;
+		snprintf(path, sizeof(path), "%s/%u", u->proc_root, p->pid);
+		if (access(path, F_OK) == 0 || errno != ENOENT)
+			continue;
+		proc_undescribe(u, p);
+		free(p);
+		ptrmap_del_slot(&u->procs, i);
+		i--; /* a later entry of the cluster may have moved into slot i */
+	}
+}
+
 static void *worker(void *arg)
 {
 	struct unwinder *u = arg;
@@ -687,8 +729,16 @@ static void *worker(void *arg)
 		uint32_t pid;
 
 		if (!u->q_len) {
+			struct timespec ts;
+
 			pthread_cond_broadcast(&u->idle);
-			pthread_cond_wait(&u->wake, &u->lock);
+			if (mono_ns() - u->swept_ns >= SWEEP_NS) {
+				sweep(u);
+				continue;
+			}
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_sec += SWEEP_NS / 1000000000;
+			pthread_cond_timedwait(&u->wake, &u->lock, &ts);
 			continue;
 		}
 		pid = u->queue[u->q_head];
@@ -758,7 +808,14 @@ struct unwinder *unwinder__new(const struct unwinder_opts *opts)
 	elf_version(EV_CURRENT);
 	vdso_read(u);
 	pthread_mutex_init(&u->lock, NULL);
-	pthread_cond_init(&u->wake, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&u->wake, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	pthread_cond_init(&u->idle, NULL);
 	err = pthread_create(&u->thread, NULL, worker, u);
 	if (err) {
