@@ -9,6 +9,7 @@
  * pointers from the file never reach memory outside their section.
  */
 #include "cfi.h"
+#include "cfi_priv.h"
 
 #include "grow.h"
 
@@ -28,376 +29,6 @@
 #define GAP_MIN 16
 /* FDEs of one file at most (the biggest libraries have ~10^5). */
 #define FDES_MAX (8u << 20)
-
-/* --- bounded reads ---------------------------------------------------------------------------- */
-
-struct cur {
-	const uint8_t *p, *end;
-	bool bad;
-};
-
-static bool cur_need(struct cur *c, size_t n)
-{
-	if (c->bad || (size_t)(c->end - c->p) < n) {
-		c->bad = true;
-		return false;
-	}
-	return true;
-}
-
-static uint64_t rd_u(struct cur *c, size_t n)
-{
-	uint64_t v = 0;
-
-	if (!cur_need(c, n))
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		v |= (uint64_t)c->p[i] << (8 * i);
-	c->p += n;
-	return v;
-}
-
-static uint8_t rd_u8(struct cur *c)
-{
-	return (uint8_t)rd_u(c, 1);
-}
-
-static uint64_t rd_uleb(struct cur *c)
-{
-	uint64_t v = 0;
-	unsigned int shift = 0;
-	uint8_t b;
-
-	do {
-		if (!cur_need(c, 1))
-			return 0;
-		b = *c->p++;
-		if (shift < 64)
-			v |= (uint64_t)(b & 0x7f) << shift;
-		else if (b & 0x7f)
-			c->bad = true; /* does not fit 64 bits */
-		shift += 7;
-	} while (b & 0x80);
-	return v;
-}
-
-static int64_t rd_sleb(struct cur *c)
-{
-	uint64_t v = 0;
-	unsigned int shift = 0;
-	uint8_t b;
-
-	do {
-		if (!cur_need(c, 1))
-			return 0;
-		b = *c->p++;
-		if (shift < 64)
-			v |= (uint64_t)(b & 0x7f) << shift;
-		shift += 7;
-	} while (b & 0x80);
-	if (shift < 64 && (b & 0x40))
-		v |= ~0ull << shift;
-	return (int64_t)v;
-}
-
-static void skip(struct cur *c, uint64_t n)
-{
-	if (n > (uint64_t)(c->end - c->p)) {
-		c->bad = true;
-		return;
-	}
-	c->p += n;
-}
-
-/* --- sections ------------------------------------------------------------------------------- */
-
-struct frame_sec {
-	const uint8_t *data;
-	size_t size;
-	uint64_t vaddr; /* of data[0]: the base of pcrel pointers */
-	bool eh;	/* .eh_frame (else .debug_frame) */
-	bool debug;	/* from the separate debug file */
-	bool has_data, has_text;
-	uint64_t data_base; /* .eh_frame_hdr (datarel) */
-	uint64_t text_base; /* .text (textrel) */
-};
-
-enum {
-	PE_omit = 0xff,
-	PE_absptr = 0x00,
-	PE_uleb128 = 0x01,
-	PE_udata2 = 0x02,
-	PE_udata4 = 0x03,
-	PE_udata8 = 0x04,
-	PE_sleb128 = 0x09,
-	PE_sdata2 = 0x0a,
-	PE_sdata4 = 0x0b,
-	PE_sdata8 = 0x0c,
-	PE_pcrel = 0x10,
-	PE_textrel = 0x20,
-	PE_datarel = 0x30,
-	PE_indirect = 0x80,
-};
-
-/*
- * Read a pointer of encoding enc. rel: apply the application part (pcrel, ...); false for
- * lengths. Returns false (c->bad may stay clear) for an encoding we do not follow.
- */
-static bool rd_enc(struct cur *c, uint8_t enc, const struct frame_sec *s, bool rel, uint64_t *out)
-{
-	uint64_t pos = s->vaddr + (uint64_t)(c->p - s->data);
-	uint64_t v;
-
-	if (enc == PE_omit)
-		return false;
-	switch (enc & 0x0f) {
-	case PE_absptr:
-	case PE_udata8:
-	case PE_sdata8:
-		v = rd_u(c, 8);
-		break;
-	case PE_uleb128:
-		v = rd_uleb(c);
-		break;
-	case PE_udata2:
-		v = rd_u(c, 2);
-		break;
-	case PE_sdata2:
-		v = (uint64_t)(int64_t)(int16_t)rd_u(c, 2);
-		break;
-	case PE_udata4:
-		v = rd_u(c, 4);
-		break;
-	case PE_sdata4:
-		v = (uint64_t)(int64_t)(int32_t)rd_u(c, 4);
-		break;
-	case PE_sleb128:
-		v = (uint64_t)rd_sleb(c);
-		break;
-	default:
-		c->bad = true;
-		return false;
-	}
-	if (c->bad)
-		return false;
-	if (!rel)
-		goto out;
-	switch (enc & 0x70) {
-	case 0:
-		break;
-	case PE_pcrel:
-		v += pos;
-		break;
-	case PE_datarel:
-		if (!s->has_data)
-			return false;
-		v += s->data_base;
-		break;
-	case PE_textrel:
-		if (!s->has_text)
-			return false;
-		v += s->text_base;
-		break;
-	default:
-		return false;
-	}
-	/* An address of the address: only personality routines use it, and those are skipped. */
-	if (enc & PE_indirect)
-		return false;
-out:
-	*out = v;
-	return true;
-}
-
-/* --- CIE and FDE headers ---------------------------------------------------------------------- */
-
-struct cie {
-	uint64_t code_align;
-	int64_t data_align;
-	uint64_t ra;
-	uint8_t fde_enc;
-	uint8_t addr_size; /* .debug_frame v4 */
-	bool aug_z;
-	bool signal;
-	const uint8_t *insns, *insns_end;
-};
-
-/* One entry's bounds: [*body, *end) after the length; *id_pos: where the CIE id/pointer is. */
-struct entry {
-	size_t off; /* of the length field */
-	const uint8_t *id_pos, *end;
-	uint64_t id;
-	bool is64;
-};
-
-/*
- * Read the entry at *pos and move *pos past it. Returns 1, 2 for an empty one (padding: e is not
- * set), 0 at the end (terminator), -1 when malformed.
- */
-static int entry_read(const struct frame_sec *s, size_t *pos, struct entry *e)
-{
-	struct cur c = {s->data + *pos, s->data + s->size, false};
-	uint64_t len;
-
-	if (*pos >= s->size)
-		return 0;
-	e->off = *pos;
-	len = rd_u(&c, 4);
-	e->is64 = len == 0xffffffffu;
-	if (e->is64)
-		len = rd_u(&c, 8);
-	if (c.bad)
-		return -1;
-	if (len == 0) { /* .eh_frame's terminator; in .debug_frame: padding */
-		if (s->eh)
-			return 0;
-		*pos = (size_t)(c.p - s->data);
-		return 2;
-	}
-	if (len > (uint64_t)(c.end - c.p) || len < (e->is64 ? 8u : 4u))
-		return -1;
-	e->id_pos = c.p;
-	e->end = c.p + len;
-	e->id = rd_u(&c, e->is64 ? 8 : 4);
-	*pos = (size_t)(e->end - s->data);
-	return 1;
-}
-
-static bool entry_is_cie(const struct frame_sec *s, const struct entry *e)
-{
-	if (s->eh)
-		return e->id == 0;
-	return e->is64 ? e->id == ~0ull : e->id == 0xffffffffu;
-}
-
-/* Parse the CIE at section offset off. Returns 0 or -EINVAL. */
-static int cie_parse(const struct frame_sec *s, uint64_t off, struct cie *cie)
-{
-	size_t pos = (size_t)off;
-	struct entry e;
-	const char *aug;
-	size_t aug_len;
-	uint8_t version;
-	struct cur c;
-
-	if (off >= s->size || entry_read(s, &pos, &e) != 1 || !entry_is_cie(s, &e))
-		return -EINVAL;
-	c = (struct cur){e.id_pos + (e.is64 ? 8 : 4), e.end, false};
-	memset(cie, 0, sizeof(*cie));
-	cie->fde_enc = PE_absptr;
-	cie->addr_size = 8;
-	version = rd_u8(&c);
-	if (version != 1 && version != 3 && version != 4)
-		return -EINVAL;
-	aug = (const char *)c.p;
-	aug_len = strnlen(aug, (size_t)(c.end - c.p));
-	if (aug_len == (size_t)(c.end - c.p))
-		return -EINVAL;
-	c.p += aug_len + 1;
-	if (version == 4) {
-		cie->addr_size = rd_u8(&c);
-		if (rd_u8(&c) != 0 || (cie->addr_size != 4 && cie->addr_size != 8))
-			return -EINVAL; /* segment selectors: not on x86-64 */
-	}
-	if (aug[0] == 'e' && aug[1] == 'h') { /* old GCC: a pointer to the EH data */
-		skip(&c, 8);
-		aug += 2;
-	}
-	cie->code_align = rd_uleb(&c);
-	cie->data_align = rd_sleb(&c);
-	cie->ra = version == 1 ? rd_u8(&c) : rd_uleb(&c);
-	if (c.bad || cie->code_align == 0)
-		return -EINVAL;
-	if (aug[0] == 'z') {
-		uint64_t alen = rd_uleb(&c);
-		struct cur a;
-
-		if (c.bad || alen > (uint64_t)(c.end - c.p))
-			return -EINVAL;
-		a = (struct cur){c.p, c.p + alen, false};
-		c.p += alen;
-		cie->aug_z = true;
-		for (const char *p = aug + 1; *p && !a.bad; p++) {
-			uint64_t unused;
-			uint8_t enc;
-
-			switch (*p) {
-			case 'R':
-				cie->fde_enc = rd_u8(&a);
-				break;
-			case 'L':
-				rd_u8(&a);
-				break;
-			case 'P':
-				enc = rd_u8(&a);
-				/* Only its size matters: read it without applying the base. */
-				if (!rd_enc(&a, enc & 0x0f, s, false, &unused))
-					return -EINVAL;
-				break;
-			case 'S':
-				cie->signal = true;
-				break;
-			default:
-				/* The data is sized by 'z': the letters after this one are not
-				 * ours. */
-				p = aug + strlen(aug) - 1;
-				break;
-			}
-		}
-		if (a.bad)
-			return -EINVAL;
-	} else if (aug[0]) {
-		return -EINVAL; /* unknown augmentation without a size: the rest cannot be read */
-	}
-	if (!s->eh && !aug[0])
-		cie->fde_enc = cie->addr_size == 4 ? PE_udata4 : PE_absptr;
-	cie->insns = c.p;
-	cie->insns_end = c.end;
-	return c.bad ? -EINVAL : 0;
-}
-
-/* An FDE found in pass one. */
-struct fde_ref {
-	uint64_t start, end;
-	const struct frame_sec *sec;
-	size_t off; /* of its entry in sec */
-	uint32_t seq;
-	bool bad; /* header unusable beyond its range */
-};
-
-/*
- * Parse an FDE header: its CIE, range and instructions. Returns 0, -EINVAL (the range is
- * known, the rest is not usable: *bad_range set) or -ENOENT (not even the range).
- */
-static int fde_parse(const struct frame_sec *s, const struct entry *e, struct cie *cie,
-		     uint64_t *start, uint64_t *end, struct cur *insns)
-{
-	struct cur c = {e->id_pos + (e->is64 ? 8 : 4), e->end, false};
-	uint64_t cie_off, range;
-
-	if (s->eh) {
-		/* The CIE pointer counts back from the pointer itself. */
-		cie_off = (uint64_t)(e->id_pos - s->data) - e->id;
-		if (e->id > (uint64_t)(e->id_pos - s->data))
-			return -ENOENT;
-	} else {
-		cie_off = e->id;
-	}
-	if (cie_parse(s, cie_off, cie))
-		return -ENOENT;
-	if (!rd_enc(&c, cie->fde_enc, s, true, start) ||
-	    !rd_enc(&c, cie->fde_enc & 0x0f, s, false, &range))
-		return -ENOENT;
-	if (range > UINT64_MAX - *start)
-		return -ENOENT;
-	*end = *start + range;
-	if (cie->aug_z)
-		skip(&c, rd_uleb(&c));
-	if (c.bad)
-		return -EINVAL;
-	*insns = c;
-	return 0;
-}
 
 /* --- the CFA machine -------------------------------------------------------------------------- */
 
@@ -478,7 +109,7 @@ static int vm_run(struct vm *m, struct cur c, struct rows *out)
 	int err;
 
 	while (c.p < c.end) {
-		uint8_t op = rd_u8(&c);
+		uint8_t op = cfi_rd_u8(&c);
 		uint8_t low = op & 0x3f;
 
 		delta = 0;
@@ -487,7 +118,7 @@ static int vm_run(struct vm *m, struct cur c, struct rows *out)
 			delta = low;
 			goto advance;
 		case 0x80: /* offset */
-			if (!mul_ok((int64_t)rd_uleb(&c), m->cie->data_align, &soff))
+			if (!mul_ok((int64_t)cfi_rd_uleb(&c), m->cie->data_align, &soff))
 				return -EINVAL;
 			set_rule(m, low, R_OFFSET, soff, 0);
 			continue;
@@ -499,7 +130,8 @@ static int vm_run(struct vm *m, struct cur c, struct rows *out)
 		case 0x00: /* nop */
 			break;
 		case 0x01: /* set_loc */
-			if (!out || !rd_enc(&c, m->cie->fde_enc, m->sec, true, &v) || v < m->loc)
+			if (!out || !cfi_rd_enc(&c, m->cie->fde_enc, m->sec, true, &v) ||
+			    v < m->loc)
 				return -EINVAL;
 			delta = 0;
 			if (m->loc < m->end) {
@@ -511,35 +143,35 @@ static int vm_run(struct vm *m, struct cur c, struct rows *out)
 			m->loc = v;
 			break;
 		case 0x02: /* advance_loc1 */
-			delta = rd_u(&c, 1);
+			delta = cfi_rd_u(&c, 1);
 			goto advance;
 		case 0x03:
-			delta = rd_u(&c, 2);
+			delta = cfi_rd_u(&c, 2);
 			goto advance;
 		case 0x04:
-			delta = rd_u(&c, 4);
+			delta = cfi_rd_u(&c, 4);
 			goto advance;
 		case 0x1d: /* MIPS_advance_loc8 (a GNU extension) */
-			delta = rd_u(&c, 8);
+			delta = cfi_rd_u(&c, 8);
 			goto advance;
 		case 0x05: /* offset_extended */
-			reg = rd_uleb(&c);
-			if (!mul_ok((int64_t)rd_uleb(&c), m->cie->data_align, &soff))
+			reg = cfi_rd_uleb(&c);
+			if (!mul_ok((int64_t)cfi_rd_uleb(&c), m->cie->data_align, &soff))
 				return -EINVAL;
 			set_rule(m, reg, R_OFFSET, soff, 0);
 			break;
 		case 0x06: /* restore_extended */
-			reg = rd_uleb(&c);
+			reg = cfi_rd_uleb(&c);
 			goto restore;
 		case 0x07: /* undefined */
-			set_rule(m, rd_uleb(&c), R_UNDEF, 0, 0);
+			set_rule(m, cfi_rd_uleb(&c), R_UNDEF, 0, 0);
 			break;
 		case 0x08: /* same_value */
-			set_rule(m, rd_uleb(&c), R_SAME, 0, 0);
+			set_rule(m, cfi_rd_uleb(&c), R_SAME, 0, 0);
 			break;
 		case 0x09: /* register */
-			reg = rd_uleb(&c);
-			set_rule(m, reg, R_REG, 0, rd_uleb(&c));
+			reg = cfi_rd_uleb(&c);
+			set_rule(m, reg, R_REG, 0, cfi_rd_uleb(&c));
 			break;
 		case 0x0a: /* remember_state */
 			if (m->depth >= STATE_STACK_MAX)
@@ -553,71 +185,71 @@ static int vm_run(struct vm *m, struct cur c, struct rows *out)
 			break;
 		case 0x0c: /* def_cfa */
 			m->st.cfa_type = CFA_REGOFF;
-			m->st.cfa_reg = rd_uleb(&c);
-			v = rd_uleb(&c);
+			m->st.cfa_reg = cfi_rd_uleb(&c);
+			v = cfi_rd_uleb(&c);
 			m->st.cfa_off = v > INT64_MAX ? 0 : (int64_t)v;
 			if (v > INT64_MAX)
 				m->st.cfa_type = CFA_BAD;
 			break;
 		case 0x12: /* def_cfa_sf */
 			m->st.cfa_type = CFA_REGOFF;
-			m->st.cfa_reg = rd_uleb(&c);
-			if (!mul_ok(rd_sleb(&c), m->cie->data_align, &m->st.cfa_off))
+			m->st.cfa_reg = cfi_rd_uleb(&c);
+			if (!mul_ok(cfi_rd_sleb(&c), m->cie->data_align, &m->st.cfa_off))
 				m->st.cfa_type = CFA_BAD;
 			break;
 		case 0x0d: /* def_cfa_register */
-			m->st.cfa_reg = rd_uleb(&c);
+			m->st.cfa_reg = cfi_rd_uleb(&c);
 			if (m->st.cfa_type != CFA_REGOFF)
 				m->st.cfa_type = CFA_BAD;
 			break;
 		case 0x0e: /* def_cfa_offset */
-			v = rd_uleb(&c);
+			v = cfi_rd_uleb(&c);
 			m->st.cfa_off = (int64_t)v;
 			if (m->st.cfa_type != CFA_REGOFF || v > INT64_MAX)
 				m->st.cfa_type = CFA_BAD;
 			break;
 		case 0x13: /* def_cfa_offset_sf */
-			if (!mul_ok(rd_sleb(&c), m->cie->data_align, &m->st.cfa_off) ||
+			if (!mul_ok(cfi_rd_sleb(&c), m->cie->data_align, &m->st.cfa_off) ||
 			    m->st.cfa_type != CFA_REGOFF)
 				m->st.cfa_type = CFA_BAD;
 			break;
 		case 0x0f: /* def_cfa_expression */
-			v = rd_uleb(&c);
+			v = cfi_rd_uleb(&c);
 			m->st.cfa_type = CFA_EXPR;
 			m->st.expr = c.p;
 			m->st.expr_len = v;
-			skip(&c, v);
+			cfi_skip(&c, v);
 			break;
 		case 0x10: /* expression */
 		case 0x16: /* val_expression */
-			reg = rd_uleb(&c);
-			skip(&c, rd_uleb(&c));
+			reg = cfi_rd_uleb(&c);
+			cfi_skip(&c, cfi_rd_uleb(&c));
 			set_rule(m, reg, op == 0x10 ? R_EXPR : R_VAL_EXPR, 0, 0);
 			break;
 		case 0x11: /* offset_extended_sf */
-			reg = rd_uleb(&c);
-			if (!mul_ok(rd_sleb(&c), m->cie->data_align, &soff))
+			reg = cfi_rd_uleb(&c);
+			if (!mul_ok(cfi_rd_sleb(&c), m->cie->data_align, &soff))
 				return -EINVAL;
 			set_rule(m, reg, R_OFFSET, soff, 0);
 			break;
 		case 0x14: /* val_offset */
-			reg = rd_uleb(&c);
-			if (!mul_ok((int64_t)rd_uleb(&c), m->cie->data_align, &soff))
+			reg = cfi_rd_uleb(&c);
+			if (!mul_ok((int64_t)cfi_rd_uleb(&c), m->cie->data_align, &soff))
 				return -EINVAL;
 			set_rule(m, reg, R_VAL_OFFSET, soff, 0);
 			break;
 		case 0x15: /* val_offset_sf */
-			reg = rd_uleb(&c);
-			if (!mul_ok(rd_sleb(&c), m->cie->data_align, &soff))
+			reg = cfi_rd_uleb(&c);
+			if (!mul_ok(cfi_rd_sleb(&c), m->cie->data_align, &soff))
 				return -EINVAL;
 			set_rule(m, reg, R_VAL_OFFSET, soff, 0);
 			break;
 		case 0x2e: /* GNU_args_size: the walker does not need it */
-			rd_uleb(&c);
+			cfi_rd_uleb(&c);
 			break;
 		case 0x2f: /* GNU_negative_offset_extended */
-			reg = rd_uleb(&c);
-			if (!mul_ok(-(int64_t)rd_uleb(&c), m->cie->data_align, &soff))
+			reg = cfi_rd_uleb(&c);
+			if (!mul_ok(-(int64_t)cfi_rd_uleb(&c), m->cie->data_align, &soff))
 				return -EINVAL;
 			set_rule(m, reg, R_OFFSET, soff, 0);
 			break;
@@ -710,18 +342,18 @@ static bool deref_expr(const uint8_t *e, uint64_t len, int64_t *n, int64_t *m)
 {
 	struct cur c = {e, e + len, false};
 
-	if (rd_u8(&c) != 0x77)
+	if (cfi_rd_u8(&c) != 0x77)
 		return false;
-	*n = rd_sleb(&c);
-	if (rd_u8(&c) != 0x06)
+	*n = cfi_rd_sleb(&c);
+	if (cfi_rd_u8(&c) != 0x06)
 		return false;
 	*m = 0;
 	if (c.p < c.end) {
 		uint64_t v;
 
-		if (rd_u8(&c) != 0x23)
+		if (cfi_rd_u8(&c) != 0x23)
 			return false;
-		v = rd_uleb(&c);
+		v = cfi_rd_uleb(&c);
 		if (v > INT32_MAX)
 			return false;
 		*m = (int64_t)v;
@@ -822,147 +454,6 @@ static int table_push(struct rows *t, uint64_t pc, const struct profd_unwind_row
 	return 0;
 }
 
-/* --- finding the sections --------------------------------------------------------------------- */
-
-struct sources {
-	struct frame_sec sec[3];
-	size_t n;
-};
-
-static Elf_Scn *scn_by_name(Elf *e, const char *name, GElf_Shdr *sh)
-{
-	Elf_Scn *scn = NULL;
-	size_t shstrndx;
-	const char *n;
-
-	if (elf_getshdrstrndx(e, &shstrndx))
-		return NULL;
-	while ((scn = elf_nextscn(e, scn))) {
-		if (!gelf_getshdr(scn, sh))
-			continue;
-		n = elf_strptr(e, shstrndx, sh->sh_name);
-		if (n && !strcmp(n, name))
-			return scn;
-	}
-	return NULL;
-}
-
-/* The bytes of a section with contents; a compressed .debug_frame is inflated. */
-static bool scn_bytes(Elf_Scn *scn, GElf_Shdr *sh, const uint8_t **data, size_t *size)
-{
-	Elf_Data *d;
-
-	if (sh->sh_type == SHT_NOBITS)
-		return false;
-	if ((sh->sh_flags & SHF_COMPRESSED) &&
-	    (elf_compress(scn, 0, 0) < 0 || !gelf_getshdr(scn, sh)))
-		return false;
-	d = elf_getdata(scn, NULL);
-	if (!d || !d->d_buf || !d->d_size)
-		return false;
-	*data = d->d_buf;
-	*size = d->d_size;
-	return true;
-}
-
-/* .eh_frame from PT_GNU_EH_FRAME when there are no section headers. */
-static bool eh_from_phdrs(Elf *e, struct frame_sec *s)
-{
-	GElf_Phdr ph, hdr = {0};
-	size_t nph, raw_size;
-	const uint8_t *raw;
-	uint64_t ptr;
-	bool found = false;
-	struct cur c;
-
-	if (elf_getphdrnum(e, &nph) || !(raw = (const uint8_t *)elf_rawfile(e, &raw_size)))
-		return false;
-	for (size_t i = 0; i < nph; i++)
-		if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_GNU_EH_FRAME) {
-			hdr = ph;
-			found = true;
-		}
-	if (!found || hdr.p_offset > raw_size || hdr.p_filesz > raw_size - hdr.p_offset)
-		return false;
-	c = (struct cur){raw + hdr.p_offset, raw + hdr.p_offset + hdr.p_filesz, false};
-	if (rd_u8(&c) != 1)
-		return false;
-	{
-		uint8_t enc = rd_u8(&c);
-		struct frame_sec h = {.data = raw + hdr.p_offset,
-				      .size = hdr.p_filesz,
-				      .vaddr = hdr.p_vaddr,
-				      .eh = true,
-				      .has_data = true,
-				      .data_base = hdr.p_vaddr};
-
-		rd_u8(&c);
-		rd_u8(&c);
-		if (!rd_enc(&c, enc, &h, true, &ptr))
-			return false;
-	}
-	for (size_t i = 0; i < nph; i++) {
-		if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD || ptr < ph.p_vaddr ||
-		    ptr - ph.p_vaddr >= ph.p_filesz)
-			continue;
-		if (ph.p_offset > raw_size || ph.p_filesz > raw_size - ph.p_offset)
-			return false;
-		s->data = raw + ph.p_offset + (ptr - ph.p_vaddr);
-		s->size = ph.p_filesz - (ptr - ph.p_vaddr);
-		s->vaddr = ptr;
-		s->eh = true;
-		s->has_data = true;
-		s->data_base = hdr.p_vaddr;
-		return true;
-	}
-	return false;
-}
-
-static void find_sources(Elf *e, bool is_debug, struct sources *src)
-{
-	struct frame_sec s = {.debug = is_debug};
-	GElf_Ehdr eh_hdr;
-	GElf_Shdr sh, hsh;
-	Elf_Scn *scn;
-	size_t nscn = 0;
-
-	if (!e || elf_kind(e) != ELF_K_ELF)
-		return;
-	/* The rules are x86-64's (register numbers, pointer size). */
-	if (!gelf_getehdr(e, &eh_hdr) || eh_hdr.e_ident[EI_CLASS] != ELFCLASS64 ||
-	    eh_hdr.e_machine != EM_X86_64)
-		return;
-	if (scn_by_name(e, ".eh_frame_hdr", &hsh)) {
-		s.has_data = true;
-		s.data_base = hsh.sh_addr;
-	} else if ((scn = scn_by_name(e, ".got", &hsh))) {
-		s.has_data = true;
-		s.data_base = hsh.sh_addr;
-	}
-	if (scn_by_name(e, ".text", &hsh)) {
-		s.has_text = true;
-		s.text_base = hsh.sh_addr;
-	}
-	if (!is_debug) {
-		struct frame_sec eh = s;
-
-		scn = scn_by_name(e, ".eh_frame", &sh);
-		if (scn && scn_bytes(scn, &sh, &eh.data, &eh.size)) {
-			eh.vaddr = sh.sh_addr;
-			eh.eh = true;
-			src->sec[src->n++] = eh;
-		} else if ((elf_getshdrnum(e, &nscn) || nscn <= 1) && eh_from_phdrs(e, &eh)) {
-			src->sec[src->n++] = eh;
-		}
-	}
-	scn = scn_by_name(e, ".debug_frame", &sh);
-	if (scn && scn_bytes(scn, &sh, &s.data, &s.size)) {
-		s.vaddr = 0;
-		s.eh = false;
-		src->sec[src->n++] = s;
-	}
-}
-
 /* --- pass one: the FDEs ----------------------------------------------------------------------- */
 
 struct fde_list {
@@ -1008,18 +499,18 @@ static int collect(const struct frame_sec *s, struct fde_list *l, size_t n_eh, s
 	uint64_t start, end;
 	int r, err;
 
-	while ((r = entry_read(s, &pos, &e)) != 0) {
+	while ((r = cfi_entry_read(s, &pos, &e)) != 0) {
 		if (r < 0) {
 			st->fdes_invalid++; /* the rest of the section cannot be delimited */
 			break;
 		}
 		if (r == 2)
 			continue;
-		if (entry_is_cie(s, &e)) {
+		if (cfi_entry_is_cie(s, &e)) {
 			st->cies++;
 			continue;
 		}
-		err = fde_parse(s, &e, &cie, &start, &end, &insns);
+		err = cfi_fde_parse(s, &e, &cie, &start, &end, &insns);
 		if (err == -ENOENT) {
 			st->fdes_invalid++;
 			continue;
@@ -1049,8 +540,8 @@ static int collect_all(Elf *elf, Elf *debug, struct sources *src, struct fde_lis
 	int err;
 
 	memset(src, 0, sizeof(*src));
-	find_sources(elf, false, src);
-	find_sources(debug, true, src);
+	cfi_find_sources(elf, false, src);
+	cfi_find_sources(debug, true, src);
 	if (!src->n)
 		return -ENOENT;
 	for (size_t i = 0; i < src->n; i++) {
@@ -1100,7 +591,8 @@ static int fde_rows(const struct fde_ref *f, struct rows *tmp, struct cfi_stats 
 	int err;
 
 	tmp->n = 0;
-	if (f->bad || entry_read(s, &pos, &e) != 1 || fde_parse(s, &e, &cie, &start, &end, &insns))
+	if (f->bad || cfi_entry_read(s, &pos, &e) != 1 ||
+	    cfi_fde_parse(s, &e, &cie, &start, &end, &insns))
 		return -EINVAL;
 	if (cie.signal) {
 		row = (struct profd_unwind_row){.kind = PROFD_UW_SIGNAL};
