@@ -432,7 +432,8 @@ static int table_publish(struct unwinder *u, struct table *t, const struct cfi_t
 	uint32_t id;
 	int fd, err;
 
-	if (bytes > u->st.memory) {
+	/* The BPF search takes at most 24 halvings: 2^24 rows (a 128 MiB table). */
+	if (bytes > u->st.memory || ct->nrows > (1u << 24)) {
 		u->st.too_big++;
 		return -E2BIG;
 	}
@@ -549,8 +550,9 @@ static long table_get(struct unwinder *u, const struct file_id *f, int fd, const
 		u->st.build_failed++;
 		t->fp_only = true;
 		pr_warn("unwind: %s: %s, its code is stepped with frame pointers", path,
-			err == -E2BIG ? "its table alone is larger than --unwind-memory"
-				      : strerror(-err));
+			err == -E2BIG
+			    ? "its table alone is larger than --unwind-memory or 2^24 rows"
+			    : strerror(-err));
 	} else {
 		u->st.builds++;
 		u->st.build_ns += mono_ns() - t0;
