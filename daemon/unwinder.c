@@ -432,8 +432,8 @@ static int table_publish(struct unwinder *u, struct table *t, const struct cfi_t
 	uint32_t id;
 	int fd, err;
 
-	/* The BPF search takes at most 24 halvings: 2^24 rows (a 128 MiB table). */
-	if (bytes > u->st.memory || ct->nrows > (1u << 24)) {
+	/* The BPF search takes at most 24 halvings: under 2^24 rows (a 128 MiB table). */
+	if (bytes > u->st.memory || ct->nrows >= (1u << 24)) {
 		u->st.too_big++;
 		return -E2BIG;
 	}
