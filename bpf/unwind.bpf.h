@@ -137,13 +137,61 @@ static __always_inline long uw_stop(struct uw_state *st, __u32 why)
 
 /*
  * The binary searches keep their bounds in st, a map value: the verifier then sees unknown
- * numbers, not constants, and each halving step is one state instead of one per path.
+ * numbers, not constants, and the halving step converges at once.
  */
+
+/* A binary search's halving steps run as bpf_loop callbacks: verified once, not unrolled. */
+struct uw_search {
+	struct uw_state *st;
+	const struct profd_unwind_proc *proc; /* mappings: proc->maps[] by start */
+	void *rows;			      /* rows: an inner array of unwind_tables */
+	__u64 key;			      /* the pc (mappings) or ELF address (rows) */
+	__u32 err;			      /* a row look-up failed */
+};
+
+static long uw_map_half(__u64 i, void *data)
+{
+	struct uw_search *c = data;
+	struct uw_state *st = c->st;
+	__u32 mid;
+
+	if (st->lo >= st->hi)
+		return 1;
+	mid = ((st->lo + st->hi) / 2) & (PROFD_UNWIND_MAX_MAPS - 1);
+	if (c->proc->maps[mid].start <= c->key)
+		st->lo = mid + 1;
+	else
+		st->hi = mid;
+	return 0;
+}
+
+static long uw_row_half(__u64 i, void *data)
+{
+	struct uw_search *c = data;
+	struct uw_state *st = c->st;
+	const struct profd_unwind_row *r;
+	__u32 mid;
+
+	if (st->lo >= st->hi)
+		return 1;
+	mid = (st->lo + st->hi) / 2;
+	r = bpf_map_lookup_elem(c->rows, &mid);
+	if (!r) {
+		c->err = 1;
+		return 1;
+	}
+	if (r->pc <= c->key)
+		st->lo = mid + 1;
+	else
+		st->hi = mid;
+	return 0;
+}
 
 /* The mapping of pc in proc, or NULL. */
 static __always_inline const struct profd_unwind_map *
 uw_find_map(struct uw_state *st, const struct profd_unwind_proc *proc, __u64 pc)
 {
+	struct uw_search c = {.st = st, .proc = proc, .key = pc};
 	__u32 n = proc->nr_maps, i = st->last_map & (PROFD_UNWIND_MAX_MAPS - 1);
 
 	if (n > PROFD_UNWIND_MAX_MAPS)
@@ -153,14 +201,7 @@ uw_find_map(struct uw_state *st, const struct profd_unwind_proc *proc, __u64 pc)
 	/* The first mapping that starts above pc; 10 halvings cover 512. */
 	st->lo = 0;
 	st->hi = n;
-	for (int k = 0; k < 10 && st->lo < st->hi; k++) {
-		__u32 mid = ((st->lo + st->hi) / 2) & (PROFD_UNWIND_MAX_MAPS - 1);
-
-		if (proc->maps[mid].start <= pc)
-			st->lo = mid + 1;
-		else
-			st->hi = mid;
-	}
+	bpf_loop(10, uw_map_half, &c, 0);
 	if (st->lo == 0 || st->lo > n)
 		return NULL;
 	i = (st->lo - 1) & (PROFD_UNWIND_MAX_MAPS - 1);
@@ -170,29 +211,20 @@ uw_find_map(struct uw_state *st, const struct profd_unwind_proc *proc, __u64 pc)
 	return &proc->maps[i];
 }
 
-/* The last row of rows[0 .. n) at or below addr, or NULL; 24 halvings cover 2^24 rows. */
+/* The last row of rows[0 .. n) at or below addr, or NULL; 24 halvings cover under 2^24 rows. */
 static __always_inline const struct profd_unwind_row *uw_find_row(struct uw_state *st, void *rows,
 								  __u32 n, __u32 addr)
 {
-	const struct profd_unwind_row *r;
-	__u32 mid;
+	struct uw_search c = {.st = st, .rows = rows, .key = addr};
+	__u32 k;
 
 	st->lo = 0;
 	st->hi = n;
-	for (int k = 0; k < 24 && st->lo < st->hi; k++) {
-		mid = (st->lo + st->hi) / 2;
-		r = bpf_map_lookup_elem(rows, &mid);
-		if (!r)
-			return NULL;
-		if (r->pc <= addr)
-			st->lo = mid + 1;
-		else
-			st->hi = mid;
-	}
-	if (st->lo == 0 || st->lo > n)
+	bpf_loop(24, uw_row_half, &c, 0);
+	if (c.err || st->lo == 0 || st->lo > n)
 		return NULL;
-	mid = st->lo - 1;
-	return bpf_map_lookup_elem(rows, &mid);
+	k = st->lo - 1;
+	return bpf_map_lookup_elem(rows, &k);
 }
 
 /*
@@ -364,18 +396,20 @@ static long uw_step_cb(__u64 i, void *data)
 
 /*
  * Walk the user stack of the registers in st (loaded by the caller) for process tgid, whose
- * mappings the daemon described. Returns false when it has not (the caller falls back to frame
- * pointers); else st->ips[0 .. st->n) hold the frames and st->end how the walk ended.
+ * mappings the daemon described. Returns 0 when it has not (the caller falls back to frame
+ * pointers); else 1: st->ips[0 .. st->n) hold the frames and st->end tells how the walk ended.
+ * A global function: the verifier checks it once on its own, not once per program and call site
+ * with every state of the caller (that multiplied the daemon's start-up by four).
  */
-static __always_inline bool unwind_cfi_walk(struct uw_state *st, __u32 tgid)
+__noinline int unwind_cfi_run(struct uw_state *st, __u32 tgid)
 {
 	struct uw_loop_ctx c;
 
-	if (!unwind_cfi)
-		return false;
+	if (!st || !unwind_cfi)
+		return 0;
 	c.proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
 	if (!c.proc)
-		return false;
+		return 0;
 	c.st = st;
 	st->tgid = tgid;
 	st->pc = st->regs[UW_RIP];
@@ -397,7 +431,12 @@ static __always_inline bool unwind_cfi_walk(struct uw_state *st, __u32 tgid)
 	bpf_loop(PROFD_MAX_STACK + 1, uw_step_cb, &c, 0);
 	if (!st->end)
 		st->end = PROFD_UNWIND_TRUNCATED;
-	return true;
+	return 1;
+}
+
+static __always_inline bool unwind_cfi_walk(struct uw_state *st, __u32 tgid)
+{
+	return unwind_cfi_run(st, tgid) == 1;
 }
 
 #endif
