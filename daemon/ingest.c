@@ -866,10 +866,7 @@ static bool unwind_partial(struct ingest *in, const struct profd_sample_rec *rec
 	     end == PROFD_UNWIND_NO_TABLE) &&
 	    in->unwind_note)
 		in->unwind_note(in->unwind_ctx, rec->pid, end);
-	if (end <= PROFD_UNWIND_BOTTOM || !nuser)
-		return false;
-	in->stats.unwind_partial++;
-	return true;
+	return end > PROFD_UNWIND_BOTTOM && nuser;
 }
 
 /*
@@ -881,7 +878,7 @@ static uint32_t record_stack(struct ingest *in, const struct pid_entry *pe,
 			     const struct profd_sample_rec *rec, const struct profd_offcpu_rec *off)
 {
 	uint32_t n, nuser;
-	bool py_merged;
+	bool py_merged, partial;
 	const char *state;
 	char sbuf[64];
 
@@ -891,9 +888,9 @@ static uint32_t record_stack(struct ingest *in, const struct pid_entry *pe,
 	/* Kernel frames alone would look like the root of the process's work. */
 	if (n > 0 && nuser == 0 && !py_merged && !(rec->flags & PROFD_SAMPLE_KERNEL_THREAD))
 		n = put_marker(in, &key_no_user, n);
-	if (rec->flags &
-		(PROFD_SAMPLE_USTACK_TRUNC | PROFD_SAMPLE_KSTACK_TRUNC | PROFD_SAMPLE_PY_TRUNC) ||
-	    unwind_partial(in, rec, nuser))
+	partial = unwind_partial(in, rec, nuser);
+	if (partial || rec->flags & (PROFD_SAMPLE_USTACK_TRUNC | PROFD_SAMPLE_KSTACK_TRUNC |
+				     PROFD_SAMPLE_PY_TRUNC))
 		n = put_marker(in, &key_truncated, n);
 	/* Keep the sample: a kernel thread whose stack read failed still used the CPU. */
 	if (n == 0)

@@ -63,7 +63,6 @@ struct ingest_stats {
 	uint64_t addr_cache_hits;
 	uint64_t addr_cache_misses;
 	uint64_t unwind_cut;	   /* user stacks cut at a return address outside every mapping */
-	uint64_t unwind_partial;   /* user stacks that did not reach their bottom: [truncated] */
 	uint64_t py_samples;	   /* samples that carried Python frames */
 	uint64_t py_frames;	   /* Python frames symbolized */
 	uint64_t py_frames_bad;	   /* frames that could not be named: left out of their stacks */
