@@ -45,6 +45,21 @@ while(unwind_compilers)
       COMMENT "Building unwind_${fx}_${cc_name} (${cc_name}, no frame pointers)" VERBATIM)
     list(APPEND unwind_fixtures ${out})
   endforeach()
+  # unwind_dlopen loads unwind_dlib_CC.so while it runs (and copies of it, test_unwind_tables.py).
+  set(out ${UNWIND_FIXTURE_DIR}/unwind_dlopen_${cc_name})
+  add_custom_command(OUTPUT ${out}
+    COMMAND ${cc_path} ${UNWIND_FIXTURE_FLAGS} -o ${out} ${UNWIND_FIXTURE_SRC}/unwind_dlopen.c
+            -l${CMAKE_DL_LIBS}
+    DEPENDS ${UNWIND_FIXTURE_SRC}/unwind_dlopen.c ${UNWIND_FIXTURE_SRC}/unwind_chain.h
+    COMMENT "Building unwind_dlopen_${cc_name} (${cc_name}, no frame pointers)" VERBATIM)
+  list(APPEND unwind_fixtures ${out})
+  set(out ${UNWIND_FIXTURE_DIR}/unwind_dlib_${cc_name}.so)
+  add_custom_command(OUTPUT ${out}
+    COMMAND ${cc_path} ${UNWIND_FIXTURE_FLAGS} -shared -fPIC -Wl,--build-id -o ${out}
+            ${UNWIND_FIXTURE_SRC}/unwind_dlib.c
+    DEPENDS ${UNWIND_FIXTURE_SRC}/unwind_dlib.c
+    COMMENT "Building unwind_dlib_${cc_name}.so (${cc_name}, no frame pointers)" VERBATIM)
+  list(APPEND unwind_fixtures ${out})
   set(out ${UNWIND_FIXTURE_DIR}/unwind_stripped_${cc_name})
   set(dbg ${UNWIND_FIXTURE_DIR}/.debug/unwind_stripped_${cc_name}.debug)
   add_custom_command(OUTPUT ${out} ${dbg}
@@ -89,6 +104,12 @@ set_tests_properties(e2e.export_config PROPERTIES
 set_tests_properties(e2e.python PROPERTIES TIMEOUT 900)
 # Fifteen processes profiled for 7 s each, a daemon each.
 set_tests_properties(e2e.unwind PROPERTIES TIMEOUT 600)
+# The unwind tables: a cache across processes, eviction, a dlopen, 300 libraries, libz's frames.
+add_test(NAME e2e.unwind_tables
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_unwind_tables.py)
+set_tests_properties(e2e.unwind_tables PROPERTIES
+  LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 600 RUN_SERIAL TRUE
+  ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e;PROFD_SANITIZED=${E2E_SANITIZED}")
 # The stack checks of test_unwind.py on handcrafted stacks: no root, no daemon.
 add_test(NAME unit.unwind_checks
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_unwind.py --self-check)

@@ -631,4 +631,5 @@ def main():
     log("PASS")
 
 
-main()
+if __name__ == "__main__":
+    main()
