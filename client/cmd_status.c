@@ -320,6 +320,9 @@ static void print_unwind(FILE *out, const Profd__StatusReply *st)
 	if (u->busy_pid)
 		fprintf(out, "; describing pid %" PRIu32 ": %" PRIu32 " of %" PRIu32 " mappings",
 			u->busy_pid, u->busy_done, u->busy_mappings);
+	if (u->over_budget)
+		fprintf(out, "; %" PRIu64 " not loaded for the bound (frame pointers instead)",
+			u->over_budget);
 	if (u->mappings_dropped)
 		fprintf(out, "; %" PRIu64 " mappings over the 512 a process may have",
 			u->mappings_dropped);

@@ -214,6 +214,7 @@ static void status_unwind(struct daemon *d, const uint64_t *cnt, Profd__UnwindSt
 	SET(no_cfi, us.no_cfi);
 	SET(too_big, us.too_big);
 	SET(evictions, us.evictions);
+	SET(over_budget, us.over_budget);
 	SET(cache_hits, us.cache_hits);
 	SET(processes, us.procs);
 	SET(queued, us.queued);

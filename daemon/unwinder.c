@@ -23,6 +23,7 @@
 
 #include "abi.h"
 #include "cfi.h"
+#include "grow.h"
 #include "log.h"
 #include "procfs.h"
 #include "ptrmap.h"
@@ -36,10 +37,16 @@
 #define RETRY_FULL_NS (30ull * 1000 * 1000 * 1000)
 /* How often described processes are checked for being alive (lost exit records). */
 #define SWEEP_NS (10ull * 1000 * 1000 * 1000)
+/* A description taking longer than this is published in parts this often. */
+#define PARTIAL_NS (500ull * 1000 * 1000)
 /* A description taking longer than this logs its progress. */
 #define PROGRESS_NS (2000ull * 1000 * 1000)
 /* Files larger than this are not parsed (the biggest CUDA libraries are ~1 GiB). */
 #define CFI_FILE_MAX (4ull << 30)
+/* A table id never loaded: the walk stops with PROFD_UNWIND_NO_TABLE. */
+#define TABLE_NONE UINT32_MAX
+/* A process whose tables did not all fit the bound is described again after this long. */
+#define RETRY_OVER_NS (10ull * 1000 * 1000 * 1000)
 /* Kernel bytes of one loaded table beyond its rows (the map itself); a rough figure. */
 #define TABLE_OVERHEAD 512
 
@@ -98,6 +105,14 @@ struct unwinder {
 	uint64_t use_clock;
 	uint64_t swept_ns; /* last sweep() */
 	struct unwinder_stats st;
+	/*
+	 * The worker's alone: tables loaded but not yet in unwind_tables, and tables evicted but
+	 * not yet out of it. An update of a map of maps waits for an RCU grace period (~10 ms)
+	 * after the call; a batch waits once: flush_tables() sends them before a description.
+	 */
+	uint32_t *batch_ids, *evict_ids;
+	int *batch_fds;
+	size_t nbatch, cap_batch, cap_batch_fds, nevict, cap_evict;
 	/* vDSO image of this kernel (the same in every process), read once */
 	void *vdso;
 	size_t vdso_size;
@@ -241,7 +256,10 @@ static long table_find(struct unwinder *u, const struct file_id *f)
 	return -1;
 }
 
-/* Make room for bytes more within the budget, evicting least recently used tables. Locked. */
+/*
+ * Make room for bytes more within the budget, evicting least recently used tables (their ids
+ * go to u->evict_ids, out of the kernel at the next flush_tables()). Locked.
+ */
 static void make_room(struct unwinder *u, uint64_t bytes, const struct proc *keep)
 {
 	while (u->st.table_bytes + bytes > u->st.memory ||
@@ -266,9 +284,10 @@ static void make_room(struct unwinder *u, uint64_t bytes, const struct proc *kee
 					victim = (long)i;
 			}
 		}
-		if (victim < 0)
+		if (victim < 0 || grow_array((void **)&u->evict_ids, &u->cap_evict, u->nevict + 1,
+					     sizeof(*u->evict_ids)))
 			return;
-		bpf_map_delete_elem(u->o.tables_fd, &u->tables[victim].id);
+		u->evict_ids[u->nevict++] = u->tables[victim].id;
 		u->tables[victim].loaded = false;
 		u->st.table_bytes -= u->tables[victim].bytes;
 		u->st.tables--;
@@ -422,7 +441,10 @@ static void file_identify(int fd, const struct stat *sb, struct file_id *f)
 	f->mtime_ns = (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec;
 }
 
-/* Publish ct's rows as the table of slot t within the budget. Locked. */
+/*
+ * Publish ct's rows as the table of slot t within the budget: a new inner map, in the kernel's
+ * unwind_tables at the next flush_tables(). Locked; let go while the map is made and filled.
+ */
 static int table_publish(struct unwinder *u, struct table *t, const struct cfi_table *ct,
 			 const struct proc *keep)
 {
@@ -430,7 +452,7 @@ static int table_publish(struct unwinder *u, struct table *t, const struct cfi_t
 	uint64_t bytes =
 	    ((ct->nrows * sizeof(struct profd_unwind_row) + 4095) & ~4095ull) + TABLE_OVERHEAD;
 	uint32_t id;
-	int fd, err;
+	int fd = -1, err;
 
 	/* The BPF search takes at most 24 halvings: under 2^24 rows (a 128 MiB table). */
 	if (bytes > u->st.memory || ct->nrows >= (1u << 24)) {
@@ -438,16 +460,27 @@ static int table_publish(struct unwinder *u, struct table *t, const struct cfi_t
 		return -E2BIG;
 	}
 	make_room(u, bytes, keep);
+	/* Everything loaded is the process's own: its code past the bound uses frame pointers. */
+	if (u->st.table_bytes + bytes > u->st.memory) {
+		u->st.over_budget++;
+		return -ENOSPC;
+	}
+	if (grow_array((void **)&u->batch_ids, &u->cap_batch, u->nbatch + 1,
+		       sizeof(*u->batch_ids)) ||
+	    grow_array((void **)&u->batch_fds, &u->cap_batch_fds, u->nbatch + 1,
+		       sizeof(*u->batch_fds)))
+		return -ENOMEM;
+	pthread_mutex_unlock(&u->lock);
 	err = table_load(ct->rows, ct->nrows, &fd);
+	pthread_mutex_lock(&u->lock);
 	if (err)
 		return err;
 	id = ++u->next_id;
-	if (!id)
+	while (id == PROFD_UNWIND_FP_ONLY || id == TABLE_NONE)
 		id = ++u->next_id;
-	err = bpf_map_update_elem(u->o.tables_fd, &id, &fd, BPF_ANY) ? -errno : 0;
-	close(fd);
-	if (err)
-		return err;
+	u->batch_ids[u->nbatch] = id;
+	u->batch_fds[u->nbatch++] = fd;
+	/* Only this thread adds slots (and moves the array): t is still the slot. */
 	t->id = id;
 	t->nrows = (uint32_t)ct->nrows;
 	t->bytes = bytes;
@@ -455,6 +488,57 @@ static int table_publish(struct unwinder *u, struct table *t, const struct cfi_t
 	u->st.tables++;
 	u->st.table_bytes += bytes;
 	return 0;
+}
+
+/* Undo the accounting of a table the kernel refused (id). Locked. */
+static void table_refused(struct unwinder *u, uint32_t id, int err)
+{
+	for (size_t i = 0; i < u->ntables; i++) {
+		struct table *t = &u->tables[i];
+
+		if (t->loaded && t->id == id) {
+			t->loaded = false;
+			u->st.tables--;
+			u->st.table_bytes -= t->bytes;
+			u->st.build_failed++;
+			pr_warn("unwind: a table was refused by the kernel: %s", strerror(-err));
+			return;
+		}
+	}
+}
+
+/*
+ * Send the worker's pending evictions and new tables to the kernel, each kind in one batch (one
+ * RCU grace period), one by one where a batch fails. Not locked: the worker's own lists.
+ */
+static void flush_tables(struct unwinder *u)
+{
+	__u32 count;
+
+	if (u->nevict) {
+		count = (__u32)u->nevict;
+		if (bpf_map_delete_batch(u->o.tables_fd, u->evict_ids, &count, NULL))
+			for (size_t i = count; i < u->nevict; i++)
+				bpf_map_delete_elem(u->o.tables_fd, &u->evict_ids[i]);
+		u->nevict = 0;
+	}
+	if (u->nbatch) {
+		count = (__u32)u->nbatch;
+		if (bpf_map_update_batch(u->o.tables_fd, u->batch_ids, u->batch_fds, &count,
+					 NULL)) {
+			for (size_t i = count; i < u->nbatch; i++) {
+				if (!bpf_map_update_elem(u->o.tables_fd, &u->batch_ids[i],
+							 &u->batch_fds[i], BPF_ANY))
+					continue;
+				pthread_mutex_lock(&u->lock);
+				table_refused(u, u->batch_ids[i], -errno);
+				pthread_mutex_unlock(&u->lock);
+			}
+		}
+		for (size_t i = 0; i < u->nbatch; i++)
+			close(u->batch_fds[i]);
+		u->nbatch = 0;
+	}
 }
 
 /*
@@ -546,13 +630,20 @@ static long table_get(struct unwinder *u, const struct file_id *f, int fd, const
 		u->st.no_cfi++;
 		t->fp_only = true;
 		pr_info("unwind: %s: no CFI, its code is stepped with frame pointers", path);
+	} else if (err == -ENOSPC) {
+		/* Not for good: tried again when the process is described again. */
+		pr_debug("unwind: %s: no room within --unwind-memory beside its process's tables",
+			 path);
+	} else if (err == -E2BIG) {
+		t->fp_only = true;
+		pr_warn("unwind: %s: its table alone is larger than --unwind-memory or 2^24 rows, "
+			"its code is stepped with frame pointers",
+			path);
 	} else if (err) {
 		u->st.build_failed++;
 		t->fp_only = true;
 		pr_warn("unwind: %s: %s, its code is stepped with frame pointers", path,
-			err == -E2BIG
-			    ? "its table alone is larger than --unwind-memory or 2^24 rows"
-			    : strerror(-err));
+			strerror(-err));
 	} else {
 		u->st.builds++;
 		u->st.build_ns += mono_ns() - t0;
@@ -575,6 +666,23 @@ static bool map_is_anon(const struct proc_map *m)
 	return !m->path[0] || (m->path[0] == '[' && strcmp(m->path, "[vdso]"));
 }
 
+/* Write p's description val (its mappings so far) to the kernel. Locked. */
+static void publish(struct unwinder *u, struct proc *p, const struct profd_unwind_proc *val)
+{
+	if (p->gone)
+		return;
+	if (bpf_map_update_elem(u->o.procs_fd, &p->pid, val, BPF_ANY)) {
+		/* unwind_procs is full: frame pointers for this one for a while */
+		pr_debug("unwind: pid %u: %s", p->pid, strerror(errno));
+		p->retry_ns = mono_ns() + RETRY_FULL_NS;
+		return;
+	}
+	if (!p->described)
+		u->st.procs++;
+	p->described = true;
+	u->st.described++;
+}
+
 /*
  * Describe p's process to the kernel: each executable mapping with its file's table. The
  * worker's; p stays valid (PROC_RUNNING is not freed by others).
@@ -585,7 +693,8 @@ static void describe(struct unwinder *u, struct proc *p)
 	uint32_t *refs = NULL, nrefs = 0, built = 0, pid = p->pid;
 	char fs_root[PATH_MAX];
 	struct proc_map *maps = NULL;
-	uint64_t t0 = mono_ns(), last_log = t0;
+	uint64_t t0 = mono_ns(), last_log = t0, last_pub = t0;
+	bool over = false;
 	size_t n = 0;
 	int err;
 
@@ -645,7 +754,6 @@ static void describe(struct unwinder *u, struct proc *p)
 		pthread_mutex_lock(&u->lock);
 		{
 			struct table *t = &u->tables[slot];
-
 			uint64_t bias;
 
 			if (t->loaded && !t->fp_only &&
@@ -657,9 +765,28 @@ static void describe(struct unwinder *u, struct proc *p)
 				refs[nrefs++] = (uint32_t)slot;
 				p->pending = refs;
 				p->npending = nrefs;
+			} else if (!t->loaded && !t->fp_only) {
+				/*
+				 * CFI that did not fit the bound: a walk stops here and says so
+				 * (no-table), rather than guess with frame pointers; tried again
+				 * after a while.
+				 */
+				um->table = TABLE_NONE;
+				over = true;
 			}
 		}
 		pthread_mutex_unlock(&u->lock);
+		/*
+		 * A process that maps hundreds of libraries: what is described so far goes to the
+		 * kernel now and then (its walks stop, marked, at a mapping not described yet).
+		 */
+		if (mono_ns() - last_pub > PARTIAL_NS) {
+			last_pub = mono_ns();
+			flush_tables(u);
+			pthread_mutex_lock(&u->lock);
+			publish(u, p, val);
+			pthread_mutex_unlock(&u->lock);
+		}
 		if (mono_ns() - last_log > PROGRESS_NS) {
 			last_log = mono_ns();
 			pr_info("unwind: pid %u: %zu of %zu mappings, %u tables built so far", pid,
@@ -667,21 +794,13 @@ static void describe(struct unwinder *u, struct proc *p)
 		}
 	}
 
+	flush_tables(u);
 	pthread_mutex_lock(&u->lock);
 	p->pending = NULL;
 	p->npending = 0;
-	if (!p->gone) {
-		if (bpf_map_update_elem(u->o.procs_fd, &pid, val, BPF_ANY)) {
-			/* unwind_procs is full: frame pointers for this one for a while */
-			pr_debug("unwind: pid %u: %s", pid, strerror(errno));
-			p->retry_ns = mono_ns() + RETRY_FULL_NS;
-		} else {
-			if (!p->described)
-				u->st.procs++;
-			p->described = true;
-			u->st.described++;
-		}
-	}
+	if (over)
+		p->retry_ns = mono_ns() + RETRY_OVER_NS;
+	publish(u, p, val);
 	/* The new references replace the old ones (a refresh keeps what it still maps). */
 	proc_release(u, p);
 	p->tables = refs;
@@ -854,6 +973,11 @@ void unwinder__free(struct unwinder *u)
 	free(u->tables);
 	free(u->queue);
 	free(u->vdso);
+	for (size_t i = 0; i < u->nbatch; i++)
+		close(u->batch_fds[i]);
+	free(u->batch_ids);
+	free(u->batch_fds);
+	free(u->evict_ids);
 	pthread_cond_destroy(&u->idle);
 	pthread_cond_destroy(&u->wake);
 	pthread_mutex_destroy(&u->lock);
