@@ -5,7 +5,8 @@
 Cases: the chain fixture main -> c1 -> c2 -> c3 -> {leaf, snprintf} (tests/fixtures/unwind_chain.c,
 -O2 -fomit-frame-pointer) built by gcc and by clang with n = 2000 (time in leaf) and n = 50 (more in
 libc's snprintf), and Debian's /usr/bin/python3.11 running a loop of a Python function and
-hashlib.sha256 (work.py below; the one of the research notes, unbounded).
+hashlib.sha256 (work.py below; the one of the research notes, unbounded), and the same under a
+pyenv CPython 3.11 when ~/.pyenv (or $PYENV_ROOT) has one.
 
 Each run starts the program and profd --pid on it, lets profd warm up (a process's first samples
 fall back to frame pointers until its tables are loaded), then runs perf record on the same
@@ -68,6 +69,13 @@ def cases(build):
         for n in (2000, 50):
             out[f"chain-{cc}-{n}"] = ("chain", [os.path.join(fx, f"unwind_chain_{cc}"), str(n)])
     out["python3.11"] = ("python", ["/usr/bin/python3.11", "work.py"])
+    # A pyenv CPython (built from source, its own libpython flags), when one is installed
+    pyenv = os.path.expanduser(os.environ.get("PYENV_ROOT", "~/.pyenv"))
+    for v in sorted(os.listdir(os.path.join(pyenv, "versions")) if os.path.isdir(
+            os.path.join(pyenv, "versions")) else []):
+        if v.startswith("3.11."):
+            out[f"pyenv-{v}"] = ("python", [os.path.join(pyenv, "versions", v, "bin", "python3"),
+                                            "work.py"])
     return out
 
 
