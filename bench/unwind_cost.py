@@ -417,8 +417,9 @@ def cmd_big(args):
             w.kill()
             w.wait()
             d.stop()
-        print(f"process: {before} executable mappings before GO, {nmaps} after; all libraries loaded {t_loaded:.2f} s"
-              f" after GO; profd {'system-wide' if args.system_wide else '--pid'}")
+        how = "system-wide" if args.system_wide else "--pid"
+        print(f"process: {before} executable mappings before GO, {nmaps} after; all libraries "
+              f"loaded {t_loaded:.2f} s after GO; profd {how}")
         print(f"described (log line seen) {t_desc2:.2f} s after GO "
               f"({t_desc2 - t_loaded:.2f} s after its libraries were loaded)")
 
