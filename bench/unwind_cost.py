@@ -208,6 +208,7 @@ def cmd_overhead(args):
         modes = ["none", "new-99", "new-999", "base-99", "base-999"]
         builds = {"new": args.new, "base": args.base}
         times = {m: [] for m in modes}
+        cpu = {m: [] for m in modes if m != "none"}
         print(f"work.c built with {fp}; load before {load()}", flush=True)
         for r in range(args.rounds):
             order = modes[:]
@@ -220,7 +221,9 @@ def cmd_overhead(args):
                     d = Daemon(builds[b], tmp, ["--frequency", hz])
                     try:
                         settle(d)
+                        c0 = d.status()["daemon_cpu_ns"]
                         out = sh(exe, str(args.work))
+                        cpu[m].append((d.status()["daemon_cpu_ns"] - c0) / 1e6)
                     finally:
                         d.stop()
                 times[m].append(float(out.strip().splitlines()[-1]))
@@ -238,6 +241,9 @@ def cmd_overhead(args):
             paired = statistics.median(x / b for x, b in zip(xs, times["none"]))
             print(f"{m:9s} {statistics.median(xs):9.3f} {min(xs):7.3f} {max(xs):7.3f} "
                   f"{q[0]:6.3f}-{q[2]:6.3f} {statistics.median(xs) / base:7.4f} {paired:7.4f}")
+        for m, v in cpu.items():
+            print(f"daemon CPU during the program's run, {m}: median {statistics.median(v):.0f} "
+                  f"ms, min {min(v):.0f}, max {max(v):.0f}")
         for hz in ("99", "999"):
             pr = statistics.median(n / b for n, b in zip(times[f"new-{hz}"],
                                                            times[f"base-{hz}"]))
