@@ -5,7 +5,8 @@
 Cases: the chain fixture main -> c1 -> c2 -> c3 -> {leaf, snprintf} (tests/fixtures/unwind_chain.c,
 -O2 -fomit-frame-pointer) built by gcc and by clang with n = 2000 (time in leaf) and n = 50 (more in
 libc's snprintf), and Debian's /usr/bin/python3.11 running a loop of a Python function and
-hashlib.sha256 (work.py below; the one of the research notes, unbounded).
+hashlib.sha256 (work.py below; the one of the research notes, unbounded), and the same under a
+pyenv CPython 3.11 when ~/.pyenv (or $PYENV_ROOT) has one.
 
 Each run starts the program and profd --pid on it, lets profd warm up (a process's first samples
 fall back to frame pointers until its tables are loaded), then runs perf record on the same
@@ -18,7 +19,8 @@ Per run: complete-stack fraction (chain: the chain's frames are a prefix of main
 from main on, none missing; python: the stack reaches Py_BytesMain or _start), the fraction that
 also ends at the root (_start or __libc_start_main; profd: and not marked [truncated]), and each
 function's inclusive share (the samples whose stack contains it; snprintf: __snprintf or snprintf;
-python: hash = hashlib's native code).
+python: hash = hashlib's native code; eval/py = _PyEval_EvalFrameDefault, or a Python frame
+`NAME (FILE.py:LINE)`, which profd puts in place of the eval loop's frames).
 Then profd's unwind counters from `profctl status` where it has them.
 
 Usage: sudo bench/unwind.py [--build build] [--runs 3] [--seconds 4] [--warmup 3] [--freq 999]
@@ -53,11 +55,14 @@ CHAIN = ["main", "c1", "c2", "c3", "leaf"]
 ROOT = re.compile(r"^(_start|__libc_start_main\w*)(@.*)?$")
 SNPRINTF = re.compile(r"^(__)?snprintf$")
 PY_ROOT = re.compile(r"^(Py_BytesMain|_start)$")
+PY_FRAME = re.compile(r"\(\S*\.py(:\d+)?\)$")
 HASH = re.compile(r"sha256|EVP_Digest|_hashlib|libcrypto", re.I)
 CHAIN_FUNCS = [(n, lambda u, n=n: n in u) for n in CHAIN] + [
     ("snprintf", lambda u: any(SNPRINTF.match(x) for x in u))]
 PY_FUNCS = [("Py_BytesMain", lambda u: "Py_BytesMain" in u),
-            ("_PyEval_EvalFrameDefault", lambda u: "_PyEval_EvalFrameDefault" in u),
+            # profd puts the Python frames where the eval loop's frames were: either counts
+            ("eval/py", lambda u: any(x == "_PyEval_EvalFrameDefault" or PY_FRAME.search(x)
+                                      for x in u)),
             ("hash", lambda u: any(HASH.search(x) for x in u))]
 
 
@@ -68,6 +73,13 @@ def cases(build):
         for n in (2000, 50):
             out[f"chain-{cc}-{n}"] = ("chain", [os.path.join(fx, f"unwind_chain_{cc}"), str(n)])
     out["python3.11"] = ("python", ["/usr/bin/python3.11", "work.py"])
+    # A pyenv CPython (built from source, its own libpython flags), when one is installed
+    pyenv = os.path.expanduser(os.environ.get("PYENV_ROOT", "~/.pyenv"))
+    for v in sorted(os.listdir(os.path.join(pyenv, "versions")) if os.path.isdir(
+            os.path.join(pyenv, "versions")) else []):
+        if v.startswith("3.11."):
+            out[f"pyenv-{v}"] = ("python", [os.path.join(pyenv, "versions", v, "bin", "python3"),
+                                            "work.py"])
     return out
 
 
