@@ -38,7 +38,8 @@ uint8_t cfi_rd_u8(struct cur *c)
 	return (uint8_t)cfi_rd_u(c, 1);
 }
 
-uint64_t cfi_rd_uleb(struct cur *c)
+/* A LEB128 number; sign: sign-extend it (SLEB128). Marks c bad when it does not fit 64 bits. */
+static uint64_t rd_leb(struct cur *c, bool sign)
 {
 	uint64_t v = 0;
 	unsigned int shift = 0;
@@ -50,30 +51,23 @@ uint64_t cfi_rd_uleb(struct cur *c)
 		b = *c->p++;
 		if (shift < 64)
 			v |= (uint64_t)(b & 0x7f) << shift;
-		else if (b & 0x7f)
-			c->bad = true; /* does not fit 64 bits */
+		else if (!sign && (b & 0x7f))
+			c->bad = true;
 		shift += 7;
 	} while (b & 0x80);
+	if (sign && shift < 64 && (b & 0x40))
+		v |= ~0ull << shift;
 	return v;
+}
+
+uint64_t cfi_rd_uleb(struct cur *c)
+{
+	return rd_leb(c, false);
 }
 
 int64_t cfi_rd_sleb(struct cur *c)
 {
-	uint64_t v = 0;
-	unsigned int shift = 0;
-	uint8_t b;
-
-	do {
-		if (!cfi_cur_need(c, 1))
-			return 0;
-		b = *c->p++;
-		if (shift < 64)
-			v |= (uint64_t)(b & 0x7f) << shift;
-		shift += 7;
-	} while (b & 0x80);
-	if (shift < 64 && (b & 0x40))
-		v |= ~0ull << shift;
-	return (int64_t)v;
+	return (int64_t)rd_leb(c, true);
 }
 
 void cfi_skip(struct cur *c, uint64_t n)
