@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * Unwind tables for the BPF stack walker: see unwinder.h. One mutex guards the state; the
- * worker drops it while it reads /proc, opens files and builds tables, so the loop's calls
- * (want, forget, stats) wait at most for a map update.
+ * worker drops it while it reads /proc, opens files, builds tables and hands them to the kernel,
+ * so the loop's calls (want, forget, stats) wait at most for a hash map update.
  */
 #include <errno.h>
 #include <fcntl.h>
