@@ -698,10 +698,10 @@ static void describe(struct unwinder *u, struct proc *p)
 	size_t n = 0;
 	int err;
 
+	/* Gone (its exit record will come), or unreadable: its walks stay on frame pointers. */
 	err = procfs_read_maps(u->proc_root, pid, true, &maps, &n);
 	if (err)
-		return; /* gone (its exit record will come), or unreadable: stay on frame pointers
-			 */
+		return;
 	val = calloc(1, sizeof(*val));
 	refs = calloc(n ? n : 1, sizeof(*refs));
 	if (!val || !refs)
