@@ -236,6 +236,93 @@ struct profd_task_rec {
 };
 _Static_assert(sizeof(struct profd_task_rec) == 48, "profd_task_rec layout");
 
+/*
+ * Native unwinding from CFI (.eh_frame / .debug_frame). The daemon turns each ELF file's CFI into
+ * a compact table of rows sorted by pc (daemon/unwind/cfi.c), loads it as one inner array of the
+ * map unwind_tables (shared by every process that maps the file), and describes each sampled
+ * process's executable mappings in unwind_procs. The BPF walk (bpf/unwind.bpf.h) finds the last
+ * row at or below a frame's pc and applies it. Facts about x86-64 CFI: see docs/unwinding.md.
+ */
+enum profd_unwind_kind {
+	PROFD_UW_INVALID = 0, /* CFI profd cannot follow here: the walk stops (invalid row) */
+	PROFD_UW_RSP = 1,     /* CFA = rsp + 8 * cfa */
+	PROFD_UW_RBP = 2,     /* CFA = rbp + 8 * cfa */
+	/* .plt: CFA = rsp + 8, + 8 more when (pc & 15) >= reg (the stub's jmp has pushed) */
+	PROFD_UW_PLT = 3,
+	PROFD_UW_SIGNAL = 4, /* rt_sigreturn trampoline: registers from the ucontext at rsp */
+	PROFD_UW_STOP = 5,   /* return address undefined: the bottom of the stack */
+	/*
+	 * Only where every register is known (the first frame, or one a signal interrupted):
+	 * CFA = reg[reg] + 8 * (cfa & 0xff); rbp saved at CFA + 8 * (s8)(cfa >> 8), 0: unchanged.
+	 */
+	PROFD_UW_CFA_REG = 6,
+	/* Likewise: the return address is in reg[reg] (__vfork), CFA = rsp + 8 * cfa. */
+	PROFD_UW_RA_REG = 7,
+	/* CFA = *(rsp + 8 * (cfa & 0xff)) + 8 * (s8)(cfa >> 8): realigned stacks (OpenSSL). */
+	PROFD_UW_DEREF = 8,
+	/* No FDE covers the pc (code without CFI between functions): step with frame pointers. */
+	PROFD_UW_GAP = 9,
+};
+
+/*
+ * One row: its rule holds from pc (an ELF virtual address) up to the next row's pc. reg: for
+ * RSP, RBP and DEREF rows, rbp is saved at CFA + 8 * reg (0: rbp keeps its value); PLT: the
+ * threshold; CFA_REG and RA_REG: a DWARF register number (0 rax .. 16 rip).
+ */
+struct profd_unwind_row {
+	__u32 pc;
+	__u8 kind; /* enum profd_unwind_kind */
+	__s8 reg;
+	__u16 cfa;
+};
+_Static_assert(sizeof(struct profd_unwind_row) == 8, "profd_unwind_row layout");
+
+/* Executable mappings of one process that the walk knows; more are left to frame pointers. */
+#define PROFD_UNWIND_MAX_MAPS 512
+/* Files whose tables the map unwind_tables holds at most. */
+#define PROFD_UNWIND_MAX_TABLES 4096
+
+/* unwind_map.table for a mapping without CFI (JIT code, anonymous memory): frame pointers. */
+#define PROFD_UNWIND_FP_ONLY 0
+
+struct profd_unwind_map {
+	__u64 start; /* [start, end): runtime addresses */
+	__u64 end;
+	__u64 bias;  /* ELF virtual address = runtime address - bias */
+	__u32 table; /* key of the file's table in unwind_tables; PROFD_UNWIND_NO_TABLE */
+	__u32 nrows; /* rows in that table */
+};
+_Static_assert(sizeof(struct profd_unwind_map) == 32, "profd_unwind_map layout");
+
+/* Value of unwind_procs (key: tgid): maps[0 .. nr_maps) sorted by start, not overlapping. */
+struct profd_unwind_proc {
+	__u32 nr_maps;
+	__u32 __pad;
+	struct profd_unwind_map maps[PROFD_UNWIND_MAX_MAPS];
+};
+_Static_assert(sizeof(struct profd_unwind_proc) == 8 + 32 * PROFD_UNWIND_MAX_MAPS,
+	       "profd_unwind_proc layout");
+
+/*
+ * How a sample's user stack walk ended: in bits 16-20 of profd_sample_rec.flags
+ * (PROFD_SAMPLE_UNWIND_MASK). Only PROFD_UNWIND_BOTTOM means the stack is whole.
+ */
+enum profd_unwind_end {
+	PROFD_UNWIND_NONE = 0,	      /* no user stack walked (kernel thread, no mm) */
+	PROFD_UNWIND_BOTTOM = 1,      /* reached the bottom: whole */
+	PROFD_UNWIND_TRUNCATED = 2,   /* more frames than PROFD_MAX_STACK */
+	PROFD_UNWIND_FP_FALLBACK = 3, /* the process's tables were not loaded yet: frame pointers */
+	PROFD_UNWIND_NO_MAPPING = 4,  /* a pc in no mapping the daemon described */
+	PROFD_UNWIND_NO_TABLE = 5,    /* the mapping's table is not loaded (building or evicted) */
+	PROFD_UNWIND_NO_ROW = 6,      /* a pc its file's table does not cover */
+	PROFD_UNWIND_INVALID = 7,     /* an INVALID row, or a rule the frame cannot apply */
+	PROFD_UNWIND_READ_FAULT = 8,  /* a stack read failed (not resident, bad address) */
+	PROFD_UNWIND_BAD_FRAME = 9,   /* the stack did not grow up, or a frame pointer was bad */
+	PROFD_UNWIND__MAX = 10,
+};
+#define PROFD_SAMPLE_UNWIND_SHIFT 16
+#define PROFD_SAMPLE_UNWIND_MASK (0x1fu << PROFD_SAMPLE_UNWIND_SHIFT)
+
 /* Indices of the per-CPU counters array map "counters". */
 enum profd_counter {
 	PROFD_CNT_SAMPLES = 0,	      /* perf events that matched the target filter */
@@ -248,7 +335,9 @@ enum profd_counter {
 	PROFD_CNT_OFFCPU_LOST = 7,    /* off-CPU records (either kind) dropped: ring buffer full */
 	/* long waits sent at the thread's next switch-out, not at its system call's return */
 	PROFD_CNT_OFFCPU_UNSENT = 8,
-	PROFD_CNT__MAX = 12,
+	/* user stack walks by how they ended: PROFD_CNT_UNWIND + enum profd_unwind_end */
+	PROFD_CNT_UNWIND = 9,
+	PROFD_CNT__MAX = PROFD_CNT_UNWIND + PROFD_UNWIND__MAX,
 };
 
 /*

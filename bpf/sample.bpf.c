@@ -117,18 +117,32 @@ static __always_inline void fill_ident(struct profd_sample_rec *rec, __u32 type,
 	bpf_get_current_comm(rec->comm, sizeof(rec->comm));
 }
 
-/*
- * The user stack (frame pointers) into rec->ips after the kn kernel addresses, then the Python
- * frames after both. Sets nr_user, nr_py, py_status and flags; returns the record's size.
- */
-static __always_inline __u64 fill_user(void *ctx, struct profd_sample_rec *rec, long kn,
-				       __u32 py_slot)
-{
-	long un = 0;
-	__u64 size;
+#include "unwind.bpf.h"
 
-	if (bpf_get_current_task_btf()->mm) {
-		/* kn is bounded above, so the verifier can check the destination. */
+/*
+ * The user stack into rec->ips after the kn kernel addresses: from CFI when the daemon described
+ * the process and st holds the thread's user registers, else the kernel's frame-pointer walk.
+ * Sets nr_user and the flags of how the walk ended (counted); returns the frames written.
+ */
+static __always_inline long fill_user_stack(void *ctx, struct profd_sample_rec *rec, long kn,
+					    struct uw_state *st)
+{
+	__u32 end = PROFD_UNWIND_FP_FALLBACK;
+	long un = 0;
+
+	if (!bpf_get_current_task_btf()->mm) {
+		end = PROFD_UNWIND_NONE;
+	} else if (st && unwind_cfi_walk(st, rec->pid)) {
+		un = st->n;
+		if (un > PROFD_MAX_STACK)
+			un = PROFD_MAX_STACK;
+		/* kn and un are bounded above, so the verifier can check the destination. */
+		if (un && bpf_probe_read_kernel(&rec->ips[kn & 127], (un & 127) * 8, st->ips))
+			un = 0;
+		end = st->end;
+		if (end == PROFD_UNWIND_TRUNCATED)
+			rec->flags |= PROFD_SAMPLE_USTACK_TRUNC;
+	} else {
 		un = bpf_get_stack(ctx, &rec->ips[kn & 127], PROFD_MAX_STACK * 8, BPF_F_USER_STACK);
 		if (un < 0) {
 			count(PROFD_CNT_USTACK_ERR);
@@ -141,10 +155,23 @@ static __always_inline __u64 fill_user(void *ctx, struct profd_sample_rec *rec, 
 			rec->flags |= PROFD_SAMPLE_USTACK_TRUNC;
 		}
 	}
-	rec->nr_user = un;
+	rec->flags |= (end << PROFD_SAMPLE_UNWIND_SHIFT) & PROFD_SAMPLE_UNWIND_MASK;
+	count(PROFD_CNT_UNWIND + (end < PROFD_UNWIND__MAX ? end : 0));
+	return un;
+}
 
+/*
+ * The user stack after the kn kernel addresses, then the Python frames after both (slot: the
+ * program's scratch slot). Sets nr_user, nr_py, py_status and flags; returns the record's size.
+ */
+static __always_inline __u64 fill_user(void *ctx, struct profd_sample_rec *rec, long kn, __u32 slot)
+{
+	long un = fill_user_stack(ctx, rec, kn, unwind_regs_task(slot));
+	__u64 size;
+
+	rec->nr_user = un;
 	size = PROFD_SAMPLE_HDR_SIZE + 8 * (kn + un);
-	size += py_collect(rec, kn + un, py_slot, bpf_get_current_task_btf());
+	size += py_collect(rec, kn + un, slot, bpf_get_current_task_btf());
 	if (size > sizeof(*rec))
 		size = sizeof(*rec);
 	rec->hdr.size = size;

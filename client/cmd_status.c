@@ -294,6 +294,41 @@ static void print_export(FILE *out, const Profd__StatusReply *st)
 	}
 }
 
+/* How user stacks were walked, and the tables that walk reads. */
+static void print_unwind(FILE *out, const Profd__StatusReply *st)
+{
+	const Profd__UnwindStatus *u = st->unwind;
+	char a[48], b[48], c[48];
+
+	if (!u)
+		return;
+	fprintf(out,
+		"%-14sbottom %" PRIu64 ", truncated %" PRIu64 ", fp-fallback %" PRIu64
+		", no-mapping %" PRIu64 ", no-table %" PRIu64 ", no-row %" PRIu64
+		", invalid %" PRIu64 ", read-fault %" PRIu64 ", bad-frame %" PRIu64 "\n",
+		"unwind:", u->bottom, u->truncated, u->fp_fallback, u->no_mapping, u->no_table,
+		u->no_row, u->invalid, u->read_fault, u->bad_frame);
+	fprintf(out,
+		"%-14stables: %" PRIu64 " files, %s of %s, %" PRIu64 " built in %s (%" PRIu64
+		" failed, %" PRIu64 " without CFI, %" PRIu64 " too big), %" PRIu64
+		" evicted, %" PRIu64 " reused; %" PRIu64 " processes described, %" PRIu64
+		" waiting",
+		"", u->tables, fmt_bytes(u->table_bytes, a, sizeof(a)),
+		fmt_bytes(u->memory, b, sizeof(b)), u->builds,
+		fmt_duration(u->build_ns, c, sizeof(c)), u->build_failed, u->no_cfi, u->too_big,
+		u->evictions, u->cache_hits, u->processes, u->queued);
+	if (u->busy_pid)
+		fprintf(out, "; describing pid %" PRIu32 ": %" PRIu32 " of %" PRIu32 " mappings",
+			u->busy_pid, u->busy_done, u->busy_mappings);
+	if (u->over_budget)
+		fprintf(out, "; %" PRIu64 " not loaded for the bound (frame pointers instead)",
+			u->over_budget);
+	if (u->mappings_dropped)
+		fprintf(out, "; %" PRIu64 " mappings over the 512 a process may have",
+			u->mappings_dropped);
+	fputc('\n', out);
+}
+
 static void status_print_text(FILE *out, const Profd__StatusReply *st)
 {
 	char a[48], b[48], c[48];
@@ -346,6 +381,7 @@ static void status_print_text(FILE *out, const Profd__StatusReply *st)
 		"samples:", st->samples_received, st->samples_lost_ringbuf, st->samples_evicted);
 	fprintf(out, "%-14s%" PRIu64 " kernel, %" PRIu64 " user\n",
 		"stack errors:", st->kstack_errors, st->ustack_errors);
+	print_unwind(out, st);
 	if (st->has_off_cpu && st->off_cpu)
 		fprintf(out,
 			"%-14s%" PRIu64 " waits of %s or more, %" PRIu64 " shorter ones in %" PRIu64

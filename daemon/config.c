@@ -48,6 +48,9 @@ static void usage(FILE *f)
 	    "      --socket-group GROUP  let members of GROUP connect (socket mode 0660)\n"
 	    "      --memory-cap SIZE   memory for profile data, oldest evicted first\n"
 	    "                          (default 256M; K, M, G suffixes)\n"
+	    "      --unwind-memory SIZE  kernel memory for the unwind tables of mapped files\n"
+	    "                          (native stacks without frame pointers), least recently\n"
+	    "                          used evicted first (default 256M, from 1M to 64G)\n"
 	    "      --ringbuf-size SIZE kernel-to-daemon ring buffer, a power of two (default:\n"
 	    "                          512K per CPU, from 4M to 32M)\n"
 	    "      --bucket DURATION   time resolution of stored data (default 1s)\n"
@@ -149,6 +152,7 @@ enum {
 	OPT_EX_BASIC,
 	OPT_EX_HEADER,
 	OPT_EX_SERVICE,
+	OPT_UNWIND_MEMORY,
 	OPT_VERBOSE = 'v',
 	OPT_QUIET = 'q',
 };
@@ -159,6 +163,7 @@ static const struct option longopts[] = {
     {"socket", required_argument, NULL, 's'},
     {"memory-cap", required_argument, NULL, OPT_MEMCAP},
     {"ringbuf-size", required_argument, NULL, OPT_RINGBUF},
+    {"unwind-memory", required_argument, NULL, OPT_UNWIND_MEMORY},
     {"bucket", required_argument, NULL, OPT_BUCKET},
     {"log", required_argument, NULL, OPT_LOG},
     {"socket-group", required_argument, NULL, OPT_GROUP},
@@ -476,6 +481,11 @@ static int apply(struct parse_state *st, int c, const char *optarg, const struct
 			return bad_at(o, "--memory-cap", optarg,
 				      "expected a size from 4M to 1024G");
 		break;
+	case OPT_UNWIND_MEMORY:
+		if (parse_size(optarg, 1ull << 20, 64ull << 30, &cfg->unwind_memory))
+			return bad_at(o, "--unwind-memory", optarg,
+				      "expected a size from 1M to 64G");
+		break;
 	case OPT_RINGBUF:
 		if (parse_size(optarg, 64ull << 10, 1ull << 30, &v) || (v & (v - 1)))
 			return bad_at(o, "--ringbuf-size", optarg,
@@ -745,6 +755,7 @@ int config_parse(int argc, char **argv, struct config *cfg)
 	cfg->ringbuf_size = 0; /* set by the CPU count below unless given */
 	cfg->bucket_ns = NSEC_PER_SEC;
 	cfg->gpu_ring_size = 8ull << 20;
+	cfg->unwind_memory = 256ull << 20;
 	cfg->off_cpu_min_ns = 10 * NSEC_PER_USEC;
 	cfg->socket_path = wire_socket_path(NULL);
 	cfg->export.interval_ns = 15 * NSEC_PER_SEC;

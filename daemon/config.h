@@ -60,7 +60,8 @@ struct config {
 	const char *socket_path;
 	const char *socket_group; /* NULL: the socket keeps root's group */
 	uint64_t mem_cap;
-	uint64_t ringbuf_size; /* a power of two; by the CPU count unless given */
+	uint64_t ringbuf_size;	/* a power of two; by the CPU count unless given */
+	uint64_t unwind_memory; /* --unwind-memory: kernel bytes of unwind tables */
 	uint64_t bucket_ns;
 	enum log_level log_level;
 	bool log_journal;

@@ -24,6 +24,8 @@ struct daemon {
 	struct python *py;
 	struct ingest *ingest;
 	struct sampler *sampler;
+	/* Describes sampled processes to the BPF stack walker (unwinder.h). */
+	struct unwinder *unwinder;
 	struct server *server;
 	struct gpu *gpu;
 	struct timeline *timeline;

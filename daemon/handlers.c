@@ -17,6 +17,7 @@
 
 #include "dump.h"
 #include "exporter.h"
+#include "unwinder.h"
 #include "frame.h"
 #include "log.h"
 #include "procfs.h"
@@ -186,12 +187,51 @@ static int status_for_user(struct daemon *d, uint32_t uid, Profd__StatusReply *s
 	return 0;
 }
 
+/* The unwinder's counters and the BPF walk's ends into u (its fields point nowhere). */
+static void status_unwind(struct daemon *d, const uint64_t *cnt, Profd__UnwindStatus *u)
+{
+	struct unwinder_stats us = {0};
+	const uint64_t *end = cnt + PROFD_CNT_UNWIND;
+
+	if (d->unwinder)
+		unwinder__stats(d->unwinder, &us);
+#define SET(f, v) (u->has_##f = true, u->f = (v))
+	SET(bottom, end[PROFD_UNWIND_BOTTOM]);
+	SET(truncated, end[PROFD_UNWIND_TRUNCATED]);
+	SET(fp_fallback, end[PROFD_UNWIND_FP_FALLBACK]);
+	SET(no_mapping, end[PROFD_UNWIND_NO_MAPPING]);
+	SET(no_table, end[PROFD_UNWIND_NO_TABLE]);
+	SET(no_row, end[PROFD_UNWIND_NO_ROW]);
+	SET(invalid, end[PROFD_UNWIND_INVALID]);
+	SET(read_fault, end[PROFD_UNWIND_READ_FAULT]);
+	SET(bad_frame, end[PROFD_UNWIND_BAD_FRAME]);
+	SET(tables, us.tables);
+	SET(table_bytes, us.table_bytes);
+	SET(memory, us.memory);
+	SET(builds, us.builds);
+	SET(build_ns, us.build_ns);
+	SET(build_failed, us.build_failed);
+	SET(no_cfi, us.no_cfi);
+	SET(too_big, us.too_big);
+	SET(evictions, us.evictions);
+	SET(over_budget, us.over_budget);
+	SET(cache_hits, us.cache_hits);
+	SET(processes, us.procs);
+	SET(queued, us.queued);
+	SET(busy_pid, us.busy_pid);
+	SET(busy_done, us.busy_done);
+	SET(busy_mappings, us.busy_files);
+	SET(mappings_dropped, us.maps_dropped);
+#undef SET
+}
+
 static int handle_status(struct daemon *d, const struct server_peer *peer, uint8_t **frame,
 			 size_t *len)
 {
 	uint32_t *own = NULL;
 	Profd__Response resp = PROFD__RESPONSE__INIT;
 	Profd__StatusReply st = PROFD__STATUS_REPLY__INIT;
+	Profd__UnwindStatus uw = PROFD__UNWIND_STATUS__INIT;
 	uint64_t cnt[PROFD_CNT__MAX] = {0};
 	struct ingest_stats is;
 	struct symbolizer_stats sy;
@@ -225,6 +265,8 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 	st.target_pids = (uint32_t *)d->cfg->pids;
 	st.has_ncpus = true;
 	st.ncpus = sampler__ncpus(d->sampler);
+	status_unwind(d, cnt, &uw);
+	st.unwind = &uw;
 	st.has_off_cpu = true;
 	st.off_cpu = d->cfg->off_cpu;
 	if (d->cfg->off_cpu) {

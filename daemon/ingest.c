@@ -76,6 +76,8 @@ struct ingest {
 	struct python *py;
 	ingest_py_config_fn py_config;
 	void *py_ctx;
+	ingest_unwind_fn unwind_note;
+	void *unwind_ctx;
 	struct gpu *gpu;
 	struct route route; /* the store, the GPU module and the timeline */
 	char proc_root[256];
@@ -123,6 +125,8 @@ struct ingest *ingest__new(const struct ingest_opts *opts)
 	in->py = opts->py;
 	in->py_config = opts->py_config;
 	in->py_ctx = opts->py_ctx;
+	in->unwind_note = opts->unwind_note;
+	in->unwind_ctx = opts->unwind_ctx;
 	in->gpu = opts->gpu;
 	in->thread_states = opts->thread_states;
 	in->route =
@@ -365,6 +369,8 @@ static void forget_process(struct ingest *in, uint32_t pid)
 	symbolizer__forget_pid(in->sym, pid);
 	if (in->py)
 		python__forget_pid(in->py, pid);
+	if (in->unwind_note)
+		in->unwind_note(in->unwind_ctx, pid, PROFD_UNWIND_NONE);
 }
 
 /* Find CPython in a process once, and again for a while after exec (libpython maps late). */
@@ -848,6 +854,22 @@ static const char *state_name(struct ingest *in, const struct profd_sample_rec *
 }
 
 /*
+ * Whether rec's user stack (nuser frames) stopped short of the stack's bottom (a frame-pointer
+ * walk, the fallback until the process's unwind tables are loaded, cannot tell: it counts as
+ * short). Tells the unwinder when what it provides was missing.
+ */
+static bool unwind_partial(struct ingest *in, const struct profd_sample_rec *rec, uint32_t nuser)
+{
+	uint32_t end = (rec->flags & PROFD_SAMPLE_UNWIND_MASK) >> PROFD_SAMPLE_UNWIND_SHIFT;
+
+	if ((end == PROFD_UNWIND_FP_FALLBACK || end == PROFD_UNWIND_NO_MAPPING ||
+	     end == PROFD_UNWIND_NO_TABLE) &&
+	    in->unwind_note)
+		in->unwind_note(in->unwind_ctx, rec->pid, end);
+	return end > PROFD_UNWIND_BOTTOM && nuser;
+}
+
+/*
  * The store stack of a valid record of pe's process: kernel, native and Python frames, leaf
  * first, the markers of what is missing, and at the root the thread's state (state_name; off:
  * the wait of an off-CPU record, else NULL). Returns the stack id, or 0 when the store refused.
@@ -856,7 +878,7 @@ static uint32_t record_stack(struct ingest *in, const struct pid_entry *pe,
 			     const struct profd_sample_rec *rec, const struct profd_offcpu_rec *off)
 {
 	uint32_t n, nuser;
-	bool py_merged;
+	bool py_merged, partial;
 	const char *state;
 	char sbuf[64];
 
@@ -866,8 +888,9 @@ static uint32_t record_stack(struct ingest *in, const struct pid_entry *pe,
 	/* Kernel frames alone would look like the root of the process's work. */
 	if (n > 0 && nuser == 0 && !py_merged && !(rec->flags & PROFD_SAMPLE_KERNEL_THREAD))
 		n = put_marker(in, &key_no_user, n);
-	if (rec->flags &
-	    (PROFD_SAMPLE_USTACK_TRUNC | PROFD_SAMPLE_KSTACK_TRUNC | PROFD_SAMPLE_PY_TRUNC))
+	partial = unwind_partial(in, rec, nuser);
+	if (partial || rec->flags & (PROFD_SAMPLE_USTACK_TRUNC | PROFD_SAMPLE_KSTACK_TRUNC |
+				     PROFD_SAMPLE_PY_TRUNC))
 		n = put_marker(in, &key_truncated, n);
 	/* Keep the sample: a kernel thread whose stack read failed still used the CPU. */
 	if (n == 0)

@@ -22,6 +22,13 @@ struct gpu;
 /* Install (cfg) or remove (NULL) a process's CPython layout in the sampler. */
 typedef int (*ingest_py_config_fn)(void *ctx, uint32_t pid, const struct profd_py_proc *cfg);
 
+/*
+ * A sample's user stack could not be walked from CFI for want of what the unwinder provides
+ * (why: PROFD_UNWIND_FP_FALLBACK, NO_MAPPING or NO_TABLE), or the process exec'd or exited
+ * (why: PROFD_UNWIND_NONE): tell the unwinder.
+ */
+typedef void (*ingest_unwind_fn)(void *ctx, uint32_t pid, uint32_t why);
+
 struct ingest_opts {
 	struct store *store;	/* borrowed */
 	struct symbolizer *sym; /* borrowed */
@@ -35,7 +42,9 @@ struct ingest_opts {
 	 * store's STORE_VALUE_UPROBE_LAUNCHES; when NULL, launch records are counted and dropped.
 	 */
 	struct gpu *gpu;
-	struct timeline *timeline; /* borrowed; NULL: nothing kept for traces */
+	struct timeline *timeline;    /* borrowed; NULL: nothing kept for traces */
+	ingest_unwind_fn unwind_note; /* NULL: none */
+	void *unwind_ctx;
 	/*
 	 * Put a thread state frame (FRAME_KIND_STATE) at the root of every CPU sample's stack:
 	 * "[running]", refined by the sample's GIL flags. Off-CPU records always get theirs.

@@ -20,6 +20,7 @@
 #include "config.h"
 #include "exporter.h"
 #include "daemon.h"
+#include "unwinder.h"
 #include "log.h"
 #include "notify.h"
 #include "procfs.h"
@@ -148,6 +149,16 @@ static int on_py_config(void *ctx, uint32_t pid, const struct profd_py_proc *cfg
 	struct app *app = ctx;
 
 	return sampler__set_python(app->d.sampler, pid, cfg);
+}
+
+static void on_unwind_note(void *ctx, uint32_t pid, uint32_t why)
+{
+	struct app *app = ctx;
+
+	if (why == PROFD_UNWIND_NONE)
+		unwinder__forget(app->d.unwinder, pid);
+	else
+		unwinder__want(app->d.unwinder, pid, why);
 }
 
 static int on_record(void *ctx, const void *data, size_t size)
@@ -602,6 +613,8 @@ int main(int argc, char **argv)
 	    .gpu = app.d.gpu,
 	    .timeline = app.d.timeline,
 	    .thread_states = cfg.off_cpu,
+	    .unwind_note = on_unwind_note,
+	    .unwind_ctx = &app,
 	});
 	if (!app.d.ingest) {
 		pr_err("ingest: %s", strerror(errno));
@@ -651,6 +664,16 @@ int main(int argc, char **argv)
 	});
 	if (!app.d.sampler)
 		goto out;
+	{
+		struct unwinder_opts uo = {.memory = cfg.unwind_memory};
+
+		sampler__unwind_maps(app.d.sampler, &uo.tables_fd, &uo.procs_fd);
+		app.d.unwinder = unwinder__new(&uo);
+		if (!app.d.unwinder) {
+			pr_err("unwind: cannot start: %s", strerror(errno));
+			goto out;
+		}
+	}
 	follow_existing_children(&app, &cfg);
 	attach_libcuda(&app, &cfg);
 
@@ -713,6 +736,8 @@ out:
 	/* The GPU module before the sampler: a detach calls into the sampler. */
 	gpu__free(app.d.gpu);
 	app.d.gpu = NULL;
+	/* Its worker writes the sampler's maps: stopped first. */
+	unwinder__free(app.d.unwinder);
 	sampler__free(app.d.sampler);
 	ingest__free(app.d.ingest);
 	timeline__free(app.d.timeline);

@@ -513,6 +513,12 @@ void sampler__python_maps(const struct sampler *s, int *procs_fd, int *tstates_f
 	*tstates_fd = bpf_map__fd(s->skel->maps.py_tstates);
 }
 
+void sampler__unwind_maps(const struct sampler *s, int *tables_fd, int *procs_fd)
+{
+	*tables_fd = bpf_map__fd(s->skel->maps.unwind_tables);
+	*procs_fd = bpf_map__fd(s->skel->maps.unwind_procs);
+}
+
 int sampler__set_python(struct sampler *s, uint32_t pid, const struct profd_py_proc *cfg)
 {
 	int err;

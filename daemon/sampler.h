@@ -101,6 +101,11 @@ bool sampler__follows_children(const struct sampler *s);
  * Owned by the sampler: valid until sampler__free.
  */
 void sampler__python_maps(const struct sampler *s, int *procs_fd, int *tstates_fd);
+/*
+ * The fds of the CFI unwinder's maps (unwind_tables, unwind_procs: bpf/unwind.bpf.h), for
+ * daemon/unwinder.c. Owned by the sampler: valid until sampler__free.
+ */
+void sampler__unwind_maps(const struct sampler *s, int *tables_fd, int *procs_fd);
 /* CPUs with an attached perf event. */
 unsigned int sampler__ncpus(const struct sampler *s);
 

@@ -17,6 +17,7 @@
 #include "perf_map.h"
 #include "procfs.h"
 #include "symbolize_elf.h"
+#include "cfi.h"
 #include "log.h"
 #include "parse.h"
 #include "timeutil.h"
@@ -40,6 +41,12 @@
 static uint64_t sym_table_bytes(const struct sym_table *t)
 {
 	return (uint64_t)t->cap * sizeof(*t->syms) + t->pool_cap;
+}
+
+/* What an image holds that the symbol budget counts: its symbols and its CFI ranges. */
+static uint64_t elf_slot_bytes(const struct elf_image *img)
+{
+	return sym_table_bytes(&img->syms) + (uint64_t)img->n_fdes * sizeof(*img->fdes);
 }
 #define PID_BUCKETS 1024
 /* A miss re-reads maps (or stats the perf map) at most this often per pid. */
@@ -362,7 +369,7 @@ static int resolve_slot(struct symbolizer *s, uint32_t pid, struct umap *m)
 		pr_info("symbolize: %s: not a usable ELF file (%s)", m->path, strerror(-err));
 		e->failed = true;
 	}
-	e->bytes = sym_table_bytes(&e->img.syms);
+	e->bytes = elf_slot_bytes(&e->img);
 	s->bytes += e->bytes;
 	lru_push_head(s, i);
 	/* Big symbol tables (a libLLVM, a libtorch) are what the memory bound is about. */
@@ -921,6 +928,35 @@ static void resolve_image(struct elf_image *img, uint64_t file_off, struct sym_r
 	out->build_id = img->build_id[0] ? img->build_id : NULL;
 }
 
+/*
+ * No symbol covers the address: name it by the start of its function from the file's CFI, so
+ * that every sample in one unnamed function is one frame. The FDE ranges are read on the first
+ * such address of an image and count in the symbol bytes.
+ */
+static void name_by_fde(struct symbolizer *s, uint32_t pid, const struct umap *m,
+			struct elf_slot *e, uint64_t file_off, struct sym_result *out)
+{
+	uint64_t vaddr, start;
+	int fd;
+
+	if (elf_image__vaddr(&e->img, file_off, &vaddr))
+		return;
+	if (!e->img.fdes_tried) {
+		fd = open_mapped_file(s, pid, m);
+		if (fd < 0) /* tried again on the next miss */
+			return;
+		if (!elf_image__load_fdes(&e->img, fd))
+			pr_debug("symbolize: %s: %zu function ranges from its CFI", m->path,
+				 e->img.n_fdes);
+		close(fd);
+		s->bytes -= e->bytes;
+		e->bytes = elf_slot_bytes(&e->img);
+		s->bytes += e->bytes;
+	}
+	if (elf_image__fde_start(&e->img, vaddr, &start))
+		out->address = start;
+}
+
 int symbolizer__user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct sym_result *out)
 {
 	struct pid_state *ps;
@@ -968,6 +1004,8 @@ int symbolizer__user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct s
 		if (e->failed)
 			break;
 		resolve_image(&e->img, file_off, out);
+		if (!out->name)
+			name_by_fde(s, pid, m, e, file_off, out);
 		break;
 	case UMAP_VDSO:
 		out->module = module_vdso;

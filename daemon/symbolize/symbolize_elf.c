@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include "symbolize_elf.h"
+#include "cfi.h"
 #include "grow.h"
 #include "procfs.h"
 
@@ -340,11 +341,11 @@ static int file_crc32(int fd, uint32_t *out)
 }
 
 /*
- * Open a debug file candidate and load its .symtab into t. want_build_id (hex) or, when NULL,
- * want_crc must match. Returns 0 when the symbols came from it.
+ * Open a debug file candidate and hand it to use(). want_build_id (hex) or, when NULL, want_crc
+ * must match. Returns use()'s return, or a negative errno when the file is not the one.
  */
-static int try_debug_file(struct sym_table *t, const char *path, const char *want_build_id,
-			  uint32_t want_crc)
+static int try_debug_file(const char *path, const char *want_build_id, uint32_t want_crc,
+			  elf_debug_use_fn use, void *arg)
 {
 	char hex[2 * BUILD_ID_MAX + 1];
 	Elf *e = NULL;
@@ -375,11 +376,7 @@ static int try_debug_file(struct sym_table *t, const char *path, const char *wan
 		err = -EINVAL;
 		goto out;
 	}
-	err = load_syms(t, e, SHT_SYMTAB);
-	if (!err && !t->n)
-		err = -ENOENT;
-	if (err)
-		sym_table__fini(t);
+	err = use(arg, e);
 out:
 	if (e)
 		elf_end(e);
@@ -418,9 +415,8 @@ static int read_debuglink(Elf *e, char *name, size_t name_sz, uint32_t *crc)
 	return 0;
 }
 
-/* Find and load a separate debug file's .symtab. Returns 0 and its path in found. */
-static int load_debug_syms(struct sym_table *t, Elf *e, const char *build_id,
-			   const struct elf_debug_ctx *dbg, char *found, size_t found_sz)
+int elf_find_debug(Elf *e, const char *build_id, const struct elf_debug_ctx *dbg,
+		   elf_debug_use_fn use, void *arg, char *found, size_t found_sz)
 {
 	char link[NAME_MAX + 1], dir[PATH_MAX];
 	uint32_t crc;
@@ -432,7 +428,7 @@ static int load_debug_syms(struct sym_table *t, Elf *e, const char *build_id,
 	if (build_id[0] && build_id[1] && build_id[2]) {
 		n = snprintf(found, found_sz, "%s/.build-id/%.2s/%s.debug", dbg->debug_root,
 			     build_id, build_id + 2);
-		if (n > 0 && (size_t)n < found_sz && !try_debug_file(t, found, build_id, 0))
+		if (n > 0 && (size_t)n < found_sz && !try_debug_file(found, build_id, 0, use, arg))
 			return 0;
 	}
 	if (!dbg->path || dbg->path[0] != '/' || read_debuglink(e, link, sizeof(link), &crc))
@@ -451,10 +447,24 @@ static int load_debug_syms(struct sym_table *t, Elf *e, const char *build_id,
 				     dbg->fs_root ? dbg->fs_root : "", dir, link);
 		else
 			n = snprintf(found, found_sz, "%s%s/%s", dbg->debug_root, dir, link);
-		if (n > 0 && (size_t)n < found_sz && !try_debug_file(t, found, NULL, crc))
+		if (n > 0 && (size_t)n < found_sz && !try_debug_file(found, NULL, crc, use, arg))
 			return 0;
 	}
 	return -ENOENT;
+}
+
+/* elf_debug_use_fn of the symbolizer: the debug file's .symtab into the sym_table arg. */
+static int use_debug_symtab(void *arg, Elf *e)
+{
+	struct sym_table *t = arg;
+	int err;
+
+	err = load_syms(t, e, SHT_SYMTAB);
+	if (!err && !t->n)
+		err = -ENOENT;
+	if (err)
+		sym_table__fini(t);
+	return err;
 }
 
 static int load_phdrs(struct elf_image *img, Elf *e)
@@ -507,8 +517,10 @@ static int image_from_elf(struct elf_image *img, Elf *e, const struct elf_debug_
 		goto done;
 	}
 	sym_table__fini(&img->syms);
-	if (!load_debug_syms(&img->syms, e, img->build_id, dbg, found, sizeof(found))) {
+	if (!elf_find_debug(e, img->build_id, dbg, use_debug_symtab, &img->syms, found,
+			    sizeof(found))) {
 		img->source = ELF_SYMS_DEBUG_SYMTAB;
+		img->debug_path = strdup(found); /* for its .debug_frame, later; NULL is fine */
 		pr_info("symbolize: %s: no .symtab, using .symtab of %s", name, found);
 		goto done;
 	}
@@ -600,9 +612,47 @@ int elf_image__vaddr(const struct elf_image *img, uint64_t file_off, uint64_t *v
 	return -ENOENT;
 }
 
+int elf_image__load_fdes(struct elf_image *img, int fd)
+{
+	Elf *e, *d = NULL;
+	int dfd = -1, err;
+
+	if (img->fdes_tried)
+		return img->fdes ? 0 : -ENOENT;
+	img->fdes_tried = true;
+	elf_init();
+	e = elf_begin(fd, ELF_C_READ, NULL);
+	if (!e)
+		return -EINVAL;
+	if (img->debug_path) {
+		dfd = procfs_open_regular(img->debug_path, ELF_FILE_MAX, NULL);
+		if (dfd >= 0)
+			d = elf_begin(dfd, ELF_C_READ, NULL);
+	}
+	err = cfi_fdes(e, d, &img->fdes, &img->n_fdes);
+	if (d)
+		elf_end(d);
+	if (dfd >= 0)
+		close(dfd);
+	elf_end(e);
+	return err;
+}
+
+bool elf_image__fde_start(const struct elf_image *img, uint64_t vaddr, uint64_t *start)
+{
+	const struct cfi_fde *f = cfi_fde_find(img->fdes, img->n_fdes, vaddr);
+
+	if (!f)
+		return false;
+	*start = f->start;
+	return true;
+}
+
 void elf_image__fini(struct elf_image *img)
 {
 	sym_table__fini(&img->syms);
+	free(img->debug_path);
+	free(img->fdes);
 	free(img->loads);
 	memset(img, 0, sizeof(*img));
 }

@@ -16,6 +16,67 @@ target_link_libraries(fixture_demo PRIVATE pthread)
 target_link_libraries(fixture_blocker PRIVATE pthread)
 target_link_libraries(fixture_offcpu PRIVATE pthread)
 
+# Fixtures of the CFI unwinder (test_unwind.py, bench/unwind.sh): built by gcc AND by clang, at
+# -O2 without frame pointers, so only the CFI links their frames. Built by custom commands, not as
+# targets: the project's flags (-fno-omit-frame-pointer, the sanitizers) must not reach them.
+# Each is tests/fixtures/unwind_NAME_CC. unwind_stripped_CC is unwind_chain built without unwind
+# tables (its functions' CFI only in .debug_frame), stripped, its debug file in .debug/ beside it,
+# named by .gnu_debuglink: the walk needs the CFI of a separate debug file.
+find_program(FIXTURE_GCC gcc)
+find_program(OBJCOPY objcopy REQUIRED)
+set(UNWIND_FIXTURE_FLAGS -O2 -g -fomit-frame-pointer -Wall -Wextra)
+set(UNWIND_FIXTURE_DIR ${CMAKE_BINARY_DIR}/tests/fixtures)
+set(UNWIND_FIXTURE_SRC ${CMAKE_CURRENT_SOURCE_DIR}/fixtures)
+set(unwind_fixtures)
+set(unwind_compilers clang ${CLANG})
+if(FIXTURE_GCC)
+  list(APPEND unwind_compilers gcc ${FIXTURE_GCC})
+else()
+  message(WARNING "no gcc: the unwinding fixtures are built by clang only")
+endif()
+while(unwind_compilers)
+  list(POP_FRONT unwind_compilers cc_name cc_path)
+  foreach(fx chain signal recurse spawn)
+    set(out ${UNWIND_FIXTURE_DIR}/unwind_${fx}_${cc_name})
+    add_custom_command(OUTPUT ${out}
+      COMMAND ${cc_path} ${UNWIND_FIXTURE_FLAGS} -o ${out} ${UNWIND_FIXTURE_SRC}/unwind_${fx}.c
+              -lpthread
+      DEPENDS ${UNWIND_FIXTURE_SRC}/unwind_${fx}.c ${UNWIND_FIXTURE_SRC}/unwind_chain.h
+      COMMENT "Building unwind_${fx}_${cc_name} (${cc_name}, no frame pointers)" VERBATIM)
+    list(APPEND unwind_fixtures ${out})
+  endforeach()
+  # unwind_dlopen loads unwind_dlib_CC.so while it runs (and copies of it, test_unwind_tables.py).
+  set(out ${UNWIND_FIXTURE_DIR}/unwind_dlopen_${cc_name})
+  add_custom_command(OUTPUT ${out}
+    COMMAND ${cc_path} ${UNWIND_FIXTURE_FLAGS} -o ${out} ${UNWIND_FIXTURE_SRC}/unwind_dlopen.c
+            -l${CMAKE_DL_LIBS}
+    DEPENDS ${UNWIND_FIXTURE_SRC}/unwind_dlopen.c ${UNWIND_FIXTURE_SRC}/unwind_chain.h
+    COMMENT "Building unwind_dlopen_${cc_name} (${cc_name}, no frame pointers)" VERBATIM)
+  list(APPEND unwind_fixtures ${out})
+  set(out ${UNWIND_FIXTURE_DIR}/unwind_dlib_${cc_name}.so)
+  add_custom_command(OUTPUT ${out}
+    COMMAND ${cc_path} ${UNWIND_FIXTURE_FLAGS} -shared -fPIC -Wl,--build-id -o ${out}
+            ${UNWIND_FIXTURE_SRC}/unwind_dlib.c
+    DEPENDS ${UNWIND_FIXTURE_SRC}/unwind_dlib.c
+    COMMENT "Building unwind_dlib_${cc_name}.so (${cc_name}, no frame pointers)" VERBATIM)
+  list(APPEND unwind_fixtures ${out})
+  set(out ${UNWIND_FIXTURE_DIR}/unwind_stripped_${cc_name})
+  set(dbg ${UNWIND_FIXTURE_DIR}/.debug/unwind_stripped_${cc_name}.debug)
+  add_custom_command(OUTPUT ${out} ${dbg}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${UNWIND_FIXTURE_DIR}/.debug
+    COMMAND ${cc_path} ${UNWIND_FIXTURE_FLAGS} -fno-asynchronous-unwind-tables -fno-unwind-tables
+            -o ${out}.full ${UNWIND_FIXTURE_SRC}/unwind_chain.c
+    COMMAND ${OBJCOPY} --only-keep-debug ${out}.full ${dbg}
+    COMMAND ${OBJCOPY} --strip-all ${out}.full ${out}
+    COMMAND ${OBJCOPY} --add-gnu-debuglink=${dbg} ${out}
+    COMMAND ${CMAKE_COMMAND} -E remove ${out}.full
+    DEPENDS ${UNWIND_FIXTURE_SRC}/unwind_chain.c ${UNWIND_FIXTURE_SRC}/unwind_chain.h
+    COMMENT "Building unwind_stripped_${cc_name} (${cc_name}, CFI in a separate debug file)"
+    VERBATIM)
+  list(APPEND unwind_fixtures ${out})
+endwhile()
+add_custom_target(unwind_fixtures ALL DEPENDS ${unwind_fixtures})
+
 # Memory and latency bounds mean little under the sanitizers (ASan's quarantine holds freed
 # memory; everything runs several times slower): tests check them on the plain build only.
 if(PROFD_SANITIZE)
@@ -26,7 +87,7 @@ endif()
 foreach(t cpu_split kernel_frames system_wide exited bad_input cli_errors lifecycle systemd_unit package top
           python python_exit svg_browser diff formats socket_safety setuid perf_map_budget flood
           losses perf_maps children record views stacks pyspy gil gil_wait offcpu offcpu_python cuda_sync
-          export export_faults export_outage export_netns export_labels export_tls)
+          export export_faults export_outage export_netns export_labels export_tls unwind)
   add_test(NAME e2e.${t}
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_${t}.py)
   set_tests_properties(e2e.${t} PROPERTIES
@@ -41,6 +102,19 @@ set_tests_properties(e2e.export_config PROPERTIES
   ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e;PROFD_SANITIZED=${E2E_SANITIZED}")
 # Nine interpreters, each profiled twice, and the first run fetches CPython 3.14.
 set_tests_properties(e2e.python PROPERTIES TIMEOUT 900)
+# Fifteen processes profiled for 7 s each, a daemon each.
+set_tests_properties(e2e.unwind PROPERTIES TIMEOUT 600)
+# The unwind tables: a cache across processes, eviction, a dlopen, 300 libraries, libz's frames.
+add_test(NAME e2e.unwind_tables
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_unwind_tables.py)
+set_tests_properties(e2e.unwind_tables PROPERTIES
+  LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 600 RUN_SERIAL TRUE
+  ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e;PROFD_SANITIZED=${E2E_SANITIZED}")
+# The stack checks of test_unwind.py on handcrafted stacks: no root, no daemon.
+add_test(NAME unit.unwind_checks
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_unwind.py --self-check)
+set_tests_properties(unit.unwind_checks PROPERTIES LABELS unit TIMEOUT 60
+  ENVIRONMENT "PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e")
 # Three profiles and a dump per interpreter, up to ten interpreters.
 set_tests_properties(e2e.gil PROPERTIES TIMEOUT 600)
 # The fleet export against the stand-in receiver (tests/receiver; its venv is made on first use):

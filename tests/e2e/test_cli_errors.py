@@ -7,6 +7,7 @@ import sys
 import pwd
 import grp
 import subprocess
+import tempfile
 import time
 from profd_e2e import *
 
@@ -30,6 +31,20 @@ for args in (["dump", "flamegraph", "--pid", "abc"], ["dump", "flamegraph", "--s
           f"{' '.join(args)}: usage error, one line: {r.returncode} {r.stderr!r}")
 r = subprocess.run([PROFD, "--frequency", "0"], capture_output=True, text=True)
 check(r.returncode == 2 and "--frequency" in r.stderr, f"profd --frequency 0: {r.stderr!r}")
+# The unwind tables' bound: 1M to 64G, on the command line and in the configuration file.
+for v in ("0", "12Q", "65G"):
+    r = subprocess.run([PROFD, "--unwind-memory", v], capture_output=True, text=True)
+    check(r.returncode == 2 and r.stderr.count("\n") == 1 and
+          r.stderr.startswith(f"profd: --unwind-memory '{v}': expected a size from 1M to 64G"),
+          f"profd --unwind-memory {v}: exit {r.returncode}, {r.stderr!r}")
+with tempfile.NamedTemporaryFile("w", suffix=".conf") as conf:
+    conf.write("frequency = 49\nunwind_memory = x\n")
+    conf.flush()
+    r = subprocess.run([PROFD, "--config", conf.name], capture_output=True, text=True)
+    check(r.returncode == 2 and r.stderr.count("\n") == 1 and
+          r.stderr.startswith(f"profd: {conf.name}:2: unwind_memory 'x': expected a size from "
+                              "1M to 64G"),
+          f"unwind_memory = x in a --config file: exit {r.returncode}, {r.stderr!r}")
 
 nobody = pwd.getpwnam("nobody")
 nogroup = grp.getgrgid(nobody.pw_gid)

@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "unwinder.h"
 #include "daemon.h"
 #include "snapshot.h"
 #include "frame.h"
@@ -63,6 +64,12 @@ static struct symbolizer *sym;
 static struct python *py;
 
 /* --- the sampler, which needs BPF: the two calls the handlers make ------------------------- */
+
+/* The unwinder runs a worker thread on BPF maps: status reads its counters only. */
+void unwinder__stats(struct unwinder *u, struct unwinder_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+}
 
 int sampler__counters(const struct sampler *s, uint64_t out[PROFD_CNT__MAX])
 {

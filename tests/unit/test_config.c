@@ -173,6 +173,61 @@ static void test_sizes(void)
 	CHECK_EQ_U(cfg.gpu_ring_size, 64u << 20);
 }
 
+static void test_unwind_memory(void)
+{
+	static const char *const bad[] = {"0", "12Q", "65G", "1023K", "-1M", "", "1M5"};
+	struct config cfg;
+	char err[512];
+
+	CHECK_EQ_I(parse(&cfg, 1, (char *[]){"profd", NULL}), CONFIG_RUN);
+	CHECK_EQ_U(cfg.unwind_memory, 256ull << 20);
+	config_free(&cfg);
+	CHECK_EQ_I(parse(&cfg, 3, (char *[]){"profd", "--unwind-memory", "1M", NULL}), CONFIG_RUN);
+	CHECK_EQ_U(cfg.unwind_memory, 1ull << 20);
+	config_free(&cfg);
+	CHECK_EQ_I(parse(&cfg, 3, (char *[]){"profd", "--unwind-memory", "64G", NULL}), CONFIG_RUN);
+	CHECK_EQ_U(cfg.unwind_memory, 64ull << 30);
+	config_free(&cfg);
+	/* Out of 1M..64G or not a size: one line naming the option, the value and the range. */
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char want[128];
+
+		snprintf(want, sizeof(want),
+			 "profd: --unwind-memory '%s': expected a size from 1M to 64G", bad[i]);
+		memset(err, 0, sizeof(err));
+		CHECK_EQ_I(parse_err(&cfg, 3,
+				     (char *[]){"profd", "--unwind-memory", (char *)bad[i], NULL},
+				     err, sizeof(err)),
+			   -EINVAL);
+		if (strncmp(err, want, strlen(want)))
+			fprintf(stderr, "--unwind-memory '%s': got '%s'\n", bad[i], err);
+		CHECK(strncmp(err, want, strlen(want)) == 0);
+		CHECK(strchr(err, '\n') == err + strlen(err) - 1);
+		config_free(&cfg);
+	}
+	/* The same key in the configuration file, named by file and line. */
+	{
+		char *a[] = {"profd", "--config", NULL, NULL};
+		const char *want = ":2: unwind_memory 'x': expected a size from 1M to 64G";
+
+		a[2] = (char *)write_file("frequency = 49\nunwind_memory = x\n");
+		memset(err, 0, sizeof(err));
+		CHECK_EQ_I(parse_err(&cfg, 3, a, err, sizeof(err)), -EINVAL);
+		if (!strstr(err, want))
+			fprintf(stderr, "unwind_memory = x: got '%s'\n", err);
+		CHECK(strstr(err, want) != NULL);
+		CHECK(strstr(err, a[2]) == err + strlen("profd: "));
+		CHECK(strchr(err, '\n') == err + strlen(err) - 1);
+		config_free(&cfg);
+		unlink(a[2]);
+		a[2] = (char *)write_file("unwind_memory = 2G\n");
+		CHECK_EQ_I(parse(&cfg, 3, a), CONFIG_RUN);
+		CHECK_EQ_U(cfg.unwind_memory, 2ull << 30);
+		config_free(&cfg);
+		unlink(a[2]);
+	}
+}
+
 static void test_children_and_record(void)
 {
 	char *record_argv[] = {"profd",	 "--record", "-o",    "x.svg", "--",
@@ -214,5 +269,6 @@ int main(void)
 	test_children_and_record();
 	test_ringbuf_default();
 	test_sizes();
+	test_unwind_memory();
 	return CHECK_DONE();
 }

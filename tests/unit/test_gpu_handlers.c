@@ -4,6 +4,7 @@
  * per connection, the close notification, StatusReply's gpu fields per caller, TraceRequest's
  * access rules and windows. The sampler is a stub (no BPF here).
  */
+#include "unwinder.h"
 #include "check.h"
 
 #include <errno.h>
@@ -24,6 +25,12 @@
 /* --- sampler stubs ------------------------------------------------------------------------ */
 
 static int probes_attached, probes_detached;
+
+/* The unwinder runs a worker thread on BPF maps: status reads its counters only. */
+void unwinder__stats(struct unwinder *u, struct unwinder_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+}
 
 int sampler__counters(const struct sampler *s, uint64_t out[PROFD_CNT__MAX])
 {

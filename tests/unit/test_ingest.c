@@ -503,6 +503,80 @@ out:
 	store__free(store);
 }
 
+/* What the unwinder was told (ingest_opts.unwind_note). */
+static uint32_t note_pid, note_why, notes;
+
+static void on_note(void *ctx, uint32_t pid, uint32_t why)
+{
+	note_pid = pid;
+	note_why = why;
+	notes++;
+}
+
+/*
+ * How a user stack's walk ended decides its root: only a walk that reached the bottom stands
+ * alone; the others get [truncated]. Walks that lacked what the unwinder provides tell it, and
+ * so do exits.
+ */
+static void test_unwind_ends(void)
+{
+	static const struct {
+		uint32_t end;
+		bool marked, noted;
+	} cases[] = {
+	    {PROFD_UNWIND_BOTTOM, false, false},    {PROFD_UNWIND_FP_FALLBACK, true, true},
+	    {PROFD_UNWIND_NO_MAPPING, true, true},  {PROFD_UNWIND_NO_TABLE, true, true},
+	    {PROFD_UNWIND_READ_FAULT, true, false}, {PROFD_UNWIND_INVALID, true, false},
+	    {PROFD_UNWIND_TRUNCATED, true, false},  {PROFD_UNWIND_BAD_FRAME, true, false},
+	};
+	struct store *store = store__new(&(struct store_opts){0});
+	struct symbolizer *sym = symbolizer__new(&(struct symbolizer_opts){.no_kernel = true});
+	struct ingest *in = NULL;
+	uint32_t me = (uint32_t)getpid();
+	struct profd_task_rec task;
+	char names[512];
+	uint64_t count;
+
+	CHECK(store && sym);
+	if (!store || !sym)
+		goto out;
+	in = ingest__new(&(struct ingest_opts){.store = store, .sym = sym, .unwind_note = on_note});
+	CHECK(in != NULL);
+	if (!in)
+		goto out;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		notes = 0;
+		fill(me, 0, 2);
+		rec.tid = me + 100 + (uint32_t)i;
+		rec.flags = cases[i].end << PROFD_SAMPLE_UNWIND_SHIFT;
+		rec.ips[0] = (uint64_t)(uintptr_t)&leaf_fn;
+		rec.ips[1] = (uint64_t)(uintptr_t)&caller_fn + 5;
+		CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+		stack_names(store, me, rec.tid, names, sizeof(names), &count);
+		CHECK_STREQ(names, cases[i].marked ? "leaf_fn;caller_fn;[truncated]"
+						   : "leaf_fn;caller_fn");
+		CHECK_EQ_U(notes, cases[i].noted ? 1 : 0);
+		if (cases[i].noted) {
+			CHECK_EQ_U(note_pid, me);
+			CHECK_EQ_U(note_why, cases[i].end);
+		}
+	}
+	/* The process exits: the unwinder forgets it (why: none). */
+	notes = 0;
+	memset(&task, 0, sizeof(task));
+	task.hdr.type = PROFD_REC_EXIT;
+	task.hdr.size = sizeof(task);
+	task.ts_ns = mono_ns();
+	task.pid = me;
+	CHECK_EQ_I(ingest__record(in, &task, sizeof(task)), 0);
+	CHECK_EQ_U(notes, 1);
+	CHECK_EQ_U(note_why, PROFD_UNWIND_NONE);
+out:
+	ingest__free(in);
+	symbolizer__free(sym);
+	store__free(store);
+}
+
 int main(void)
 {
 	struct store *store = store__new(&(struct store_opts){0});
@@ -521,6 +595,7 @@ int main(void)
 	if (!in)
 		return CHECK_DONE();
 	test_zombie_owner();
+	test_unwind_ends();
 
 	/* Malformed records: each counted, none stored. */
 	fill(me, 0, 1);

@@ -42,8 +42,8 @@ static Elf *open_elf(const char *path, int *fd)
 	return elf_begin(*fd, ELF_C_READ, NULL);
 }
 
-/* st_value of a symbol in .symtab, 0 if absent. */
-static uint64_t sym_value(const char *path, const char *name)
+/* st_value (and st_size) of a symbol in .symtab, 0 if absent. */
+static uint64_t sym_get(const char *path, const char *name, uint64_t *size)
 {
 	Elf_Scn *scn = NULL;
 	uint64_t v = 0;
@@ -64,8 +64,11 @@ static uint64_t sym_value(const char *path, const char *name)
 			if (!gelf_getsym(d, (int)i, &sym))
 				break;
 			n = elf_strptr(e, sh.sh_link, sym.st_name);
-			if (n && !strcmp(n, name))
+			if (n && !strcmp(n, name)) {
 				v = sym.st_value;
+				if (size)
+					*size = sym.st_size;
+			}
 		}
 	}
 	if (e)
@@ -73,6 +76,19 @@ static uint64_t sym_value(const char *path, const char *name)
 	if (fd >= 0)
 		close(fd);
 	return v;
+}
+
+static uint64_t sym_value(const char *path, const char *name)
+{
+	return sym_get(path, name, NULL);
+}
+
+static uint64_t sym_size(const char *path, const char *name)
+{
+	uint64_t size = 0;
+
+	sym_get(path, name, &size);
+	return size;
 }
 
 static void build_id_hex(const char *path, char *hex)
@@ -934,6 +950,13 @@ static void test_fake_proc(void)
 	EXPECT_SYM(s, FAKE_PID, LIB_ADDR(files[1], l_alpha), "fixlib_alpha", "/bin/stripped.so",
 		   l_alpha);
 	EXPECT_SYM(s, FAKE_PID, LIB_ADDR(files[1], l_local), NULL, "/bin/stripped.so", l_local);
+	/*
+	 * Inside the static function no symbol names, the CFI gives its start: every address in
+	 * it is one frame (fixlib_local is 13 bytes at -O1).
+	 */
+	CHECK(sym_size(lib_path, "fixlib_local") > 8);
+	EXPECT_SYM(s, FAKE_PID, LIB_ADDR(files[1], l_local) + 3, NULL, "/bin/stripped.so", l_local);
+	EXPECT_SYM(s, FAKE_PID, LIB_ADDR(files[1], l_local) + 8, NULL, "/bin/stripped.so", l_local);
 	CHECK(strstr(logbuf, "symbolize: /bin/stripped.so: no .symtab, using .dynsym") != NULL);
 	/* The same build-id with only .dynsym cached does not stop the full file's .symtab. */
 	EXPECT_SYM(s, FAKE_PID, LIB_ADDR(files[0], l_alpha) + 2, "fixlib_alpha", "/bin/lib.so",

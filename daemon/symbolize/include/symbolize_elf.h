@@ -62,12 +62,19 @@ enum elf_sym_source {
 	ELF_SYMS_DYNSYM,       /* the file's .dynsym only */
 };
 
+struct cfi_fde;
+
 struct elf_image {
 	struct sym_table syms;
 	struct elf_load *loads; /* PT_LOAD headers of the main file */
 	size_t n_loads;
 	char build_id[2 * BUILD_ID_MAX + 1]; /* hex, "" if none */
 	enum elf_sym_source source;
+	char *debug_path; /* the separate debug file the symbols came from, NULL if none */
+	/* Function ranges from the CFI, loaded on the first address no symbol covers. */
+	struct cfi_fde *fdes;
+	size_t n_fdes;
+	bool fdes_tried;
 };
 
 /* Where to look for separate debug files of one binary. */
@@ -76,6 +83,18 @@ struct elf_debug_ctx {
 	const char *fs_root;	/* the process's root ("/proc/PID/root"), prefixed to its paths */
 	const char *path; /* the binary's path as the process sees it ("/usr/lib/libc.so.6") */
 };
+
+struct Elf;
+/* Given a candidate debug file (valid for the call only): 0 to take it, else a negative errno. */
+typedef int (*elf_debug_use_fn)(void *arg, struct Elf *debug);
+/*
+ * Find the separate debug file of e (build_id: its hex build-id, "" if none): by build-id
+ * under dbg->debug_root, else by its .gnu_debuglink (CRC checked) next to the binary, in .debug/
+ * there, or under debug_root. Each candidate that matches is handed to use() until one is
+ * taken. Returns 0 (found holds its path) or -ENOENT.
+ */
+int elf_find_debug(struct Elf *e, const char *build_id, const struct elf_debug_ctx *dbg,
+		   elf_debug_use_fn use, void *arg, char *found, size_t found_sz);
 
 /*
  * Read the hex build-id of the ELF file open on fd into hex (at least 2 * BUILD_ID_MAX + 1
@@ -96,6 +115,14 @@ int elf_image__load_mem(struct elf_image *img, const void *mem, size_t size, con
 /* Translate a file offset to the ELF virtual address. Returns 0, or -ENOENT when no PT_LOAD
  * covers it. */
 int elf_image__vaddr(const struct elf_image *img, uint64_t file_off, uint64_t *vaddr);
+/*
+ * Load the FDE ranges of the image's file (open on fd, the caller's) and of its debug file, once:
+ * later calls return at once. Returns 0 or a negative errno (-ENOENT: no CFI); img->fdes stays
+ * NULL on error.
+ */
+int elf_image__load_fdes(struct elf_image *img, int fd);
+/* The start of the function holding vaddr by the CFI, or false when no FDE covers it. */
+bool elf_image__fde_start(const struct elf_image *img, uint64_t vaddr, uint64_t *start);
 void elf_image__fini(struct elf_image *img);
 
 /*
@@ -104,7 +131,6 @@ void elf_image__fini(struct elf_image *img);
  * be finished (ifunc stubs are named by looking up their resolver in it) and must be finished
  * again after. Returns 1 when symbols were added, 0 when none, -ENOMEM or -E2BIG.
  */
-struct Elf;
 int elf_add_plt_syms(struct sym_table *t, struct Elf *e);
 
 /* What one x86_64 PLT entry holds: the GOT slot it jumps through, or the index it pushes. */

@@ -1,0 +1,776 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * CFI to compact unwind rows. Two passes: the FDEs of .eh_frame (and of .debug_frame for ranges
+ * .eh_frame lacks) are collected and sorted by start; then each one's CIE and CFA program run
+ * on a small machine that tracks only what the BPF walker uses (the CFA, rbp and the return
+ * address), and each state maps to one row kind (see rule_row() and docs/unwinding.md).
+ *
+ * Every read goes through struct cur, which stops at its end: lengths, offsets and CIE
+ * pointers from the file never reach memory outside their section.
+ */
+#include "cfi.h"
+#include "cfi_priv.h"
+
+#include "grow.h"
+
+#include <errno.h>
+#include <gelf.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* DWARF register numbers (x86-64 psABI). */
+#define REG_RBP 6
+#define REG_RSP 7
+#define REG_RIP 16
+/* Saved states one FDE may stack with DW_CFA_remember_state. */
+#define STATE_STACK_MAX 32
+/* Next FDE more than this many bytes after one's end: a GAP row at the end (alignment pads). */
+#define GAP_MIN 16
+/* FDEs of one file at most (the biggest libraries have ~10^5). */
+#define FDES_MAX (8u << 20)
+
+/* --- the CFA machine -------------------------------------------------------------------------- */
+
+enum { CFA_REGOFF, CFA_EXPR, CFA_BAD };
+enum { R_UNSET, R_SAME, R_UNDEF, R_OFFSET, R_VAL_OFFSET, R_REG, R_EXPR, R_VAL_EXPR };
+
+struct rule {
+	uint8_t type;
+	int64_t off;  /* R_OFFSET, R_VAL_OFFSET */
+	uint64_t reg; /* R_REG */
+};
+
+struct vm_state {
+	uint8_t cfa_type;
+	uint64_t cfa_reg;
+	int64_t cfa_off;
+	const uint8_t *expr; /* CFA_EXPR: into the section */
+	uint64_t expr_len;
+	struct rule rbp, ra;
+};
+
+struct vm {
+	const struct cie *cie;
+	const struct frame_sec *sec;
+	struct vm_state st, init;
+	struct vm_state stack[STATE_STACK_MAX];
+	unsigned int depth;
+	uint64_t loc, end;
+};
+
+/* One row in the making: its pc and rule. */
+struct prow {
+	uint64_t pc;
+	struct profd_unwind_row row;
+};
+
+struct rows {
+	struct prow *v;
+	size_t n, cap;
+};
+
+static struct rule *vm_rule(struct vm *m, uint64_t reg)
+{
+	if (reg == REG_RBP)
+		return &m->st.rbp;
+	if (reg == m->cie->ra)
+		return &m->st.ra;
+	return NULL; /* a register the walker does not restore */
+}
+
+static void set_rule(struct vm *m, uint64_t reg, uint8_t type, int64_t off, uint64_t r2)
+{
+	struct rule *r = vm_rule(m, reg);
+
+	if (r)
+		*r = (struct rule){type, off, r2};
+}
+
+static bool mul_ok(int64_t a, int64_t b, int64_t *out)
+{
+	return !__builtin_mul_overflow(a, b, out);
+}
+
+static int vm_emit(struct rows *out, uint64_t pc, const struct profd_unwind_row *row);
+static struct profd_unwind_row rule_row(const struct vm_state *st);
+
+/*
+ * Run a CFA program. init: the CIE's instructions (no rows, no location). Rows go to out (NULL
+ * for the CIE). Returns 0 or -EINVAL (an op the machine does not know or a malformed one),
+ * -ENOMEM.
+ */
+static int vm_run(struct vm *m, struct cur c, struct rows *out)
+{
+	struct profd_unwind_row row;
+	int64_t soff;
+	uint64_t reg, v, delta;
+	struct rule *r;
+	int err;
+
+	while (c.p < c.end) {
+		uint8_t op = cfi_rd_u8(&c);
+		uint8_t low = op & 0x3f;
+
+		delta = 0;
+		switch (op & 0xc0) {
+		case 0x40: /* advance_loc */
+			delta = low;
+			goto advance;
+		case 0x80: /* offset */
+			if (!mul_ok((int64_t)cfi_rd_uleb(&c), m->cie->data_align, &soff))
+				return -EINVAL;
+			set_rule(m, low, R_OFFSET, soff, 0);
+			continue;
+		case 0xc0: /* restore */
+			reg = low;
+			goto restore;
+		}
+		switch (op) {
+		case 0x00: /* nop */
+			break;
+		case 0x01: /* set_loc */
+			if (!out || !cfi_rd_enc(&c, m->cie->fde_enc, m->sec, true, &v) ||
+			    v < m->loc)
+				return -EINVAL;
+			delta = 0;
+			if (m->loc < m->end) {
+				row = rule_row(&m->st);
+				err = vm_emit(out, m->loc, &row);
+				if (err)
+					return err;
+			}
+			m->loc = v;
+			break;
+		case 0x02: /* advance_loc1 */
+			delta = cfi_rd_u(&c, 1);
+			goto advance;
+		case 0x03:
+			delta = cfi_rd_u(&c, 2);
+			goto advance;
+		case 0x04:
+			delta = cfi_rd_u(&c, 4);
+			goto advance;
+		case 0x1d: /* MIPS_advance_loc8 (a GNU extension) */
+			delta = cfi_rd_u(&c, 8);
+			goto advance;
+		case 0x05: /* offset_extended */
+			reg = cfi_rd_uleb(&c);
+			if (!mul_ok((int64_t)cfi_rd_uleb(&c), m->cie->data_align, &soff))
+				return -EINVAL;
+			set_rule(m, reg, R_OFFSET, soff, 0);
+			break;
+		case 0x06: /* restore_extended */
+			reg = cfi_rd_uleb(&c);
+			goto restore;
+		case 0x07: /* undefined */
+			set_rule(m, cfi_rd_uleb(&c), R_UNDEF, 0, 0);
+			break;
+		case 0x08: /* same_value */
+			set_rule(m, cfi_rd_uleb(&c), R_SAME, 0, 0);
+			break;
+		case 0x09: /* register */
+			reg = cfi_rd_uleb(&c);
+			set_rule(m, reg, R_REG, 0, cfi_rd_uleb(&c));
+			break;
+		case 0x0a: /* remember_state */
+			if (m->depth >= STATE_STACK_MAX)
+				return -EINVAL;
+			m->stack[m->depth++] = m->st;
+			break;
+		case 0x0b: /* restore_state: the CFA too, as GCC's epilogues expect */
+			if (!m->depth)
+				return -EINVAL;
+			m->st = m->stack[--m->depth];
+			break;
+		case 0x0c: /* def_cfa */
+			m->st.cfa_type = CFA_REGOFF;
+			m->st.cfa_reg = cfi_rd_uleb(&c);
+			v = cfi_rd_uleb(&c);
+			m->st.cfa_off = v > INT64_MAX ? 0 : (int64_t)v;
+			if (v > INT64_MAX)
+				m->st.cfa_type = CFA_BAD;
+			break;
+		case 0x12: /* def_cfa_sf */
+			m->st.cfa_type = CFA_REGOFF;
+			m->st.cfa_reg = cfi_rd_uleb(&c);
+			if (!mul_ok(cfi_rd_sleb(&c), m->cie->data_align, &m->st.cfa_off))
+				m->st.cfa_type = CFA_BAD;
+			break;
+		case 0x0d: /* def_cfa_register */
+			m->st.cfa_reg = cfi_rd_uleb(&c);
+			if (m->st.cfa_type != CFA_REGOFF)
+				m->st.cfa_type = CFA_BAD;
+			break;
+		case 0x0e: /* def_cfa_offset */
+			v = cfi_rd_uleb(&c);
+			m->st.cfa_off = (int64_t)v;
+			if (m->st.cfa_type != CFA_REGOFF || v > INT64_MAX)
+				m->st.cfa_type = CFA_BAD;
+			break;
+		case 0x13: /* def_cfa_offset_sf */
+			if (!mul_ok(cfi_rd_sleb(&c), m->cie->data_align, &m->st.cfa_off) ||
+			    m->st.cfa_type != CFA_REGOFF)
+				m->st.cfa_type = CFA_BAD;
+			break;
+		case 0x0f: /* def_cfa_expression */
+			v = cfi_rd_uleb(&c);
+			m->st.cfa_type = CFA_EXPR;
+			m->st.expr = c.p;
+			m->st.expr_len = v;
+			cfi_skip(&c, v);
+			break;
+		case 0x10: /* expression */
+		case 0x16: /* val_expression */
+			reg = cfi_rd_uleb(&c);
+			cfi_skip(&c, cfi_rd_uleb(&c));
+			set_rule(m, reg, op == 0x10 ? R_EXPR : R_VAL_EXPR, 0, 0);
+			break;
+		case 0x11: /* offset_extended_sf */
+			reg = cfi_rd_uleb(&c);
+			if (!mul_ok(cfi_rd_sleb(&c), m->cie->data_align, &soff))
+				return -EINVAL;
+			set_rule(m, reg, R_OFFSET, soff, 0);
+			break;
+		case 0x14: /* val_offset */
+			reg = cfi_rd_uleb(&c);
+			if (!mul_ok((int64_t)cfi_rd_uleb(&c), m->cie->data_align, &soff))
+				return -EINVAL;
+			set_rule(m, reg, R_VAL_OFFSET, soff, 0);
+			break;
+		case 0x15: /* val_offset_sf */
+			reg = cfi_rd_uleb(&c);
+			if (!mul_ok(cfi_rd_sleb(&c), m->cie->data_align, &soff))
+				return -EINVAL;
+			set_rule(m, reg, R_VAL_OFFSET, soff, 0);
+			break;
+		case 0x2e: /* GNU_args_size: the walker does not need it */
+			cfi_rd_uleb(&c);
+			break;
+		case 0x2f: /* GNU_negative_offset_extended */
+			reg = cfi_rd_uleb(&c);
+			if (!mul_ok(-(int64_t)cfi_rd_uleb(&c), m->cie->data_align, &soff))
+				return -EINVAL;
+			set_rule(m, reg, R_OFFSET, soff, 0);
+			break;
+		default:
+			return -EINVAL;
+		}
+		if (c.bad)
+			return -EINVAL;
+		continue;
+advance:
+		if (c.bad || !out)
+			return -EINVAL; /* a CIE has no location */
+		if (m->loc < m->end) {
+			row = rule_row(&m->st);
+			err = vm_emit(out, m->loc, &row);
+			if (err)
+				return err;
+		}
+		if (__builtin_mul_overflow(delta, m->cie->code_align, &delta) ||
+		    __builtin_add_overflow(m->loc, delta, &m->loc))
+			return -EINVAL;
+		continue;
+restore:
+		if (c.bad)
+			return -EINVAL;
+		r = vm_rule(m, reg);
+		if (r)
+			*r = r == &m->st.rbp ? m->init.rbp : m->init.ra;
+		continue;
+	}
+	return c.bad ? -EINVAL : 0;
+}
+
+/* --- rules to rows ---------------------------------------------------------------------------- */
+
+static const struct profd_unwind_row row_invalid = {.kind = PROFD_UW_INVALID};
+
+/* A byte offset in units of 8 within [lo, hi]. */
+static bool units8(int64_t off, int64_t lo, int64_t hi, int64_t *out)
+{
+	if (off % 8)
+		return false;
+	*out = off / 8;
+	return *out >= lo && *out <= hi;
+}
+
+/* rbp's save slot, CFA + 8 * *slot; 0 unchanged. false: a rule the walker cannot apply. */
+static bool rbp_slot(const struct rule *r, int8_t *slot)
+{
+	int64_t u;
+
+	switch (r->type) {
+	case R_UNSET:
+	case R_SAME:
+	case R_UNDEF:
+		*slot = 0;
+		return true;
+	case R_OFFSET:
+		if (!units8(r->off, INT8_MIN, INT8_MAX, &u) || u == 0)
+			return false;
+		*slot = (int8_t)u;
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
+ * .plt's CFA: rsp + 8 + (((rip & 15) >= T) << 3), the bytes gcc and ld emit for T 10 or 11:
+ * breg7 8; breg16 0; lit15; and; litT; ge; lit3; shl; plus.
+ */
+static bool plt_threshold(const uint8_t *e, uint64_t len, uint8_t *thr)
+{
+	static const uint8_t pat[] = {0x77, 0x08, 0x80, 0x00, 0x3f, 0x1a,
+				      0x00, 0x2a, 0x33, 0x24, 0x22};
+
+	if (len != sizeof(pat))
+		return false;
+	for (size_t i = 0; i < sizeof(pat); i++)
+		if (i != 6 && e[i] != pat[i])
+			return false;
+	if (e[6] != 0x30 + 10 && e[6] != 0x30 + 11)
+		return false;
+	*thr = e[6] - 0x30;
+	return true;
+}
+
+/* breg7 N; deref[; plus_uconst M]: CFA = *(rsp + N) + M. */
+static bool deref_expr(const uint8_t *e, uint64_t len, int64_t *n, int64_t *m)
+{
+	struct cur c = {e, e + len, false};
+
+	if (cfi_rd_u8(&c) != 0x77)
+		return false;
+	*n = cfi_rd_sleb(&c);
+	if (cfi_rd_u8(&c) != 0x06)
+		return false;
+	*m = 0;
+	if (c.p < c.end) {
+		uint64_t v;
+
+		if (cfi_rd_u8(&c) != 0x23)
+			return false;
+		v = cfi_rd_uleb(&c);
+		if (v > INT32_MAX)
+			return false;
+		*m = (int64_t)v;
+	}
+	return !c.bad && c.p == c.end;
+}
+
+/* The row for one state (a signal FDE is handled by the caller). */
+static struct profd_unwind_row rule_row(const struct vm_state *st)
+{
+	struct profd_unwind_row row = {0};
+	int64_t u, n, m;
+	int8_t slot;
+	uint8_t thr;
+
+	if (st->ra.type == R_UNDEF)
+		return (struct profd_unwind_row){.kind = PROFD_UW_STOP};
+	if (st->ra.type == R_REG) {
+		/* __vfork: the return address waits in a register, the CFA is rsp + N. */
+		if (st->cfa_type != CFA_REGOFF || st->cfa_reg != REG_RSP || st->ra.reg > REG_RIP ||
+		    !units8(st->cfa_off, 0, UINT16_MAX, &u) || !rbp_slot(&st->rbp, &slot) || slot)
+			return row_invalid;
+		return (struct profd_unwind_row){
+		    .kind = PROFD_UW_RA_REG, .reg = (int8_t)st->ra.reg, .cfa = (uint16_t)u};
+	}
+	if (st->ra.type != R_OFFSET || st->ra.off != -8 || !rbp_slot(&st->rbp, &slot))
+		return row_invalid;
+	if (st->cfa_type == CFA_REGOFF) {
+		if (st->cfa_reg == REG_RSP || st->cfa_reg == REG_RBP) {
+			if (!units8(st->cfa_off, 0, UINT16_MAX, &u))
+				return row_invalid;
+			row.kind = st->cfa_reg == REG_RSP ? PROFD_UW_RSP : PROFD_UW_RBP;
+			row.reg = slot;
+			row.cfa = (uint16_t)u;
+			return row;
+		}
+		if (st->cfa_reg > REG_RIP || !units8(st->cfa_off, 0, UINT8_MAX, &u))
+			return row_invalid;
+		row.kind = PROFD_UW_CFA_REG;
+		row.reg = (int8_t)st->cfa_reg;
+		row.cfa = (uint16_t)((uint64_t)u | (uint64_t)(uint8_t)slot << 8);
+		return row;
+	}
+	if (st->cfa_type != CFA_EXPR)
+		return row_invalid;
+	if (plt_threshold(st->expr, st->expr_len, &thr)) {
+		if (slot)
+			return row_invalid;
+		return (struct profd_unwind_row){.kind = PROFD_UW_PLT, .reg = (int8_t)thr};
+	}
+	if (deref_expr(st->expr, st->expr_len, &n, &m)) {
+		if (!units8(n, 0, UINT8_MAX, &n) || !units8(m, INT8_MIN, INT8_MAX, &m))
+			return row_invalid;
+		row.kind = PROFD_UW_DEREF;
+		row.reg = slot;
+		row.cfa = (uint16_t)((uint64_t)n | (uint64_t)(uint8_t)(int8_t)m << 8);
+		return row;
+	}
+	return row_invalid;
+}
+
+static bool row_eq(const struct profd_unwind_row *a, const struct profd_unwind_row *b)
+{
+	return a->kind == b->kind && a->reg == b->reg && a->cfa == b->cfa;
+}
+
+/* Append a row to one FDE's rows: a row at the pc of the last one replaces it. */
+static int vm_emit(struct rows *out, uint64_t pc, const struct profd_unwind_row *row)
+{
+	if (out->n && out->v[out->n - 1].pc == pc) {
+		out->v[out->n - 1].row = *row;
+		return 0;
+	}
+	if (GROW(out->v, out->cap, out->n + 1))
+		return -ENOMEM;
+	out->v[out->n++] = (struct prow){pc, *row};
+	return 0;
+}
+
+/*
+ * Append to the table: one row per pc (the later wins), equal neighbours merged. pc must not
+ * be below the last row's.
+ */
+static int table_push(struct rows *t, uint64_t pc, const struct profd_unwind_row *row)
+{
+	if (t->n && t->v[t->n - 1].pc == pc) {
+		t->n--;
+		if (t->n && row_eq(&t->v[t->n - 1].row, row))
+			return 0;
+		t->v[t->n++].row = *row;
+		return 0;
+	}
+	if (t->n && row_eq(&t->v[t->n - 1].row, row))
+		return 0;
+	if (GROW(t->v, t->cap, t->n + 1))
+		return -ENOMEM;
+	t->v[t->n++] = (struct prow){pc, *row};
+	return 0;
+}
+
+/* --- pass one: the FDEs ----------------------------------------------------------------------- */
+
+struct fde_list {
+	struct fde_ref *v;
+	size_t n, cap;
+};
+
+static int fde_ref_cmp(const void *pa, const void *pb)
+{
+	const struct fde_ref *a = pa, *b = pb;
+
+	if (a->start != b->start)
+		return a->start < b->start ? -1 : 1;
+	return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* An .eh_frame FDE covering [start, end)? eh sorted by start, FDEs not nested. */
+static bool covered(const struct fde_ref *eh, size_t n, uint64_t start)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (eh[mid].start <= start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo && start < eh[lo - 1].end;
+}
+
+/*
+ * Collect the FDEs of one section into l. Returns 0, -ERANGE or -ENOMEM; damaged entries are
+ * counted in st.
+ */
+static int collect(const struct frame_sec *s, struct fde_list *l, size_t n_eh, struct cfi_stats *st)
+{
+	size_t pos = 0;
+	struct entry e;
+	struct cie cie;
+	struct cur insns;
+	uint64_t start, end;
+	int r, err;
+
+	while ((r = cfi_entry_read(s, &pos, &e)) != 0) {
+		if (r < 0) {
+			st->fdes_invalid++; /* the rest of the section cannot be delimited */
+			break;
+		}
+		if (r == 2)
+			continue;
+		if (cfi_entry_is_cie(s, &e)) {
+			st->cies++;
+			continue;
+		}
+		err = cfi_fde_parse(s, &e, &cie, &start, &end, &insns);
+		if (err == -ENOENT) {
+			st->fdes_invalid++;
+			continue;
+		}
+		if (start == end)
+			continue;
+		if (!s->eh && covered(l->v, n_eh, start))
+			continue;
+		if (end > UINT32_MAX)
+			return -ERANGE;
+		if (l->n >= FDES_MAX)
+			return -ERANGE;
+		if (GROW(l->v, l->cap, l->n + 1))
+			return -ENOMEM;
+		l->v[l->n] = (struct fde_ref){start, end, s, e.off, (uint32_t)l->n, err != 0};
+		l->n++;
+		if (!s->eh)
+			st->fdes_debug_frame++;
+	}
+	return 0;
+}
+
+static int collect_all(Elf *elf, Elf *debug, struct sources *src, struct fde_list *l,
+		       struct cfi_stats *st)
+{
+	size_t n_eh = 0;
+	int err;
+
+	memset(src, 0, sizeof(*src));
+	cfi_find_sources(elf, false, src);
+	cfi_find_sources(debug, true, src);
+	if (!src->n)
+		return -ENOENT;
+	for (size_t i = 0; i < src->n; i++) {
+		if (!src->sec[i].eh && l->n > n_eh) {
+			/* Sort what .eh_frame gave so .debug_frame can be checked against it. */
+			qsort(l->v, l->n, sizeof(*l->v), fde_ref_cmp);
+			n_eh = l->n;
+		}
+		err = collect(&src->sec[i], l, n_eh, st);
+		if (err)
+			return err;
+	}
+	if (!l->n)
+		return st->fdes_invalid ? -EINVAL : -ENOENT; /* sections with nothing in them */
+	qsort(l->v, l->n, sizeof(*l->v), fde_ref_cmp);
+	return 0;
+}
+
+static int fdes_out(const struct fde_list *l, struct cfi_fde **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	if (!l->n)
+		return 0;
+	*out = malloc(l->n * sizeof(**out));
+	if (!*out)
+		return -ENOMEM;
+	for (size_t i = 0; i < l->n; i++)
+		(*out)[i] = (struct cfi_fde){(uint32_t)l->v[i].start, (uint32_t)l->v[i].end};
+	*n = l->n;
+	return 0;
+}
+
+/* --- pass two: the rows ----------------------------------------------------------------------- */
+
+/* Run one FDE's program into tmp. Returns 0, -EINVAL (unusable) or -ENOMEM. */
+static int fde_rows(const struct fde_ref *f, struct rows *tmp, struct cfi_stats *st)
+{
+	const struct frame_sec *s = f->sec;
+	struct vm *m;
+	struct cie cie;
+	struct entry e;
+	struct cur insns;
+	size_t pos = f->off;
+	uint64_t start, end;
+	struct profd_unwind_row row;
+	int err;
+
+	tmp->n = 0;
+	if (f->bad || cfi_entry_read(s, &pos, &e) != 1 ||
+	    cfi_fde_parse(s, &e, &cie, &start, &end, &insns))
+		return -EINVAL;
+	if (cie.signal) {
+		row = (struct profd_unwind_row){.kind = PROFD_UW_SIGNAL};
+		return vm_emit(tmp, start, &row);
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->cie = &cie;
+	m->sec = s;
+	m->st.cfa_type = CFA_BAD;
+	err = vm_run(m, (struct cur){cie.insns, cie.insns_end, false}, NULL);
+	if (err)
+		goto out;
+	m->init = m->st;
+	m->depth = 0;
+	m->loc = start;
+	m->end = end;
+	err = vm_run(m, insns, tmp);
+	if (err)
+		goto out;
+	if (m->loc < end) {
+		row = rule_row(&m->st);
+		err = vm_emit(tmp, m->loc, &row);
+	}
+out:
+	free(m);
+	(void)st;
+	return err;
+}
+
+static int build_rows(const struct fde_list *l, struct rows *t, struct cfi_stats *st)
+{
+	struct rows tmp = {0};
+	int err = 0;
+
+	for (size_t i = 0; i < l->n; i++) {
+		const struct fde_ref *f = &l->v[i];
+		uint64_t eff_end = f->end;
+		bool gap = true;
+
+		if (i + 1 < l->n) {
+			uint64_t next = l->v[i + 1].start;
+
+			if (next < eff_end)
+				eff_end = next;
+			gap = next > f->end && next - f->end >= GAP_MIN;
+		}
+		if (eff_end <= f->start)
+			continue; /* a later FDE at the same start wins */
+		st->fdes++;
+		err = fde_rows(f, &tmp, st);
+		if (err == -ENOMEM)
+			goto out;
+		if (err || !tmp.n || tmp.v[0].pc != f->start) {
+			/* The whole range: no rule of this FDE can be trusted. */
+			st->fdes_invalid++;
+			tmp.n = 0;
+			err = vm_emit(&tmp, f->start, &row_invalid);
+			if (err)
+				goto out;
+		}
+		for (size_t k = 0; k < tmp.n && tmp.v[k].pc < eff_end; k++) {
+			err = table_push(t, tmp.v[k].pc, &tmp.v[k].row);
+			if (err)
+				goto out;
+		}
+		if (gap) {
+			static const struct profd_unwind_row g = {.kind = PROFD_UW_GAP};
+
+			err = table_push(t, f->end, &g);
+			if (err)
+				goto out;
+		}
+	}
+out:
+	free(tmp.v);
+	return err;
+}
+
+/* --- API -------------------------------------------------------------------------------------- */
+
+int cfi_fdes(Elf *elf, Elf *debug, struct cfi_fde **out, size_t *n)
+{
+	struct cfi_stats st = {0};
+	struct fde_list l = {0};
+	struct sources src;
+	int err;
+
+	*out = NULL;
+	*n = 0;
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -EINVAL;
+	err = collect_all(elf, debug, &src, &l, &st);
+	if (!err)
+		err = fdes_out(&l, out, n);
+	free(l.v);
+	return err;
+}
+
+int cfi_table__build(Elf *elf, Elf *debug, struct cfi_table *out)
+{
+	struct fde_list l = {0};
+	struct rows t = {0};
+	struct sources src;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -EINVAL;
+	err = collect_all(elf, debug, &src, &l, &out->stats);
+	if (err)
+		goto out;
+	err = build_rows(&l, &t, &out->stats);
+	if (err)
+		goto out;
+	err = fdes_out(&l, &out->fdes, &out->nfdes);
+	if (err)
+		goto out;
+	if (t.n) {
+		out->rows = malloc(t.n * sizeof(*out->rows));
+		if (!out->rows) {
+			err = -ENOMEM;
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < t.n; i++) {
+		out->rows[i] = t.v[i].row;
+		out->rows[i].pc = (uint32_t)t.v[i].pc;
+		out->stats.rows_invalid += t.v[i].row.kind == PROFD_UW_INVALID;
+	}
+	out->nrows = t.n;
+	out->stats.rows = (uint32_t)t.n;
+out:
+	free(l.v);
+	free(t.v);
+	if (err) {
+		struct cfi_stats st = out->stats;
+
+		cfi_table__fini(out);
+		out->stats = st;
+	}
+	return err;
+}
+
+void cfi_table__fini(struct cfi_table *t)
+{
+	free(t->rows);
+	free(t->fdes);
+	memset(t, 0, sizeof(*t));
+}
+
+const struct cfi_fde *cfi_fde_find(const struct cfi_fde *fdes, size_t n, uint64_t vaddr)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (fdes[mid].start <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo && vaddr < fdes[lo - 1].end)
+		return &fdes[lo - 1];
+	return NULL;
+}
+
+const char *cfi_kind_name(unsigned int kind)
+{
+	static const char *const names[] = {
+	    [PROFD_UW_INVALID] = "INVALID", [PROFD_UW_RSP] = "RSP",
+	    [PROFD_UW_RBP] = "RBP",	    [PROFD_UW_PLT] = "PLT",
+	    [PROFD_UW_SIGNAL] = "SIGNAL",   [PROFD_UW_STOP] = "STOP",
+	    [PROFD_UW_CFA_REG] = "CFA_REG", [PROFD_UW_RA_REG] = "RA_REG",
+	    [PROFD_UW_DEREF] = "DEREF",	    [PROFD_UW_GAP] = "GAP",
+	};
+
+	return kind < sizeof(names) / sizeof(names[0]) && names[kind] ? names[kind] : "?";
+}

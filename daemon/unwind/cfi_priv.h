@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Private to daemon/unwind: the bounded byte reader, the CFI sections of an ELF file, and the
+ * CIE and FDE headers (cfi_read.c), which the CFA machine and the table builder (cfi.c) use.
+ */
+#ifndef PROFD_UNWIND_CFI_PRIV_H
+#define PROFD_UNWIND_CFI_PRIV_H
+
+#include <gelf.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct cur {
+	const uint8_t *p, *end;
+	bool bad;
+};
+
+struct frame_sec {
+	const uint8_t *data;
+	size_t size;
+	uint64_t vaddr; /* of data[0]: the base of pcrel pointers */
+	bool eh;	/* .eh_frame (else .debug_frame) */
+	bool debug;	/* from the separate debug file */
+	bool has_data, has_text;
+	uint64_t data_base; /* .eh_frame_hdr (datarel) */
+	uint64_t text_base; /* .text (textrel) */
+};
+
+enum {
+	PE_omit = 0xff,
+	PE_absptr = 0x00,
+	PE_uleb128 = 0x01,
+	PE_udata2 = 0x02,
+	PE_udata4 = 0x03,
+	PE_udata8 = 0x04,
+	PE_sleb128 = 0x09,
+	PE_sdata2 = 0x0a,
+	PE_sdata4 = 0x0b,
+	PE_sdata8 = 0x0c,
+	PE_pcrel = 0x10,
+	PE_textrel = 0x20,
+	PE_datarel = 0x30,
+	PE_indirect = 0x80,
+};
+
+struct cie {
+	uint64_t code_align;
+	int64_t data_align;
+	uint64_t ra;
+	uint8_t fde_enc;
+	uint8_t addr_size; /* .debug_frame v4 */
+	bool aug_z;
+	bool signal;
+	const uint8_t *insns, *insns_end;
+};
+
+struct entry {
+	size_t off; /* of the length field */
+	const uint8_t *id_pos, *end;
+	uint64_t id;
+	bool is64;
+};
+
+/* An FDE found in pass one. */
+struct fde_ref {
+	uint64_t start, end;
+	const struct frame_sec *sec;
+	size_t off; /* of its entry in sec */
+	uint32_t seq;
+	bool bad; /* header unusable beyond its range */
+};
+
+struct sources {
+	struct frame_sec sec[3];
+	size_t n;
+};
+
+bool cfi_cur_need(struct cur *c, size_t n);
+uint8_t cfi_rd_u8(struct cur *c);
+uint64_t cfi_rd_uleb(struct cur *c);
+int64_t cfi_rd_sleb(struct cur *c);
+uint64_t cfi_rd_u(struct cur *c, size_t n);
+void cfi_skip(struct cur *c, uint64_t n);
+/*
+ * Read a pointer of encoding enc. rel: apply the application part (pcrel, ...); false for
+ * lengths. Returns false (c->bad may stay clear) for an encoding we do not follow.
+ */
+bool cfi_rd_enc(struct cur *c, uint8_t enc, const struct frame_sec *s, bool rel, uint64_t *out);
+/*
+ * Read the entry at *pos and move *pos past it. Returns 1, 2 for an empty one (padding: e is not
+ * set), 0 at the end (terminator), -1 when malformed.
+ */
+int cfi_entry_read(const struct frame_sec *s, size_t *pos, struct entry *e);
+bool cfi_entry_is_cie(const struct frame_sec *s, const struct entry *e);
+/* Parse the CIE at section offset off. Returns 0 or -EINVAL. */
+int cfi_cie_parse(const struct frame_sec *s, uint64_t off, struct cie *cie);
+/*
+ * Parse an FDE header: its CIE, range and instructions. Returns 0, -EINVAL (the range is
+ * known, the rest is not usable: *bad_range set) or -ENOENT (not even the range).
+ */
+int cfi_fde_parse(const struct frame_sec *s, const struct entry *e, struct cie *cie,
+		  uint64_t *start, uint64_t *end, struct cur *insns);
+void cfi_find_sources(Elf *e, bool is_debug, struct sources *src);
+
+#endif

@@ -1,0 +1,43 @@
+# The unwind table builder (daemon/unwind): fixtures with hand-written CFI and with CFI only in
+# .debug_frame (stripped, with a separate debug file), and the check against readelf's
+# interpretation of the big system libraries.
+set(CFIFIX_DIR ${CMAKE_CURRENT_BINARY_DIR}/cfifix)
+
+add_library(cfifix_asm SHARED fixtures/cfi/cfi_asm.c)
+set_target_properties(cfifix_asm PROPERTIES OUTPUT_NAME cfiasm LIBRARY_OUTPUT_DIRECTORY ${CFIFIX_DIR})
+target_compile_options(cfifix_asm PRIVATE -O2 -fno-sanitize=all)
+target_link_options(cfifix_asm PRIVATE -fno-sanitize=all)
+
+add_library(cfifix_dbg SHARED fixtures/cfi/dbg.c)
+set_target_properties(cfifix_dbg PROPERTIES OUTPUT_NAME cfidbg LIBRARY_OUTPUT_DIRECTORY ${CFIFIX_DIR})
+target_compile_options(cfifix_dbg PRIVATE -O2 -g -fno-asynchronous-unwind-tables
+                       -fomit-frame-pointer -fno-sanitize=all)
+target_link_options(cfifix_dbg PRIVATE -fno-sanitize=all -Wl,--build-id)
+
+add_custom_command(
+  OUTPUT ${CFIFIX_DIR}/libcfidbg.debug ${CFIFIX_DIR}/libcfidbg_stripped.so
+  COMMAND ${CMAKE_OBJCOPY} --only-keep-debug libcfidbg.so libcfidbg.debug
+  COMMAND ${CMAKE_OBJCOPY} --strip-all --add-gnu-debuglink=libcfidbg.debug libcfidbg.so
+          libcfidbg_stripped.so
+  DEPENDS cfifix_dbg
+  WORKING_DIRECTORY ${CFIFIX_DIR}
+  COMMENT "unwind fixtures: stripped library and its debug file")
+add_custom_target(cfifix_variants ALL
+  DEPENDS ${CFIFIX_DIR}/libcfidbg.debug ${CFIFIX_DIR}/libcfidbg_stripped.so)
+
+profd_unit(test_cfi)
+target_link_libraries(test_cfi PRIVATE profd_unwind)
+add_dependencies(test_cfi cfifix_asm cfifix_dbg cfifix_variants)
+target_compile_definitions(test_cfi PRIVATE
+  CFI_ASM="${CFIFIX_DIR}/libcfiasm.so" CFI_DBG="${CFIFIX_DIR}/libcfidbg.so"
+  CFI_DBG_STRIPPED="${CFIFIX_DIR}/libcfidbg_stripped.so" CFI_DBG_DEBUG="${CFIFIX_DIR}/libcfidbg.debug")
+
+# Row by row against readelf --debug-dump=frames-interp (Debian 12's packages: libc6,
+# libpython3.11, libssl3, python3.11-minimal; scripts/install-deps).
+find_package(Python3 COMPONENTS Interpreter REQUIRED)
+set(CFI_SYSLIB /usr/lib/x86_64-linux-gnu)
+add_test(NAME unit.cfi_readelf
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/unit/check_cfi_readelf.py
+                 $<TARGET_FILE:profd-cfi> ${CFI_SYSLIB}/libc.so.6 ${CFI_SYSLIB}/libpython3.11.so.1.0
+                 ${CFI_SYSLIB}/libcrypto.so.3 /usr/bin/python3.11)
+set_tests_properties(unit.cfi_readelf PROPERTIES LABELS unit SKIP_RETURN_CODE 77 TIMEOUT 300)

@@ -1,0 +1,380 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The unwind table builder (daemon/unwind/cfi.c) on fixtures built with the tests:
+ *   CFI_ASM     hand-written CFI (tests/fixtures/cfi/cfi_asm.c): every row kind, at labels
+ *   CFI_DBG*    a library built with -g -fno-asynchronous-unwind-tables (CFI in .debug_frame
+ *               only): the unstripped file, its stripped copy and the separate debug file
+ * and on damaged copies of CFI_ASM: truncated and corrupted .eh_frame, no section headers.
+ * readelf's view of the big system libraries is checked by check_cfi_readelf.py.
+ */
+#include "check.h"
+
+#include "cfi.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct elf_file {
+	int fd;
+	Elf *e;
+};
+
+static bool elf_open(struct elf_file *f, const char *path)
+{
+	f->fd = open(path, O_RDONLY | O_CLOEXEC);
+	f->e = f->fd >= 0 ? elf_begin(f->fd, ELF_C_READ, NULL) : NULL;
+	if (!f->e)
+		fprintf(stderr, "cannot open %s as ELF\n", path);
+	return f->e;
+}
+
+static void elf_close(struct elf_file *f)
+{
+	if (f->e)
+		elf_end(f->e);
+	if (f->fd >= 0)
+		close(f->fd);
+}
+
+/* The value of a symbol in .symtab or .dynsym; 0 when absent. */
+static uint64_t sym(Elf *e, const char *name)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	GElf_Sym s;
+
+	while ((scn = elf_nextscn(e, scn))) {
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) ||
+		    (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
+			continue;
+		d = elf_getdata(scn, NULL);
+		for (size_t i = 0; d && sh.sh_entsize && i < sh.sh_size / sh.sh_entsize; i++) {
+			const char *n;
+
+			if (!gelf_getsym(d, (int)i, &s))
+				continue;
+			n = elf_strptr(e, sh.sh_link, s.st_name);
+			if (n && !strcmp(n, name) && s.st_value)
+				return s.st_value;
+		}
+	}
+	fprintf(stderr, "no symbol %s\n", name);
+	return 0;
+}
+
+/* The row the walker applies at pc: the last one at or below it. */
+static const struct profd_unwind_row *lookup(const struct cfi_table *t, uint64_t pc)
+{
+	size_t lo = 0, hi = t->nrows;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (t->rows[mid].pc <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? &t->rows[lo - 1] : NULL;
+}
+
+/* Rows strictly increasing, no two neighbours with one rule, FDEs sorted. */
+static bool table_sane(const struct cfi_table *t)
+{
+	for (size_t i = 1; i < t->nrows; i++) {
+		const struct profd_unwind_row *a = &t->rows[i - 1], *b = &t->rows[i];
+
+		if (a->pc >= b->pc || (a->kind == b->kind && a->reg == b->reg && a->cfa == b->cfa))
+			return false;
+	}
+	for (size_t i = 1; i < t->nfdes; i++)
+		if (t->fdes[i - 1].start > t->fdes[i].start)
+			return false;
+	return t->stats.rows == t->nrows;
+}
+
+#define CHECK_ROW(t, e, name, off, k, c, r)                                                        \
+	do {                                                                                       \
+		uint64_t pc_ = sym(e, name) + (off);                                               \
+		const struct profd_unwind_row *row_ = lookup(t, pc_);                              \
+		if (CHECK(row_ != NULL)) {                                                         \
+			if (!CHECK_STREQ(cfi_kind_name(row_->kind), #k) ||                         \
+			    !CHECK_EQ_U(row_->cfa, c) || !CHECK_EQ_I(row_->reg, r))                \
+				fprintf(stderr, "  at %s+%d (0x%llx)\n", name, (int)(off),         \
+					(unsigned long long)pc_);                                  \
+		}                                                                                  \
+	} while (0)
+
+static void test_kinds(void)
+{
+	struct elf_file f;
+	struct cfi_table t;
+	struct cfi_fde *fdes;
+	const struct cfi_fde *fde;
+	size_t n;
+	Elf *e;
+
+	if (!CHECK(elf_open(&f, CFI_ASM)))
+		return;
+	e = f.e;
+	if (!CHECK_EQ_I(cfi_table__build(e, NULL, &t), 0))
+		goto out;
+	CHECK(table_sane(&t));
+	/* Pushes; rbp saved at CFA-24; a 64 KiB frame; remember/restore_state. */
+	CHECK_ROW(&t, e, "cfi_plain", 0, RSP, 1, 0);
+	CHECK_ROW(&t, e, "cfi_plain_1", 0, RSP, 2, 0);
+	CHECK_ROW(&t, e, "cfi_plain_2", 0, RSP, 3, -3);
+	CHECK_ROW(&t, e, "cfi_plain_big", 0, RSP, (65600 + 24) / 8, -3);
+	CHECK_ROW(&t, e, "cfi_plain_3", 0, RSP, 3, -3);
+	CHECK_ROW(&t, e, "cfi_plain_4", 0, RSP, 2, 0);
+	CHECK_ROW(&t, e, "cfi_plain_epi", 0, RSP, 1, 0);
+	CHECK_ROW(&t, e, "cfi_plain_after", 0, RSP, (65600 + 24) / 8, -3);
+	/* Frame pointer, then less than 16 bytes to the next FDE: no GAP between. */
+	CHECK_ROW(&t, e, "cfi_fp_1", 0, RSP, 2, -2);
+	CHECK_ROW(&t, e, "cfi_fp_2", 0, RBP, 2, -2);
+	CHECK_ROW(&t, e, "cfi_fp_end", 0, RBP, 2, -2);
+	/* __vfork: return address in rdi (5); then 64 bytes without CFI: GAP. */
+	CHECK_ROW(&t, e, "cfi_vfork", 0, RSP, 1, 0);
+	CHECK_ROW(&t, e, "cfi_vfork_1", 0, RA_REG, 0, 5);
+	CHECK_ROW(&t, e, "cfi_vfork_end", 0, GAP, 0, 0);
+	CHECK_ROW(&t, e, "cfi_vfork_end", 40, GAP, 0, 0);
+	CHECK_ROW(&t, e, "cfi_start", 0, STOP, 0, 0);
+	CHECK_ROW(&t, e, "cfi_plt", 0, PLT, 0, 11);
+	CHECK_ROW(&t, e, "cfi_plt12", 0, INVALID, 0, 0);
+	CHECK_ROW(&t, e, "cfi_reg", 0, RSP, 1, 0);
+	/* CFA = rax + 8, rbp at CFA + 16: cfa = 1 | 2 << 8. */
+	CHECK_ROW(&t, e, "cfi_reg_1", 0, CFA_REG, 1 | 2 << 8, 0);
+	/* CFA = *(rsp + 40) + 8: cfa = 5 | 1 << 8. */
+	CHECK_ROW(&t, e, "cfi_deref", 0, DEREF, 5 | 1 << 8, 0);
+	CHECK_ROW(&t, e, "cfi_odd", 0, RSP, 1, 0);
+	CHECK_ROW(&t, e, "cfi_odd_1", 0, INVALID, 0, 0);
+	CHECK_ROW(&t, e, "cfi_odd_1", 4, RSP, 1, 0);
+	CHECK_ROW(&t, e, "cfi_expr", 0, INVALID, 0, 0);
+	/* The signal FDE starts on the nop before the label: a pc-1 look-up still finds it. */
+	CHECK_ROW(&t, e, "cfi_signal", -1, SIGNAL, 0, 0);
+	CHECK_ROW(&t, e, "cfi_signal", 3, SIGNAL, 0, 0);
+	CHECK_ROW(&t, e, "cfi_last_end", 0, GAP, 0, 0);
+	CHECK_EQ_U(t.stats.fdes_invalid, 0);
+	CHECK_EQ_U(t.stats.rows_invalid, 3);
+	CHECK(t.stats.fdes >= 12);
+
+	/* FDE ranges: what the symbolizer names unnamed code by. */
+	fde = cfi_fde_find(t.fdes, t.nfdes, sym(e, "cfi_plain_big"));
+	CHECK(fde && fde->start == sym(e, "cfi_plain"));
+	fde = cfi_fde_find(t.fdes, t.nfdes, sym(e, "cfi_signal"));
+	CHECK(fde && fde->start == sym(e, "cfi_signal") - 1);
+	CHECK(!cfi_fde_find(t.fdes, t.nfdes, sym(e, "cfi_vfork_end") + 8));
+	CHECK(!cfi_fde_find(t.fdes, t.nfdes, 0));
+	if (CHECK_EQ_I(cfi_fdes(e, NULL, &fdes, &n), 0)) {
+		CHECK(n == t.nfdes && !memcmp(fdes, t.fdes, n * sizeof(*fdes)));
+		free(fdes);
+	}
+	cfi_table__fini(&t);
+	cfi_table__fini(&t); /* a zeroed table */
+out:
+	elf_close(&f);
+}
+
+/* CFI only in .debug_frame, found in the separate debug file of a stripped library. */
+static void test_debug_frame(void)
+{
+	struct elf_file full, stripped, dbg;
+	struct cfi_table a = {0}, b = {0}, c = {0};
+	uint64_t mid;
+	int err;
+
+	if (!CHECK(elf_open(&full, CFI_DBG)) | !CHECK(elf_open(&stripped, CFI_DBG_STRIPPED)) |
+	    !CHECK(elf_open(&dbg, CFI_DBG_DEBUG)))
+		goto out;
+	mid = sym(full.e, "cfi_dbg_mid");
+	CHECK(mid != 0);
+	/* Without its debug file the function has no FDE (the crt objects may have some). */
+	err = cfi_table__build(stripped.e, NULL, &a);
+	CHECK(err == 0 || err == -ENOENT);
+	CHECK(!cfi_fde_find(a.fdes, a.nfdes, mid));
+	CHECK_EQ_U(a.stats.fdes_debug_frame, 0);
+
+	if (!CHECK_EQ_I(cfi_table__build(stripped.e, dbg.e, &b), 0) ||
+	    !CHECK_EQ_I(cfi_table__build(full.e, NULL, &c), 0))
+		goto out;
+	CHECK(table_sane(&b));
+	CHECK(b.stats.fdes_debug_frame >= 2);
+	CHECK(cfi_fde_find(b.fdes, b.nfdes, mid) &&
+	      cfi_fde_find(b.fdes, b.nfdes, mid)->start == mid);
+	CHECK_ROW(&b, full.e, "cfi_dbg_mid", 0, RSP, 1, 0);
+	/* Somewhere inside, the 200-byte buffer's frame: CFA above rsp + 200. */
+	{
+		const struct cfi_fde *f = cfi_fde_find(b.fdes, b.nfdes, mid);
+		bool big = false;
+
+		for (size_t i = 0; f && i < b.nrows; i++)
+			if (b.rows[i].pc >= f->start && b.rows[i].pc < f->end &&
+			    b.rows[i].kind == PROFD_UW_RSP && b.rows[i].cfa * 8 > 200)
+				big = true;
+		CHECK(big);
+	}
+	/* The stripped file and its debug file give the table of the unstripped file. */
+	CHECK_EQ_U(b.nrows, c.nrows);
+	CHECK(b.nrows == c.nrows && !memcmp(b.rows, c.rows, b.nrows * sizeof(*b.rows)));
+out:
+	cfi_table__fini(&a);
+	cfi_table__fini(&b);
+	cfi_table__fini(&c);
+	elf_close(&full);
+	elf_close(&stripped);
+	elf_close(&dbg);
+}
+
+static bool read_file(const char *path, uint8_t **buf, size_t *size)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	bool ok = false;
+
+	if (fd < 0 || fstat(fd, &st))
+		goto out;
+	*size = (size_t)st.st_size;
+	*buf = malloc(*size);
+	ok = *buf && read(fd, *buf, *size) == (ssize_t)*size;
+out:
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* Build from an image in memory; the result must be an allowed one and a sane table. */
+static int build_mem(uint8_t *img, size_t size, struct cfi_table *t)
+{
+	Elf *e = elf_memory((char *)img, size);
+	struct cfi_fde *f;
+	size_t n;
+	int err, err2;
+
+	if (!e)
+		return -EINVAL;
+	err = cfi_table__build(e, NULL, t);
+	err2 = cfi_fdes(e, NULL, &f, &n);
+	elf_end(e);
+	if (!err2)
+		free(f);
+	if (err != 0 && err != -ENOENT && err != -EINVAL && err != -ERANGE)
+		CHECK_EQ_I(err, 0);
+	if (!err)
+		CHECK(table_sane(t));
+	return err;
+}
+
+static uint32_t rnd(uint64_t *s)
+{
+	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
+	return (uint32_t)(*s >> 33);
+}
+
+/* Damaged .eh_frame: errors or INVALID rows, never a crash (run under ASan). */
+static void test_damaged(void)
+{
+	struct cfi_table good = {0}, t = {0};
+	uint8_t *orig = NULL, *img = NULL;
+	size_t size, eh_off = 0, eh_size = 0;
+	uint64_t seed = 42;
+	GElf_Ehdr eh;
+	GElf_Shdr sh;
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+	Elf *e;
+
+	if (!CHECK(read_file(CFI_ASM, &orig, &size)))
+		goto out;
+	e = elf_memory((char *)orig, size);
+	if (!CHECK(e != NULL))
+		goto out;
+	elf_getshdrstrndx(e, &shstrndx);
+	while ((scn = elf_nextscn(e, scn)))
+		if (gelf_getshdr(scn, &sh) &&
+		    !strcmp(elf_strptr(e, shstrndx, sh.sh_name), ".eh_frame")) {
+			eh_off = sh.sh_offset;
+			eh_size = sh.sh_size;
+		}
+	gelf_getehdr(e, &eh);
+	elf_end(e);
+	if (!CHECK(eh_size > 64 && eh_off + eh_size <= size))
+		goto out;
+	img = malloc(size);
+	if (!CHECK(img != NULL) || !CHECK_EQ_I(build_mem(orig, size, &good), 0))
+		goto out;
+
+	/* No section headers: .eh_frame through PT_GNU_EH_FRAME, the same table. */
+	memcpy(img, orig, size);
+	if (eh.e_ident[EI_CLASS] == ELFCLASS64) {
+		Elf64_Ehdr *h = (Elf64_Ehdr *)img;
+
+		h->e_shoff = 0;
+		h->e_shnum = 0;
+		h->e_shstrndx = 0;
+		if (CHECK_EQ_I(build_mem(img, size, &t), 0))
+			CHECK(t.nrows == good.nrows &&
+			      !memcmp(t.rows, good.rows, t.nrows * sizeof(*t.rows)));
+		cfi_table__fini(&t);
+	}
+
+	/* The first FDE's length runs past the section: the rest cannot be delimited. */
+	memcpy(img, orig, size);
+	{
+		uint32_t cie_len;
+
+		memcpy(&cie_len, img + eh_off, 4);
+		if (CHECK(cie_len + 8 < eh_size)) {
+			uint32_t huge = 0x7fffffff;
+
+			memcpy(img + eh_off + 4 + cie_len, &huge, 4);
+			build_mem(img, size, &t);
+			CHECK(t.stats.fdes_invalid >= 1);
+			cfi_table__fini(&t);
+		}
+	}
+	/* The CIE's length is cut: every FDE points at garbage. */
+	memcpy(img, orig, size);
+	img[eh_off] = 7;
+	img[eh_off + 1] = img[eh_off + 2] = img[eh_off + 3] = 0;
+	build_mem(img, size, &t);
+	cfi_table__fini(&t);
+
+	/* Truncated at every 7th byte of .eh_frame: the rest of the file zeroed. */
+	for (size_t cut = 0; cut < eh_size; cut += 7) {
+		memcpy(img, orig, size);
+		memset(img + eh_off + cut, 0, eh_size - cut);
+		build_mem(img, size, &t);
+		cfi_table__fini(&t);
+		/* ... and the file itself cut there (section headers lost). */
+		build_mem(img, eh_off + cut, &t);
+		cfi_table__fini(&t);
+	}
+	/* Random bytes written over .eh_frame. */
+	for (int i = 0; i < 3000; i++) {
+		int flips = 1 + (int)(rnd(&seed) % 8);
+
+		memcpy(img, orig, size);
+		for (int k = 0; k < flips; k++)
+			img[eh_off + rnd(&seed) % eh_size] = (uint8_t)rnd(&seed);
+		build_mem(img, size, &t);
+		cfi_table__fini(&t);
+	}
+out:
+	cfi_table__fini(&good);
+	free(img);
+	free(orig);
+}
+
+int main(void)
+{
+	elf_version(EV_CURRENT);
+	test_kinds();
+	test_debug_frame();
+	test_damaged();
+	return CHECK_DONE();
+}
