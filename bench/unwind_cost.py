@@ -26,7 +26,9 @@
         round-trip latency while it builds against idle (profd --pid on it, or system-wide)
   sudo bench/unwind_cost.py startup --base BASE_BUILD [--new build] [--rounds 5]
         start-up time of a system-wide profd: from its start to its "serving" log line, with and
-        without --off-cpu, each build and mode once per round in random order; medians
+        without --off-cpu, each build and mode once per round in random order; medians; then
+        per build, its programs' instructions as verified (bpf_prog_info.verified_insns), and
+        bytes translated and JITed
 
 Every run prints the load average: the machine is shared.
 """
@@ -490,6 +492,31 @@ def startup_once(build, tmp, extra):
         p.wait(30)
 
 
+def verified_insns(prog_id):
+    """bpf_prog_info.verified_insns of a program (what the verifier processed), by
+    BPF_PROG_GET_FD_BY_ID and BPF_OBJ_GET_INFO_BY_FD; offsets from the kernel's uapi, which only
+    grows."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    nr_bpf = 321  # x86_64
+    attr = ctypes.create_string_buffer(144)
+    ctypes.c_uint32.from_buffer(attr, 0).value = prog_id
+    fd = libc.syscall(nr_bpf, 13, attr, 144)  # BPF_PROG_GET_FD_BY_ID
+    if fd < 0:
+        return None
+    try:
+        info = ctypes.create_string_buffer(232)
+        attr = ctypes.create_string_buffer(144)
+        ctypes.c_uint32.from_buffer(attr, 0).value = fd  # info.bpf_fd
+        ctypes.c_uint32.from_buffer(attr, 4).value = 232  # info.info_len
+        ctypes.c_uint64.from_buffer(attr, 8).value = ctypes.addressof(info)  # info.info
+        if libc.syscall(nr_bpf, 15, attr, 144) < 0:  # BPF_OBJ_GET_INFO_BY_FD
+            return None
+        return ctypes.c_uint32.from_buffer(info, 216).value
+    finally:
+        os.close(fd)
+
+
 def cmd_startup(args):
     builds = {"new": args.new, "base": args.base}
     modes = [(b, oc) for b in builds for oc in (False, True)]
@@ -509,6 +536,18 @@ def cmd_startup(args):
         xs = res[(b, oc)]
         print(f"{b:4s} {'--off-cpu' if oc else '':9s} {statistics.median(xs):.3f} s "
               f"({min(xs):.3f}-{max(xs):.3f})")
+    print(f"\n{'build':5s} {'program':24s} {'verified insns':>14s} {'xlated B':>9s} "
+          f"{'jited B':>8s}")
+    with tempfile.TemporaryDirectory(prefix="profd-uwcost-") as tmp:
+        for b in builds:
+            d = Daemon(builds[b], tmp, ["--off-cpu"])
+            try:
+                for i in sorted(d.bpf_ids("prog_id")):
+                    p = json.loads(sh("bpftool", "prog", "show", "id", str(i), "--json"))
+                    print(f"{b:5s} {p.get('name', '?'):24s} {verified_insns(i) or 0:14d} "
+                          f"{p.get('bytes_xlated', 0):9d} {p.get('bytes_jited', 0):8d}")
+            finally:
+                d.stop()
     print(f"load after {load()}")
 
 
