@@ -542,7 +542,8 @@ def cmd_startup(args):
         for b in builds:
             d = Daemon(builds[b], tmp, ["--off-cpu"])
             try:
-                for i in sorted(d.bpf_ids("prog_id")):
+                d.status()  # the socket is there before the programs: wait until it answers
+                for i in sorted(set(d.bpf_ids("prog_id"))):  # links hold ids too
                     p = json.loads(sh("bpftool", "prog", "show", "id", str(i), "--json"))
                     print(f"{b:5s} {p.get('name', '?'):24s} {verified_insns(i) or 0:14d} "
                           f"{p.get('bytes_xlated', 0):9d} {p.get('bytes_jited', 0):8d}")
