@@ -11,7 +11,9 @@
   sudo bench/unwind_cost.py overhead --base BASE_BUILD [--new build] [--rounds 9] [--work 450]
                                      [--omit-fp]
         slowdown of bench/work.c (fixed work) with modes none / new 99 / new 999 / base 99 /
-        base 999 in random order each round, profd system-wide (as bench/run.py overhead);
+        base 999 in random order each round, profd system-wide (as bench/run.py overhead), each
+        fresh daemon left to sample for 2 s and then to settle (CPU calm and unwinder idle for
+        1 s) before the program starts;
         --omit-fp builds work.c with -fomit-frame-pointer instead of -fno-omit-frame-pointer
   sudo bench/unwind_cost.py tables [--new build]
         per file: profd-cfi's time and rows (8 bytes each) for libc, libpython, libcrypto,
@@ -22,6 +24,11 @@
         a process mapping LIBS distinct copies of one small library (build-ids patched so each is
         a file of its own): time until the daemon has described it, and `profctl status`
         round-trip latency while it builds against idle (profd --pid on it, or system-wide)
+  sudo bench/unwind_cost.py startup --base BASE_BUILD [--new build] [--rounds 5]
+        start-up time of a system-wide profd: from its start to its "serving" log line, with and
+        without --off-cpu, each build and mode once per round in random order; medians; then
+        per build, its programs' instructions as verified (bpf_prog_info.verified_insns), and
+        bytes translated and JITed
 
 Every run prints the load average: the machine is shared.
 """
@@ -188,15 +195,31 @@ def cmd_bpf(args):
 
 # ---- slowdown ----------------------------------------------------------------------------------
 
-def settle(d, limit=10.0):
+def settle(d, limit=20.0, warm=2.0, stable=1.0):
+    """Let a fresh daemon finish its start-up before the measured run: sample for WARM seconds
+    (a system-wide daemon meets the machine's processes and, the new build, queues their
+    descriptions), then wait until its CPU is calm (under 5 ms per 0.25 s) and its unwinder idle
+    (unwind.queued == 0 and unwind.busy_pid == 0; a build without an unwinder has no such
+    section and counts as idle), both for STABLE seconds. Returns whether it settled within
+    LIMIT."""
+    time.sleep(warm)
     deadline = time.time() + limit
     prev = d.status()["daemon_cpu_ns"]
+    since = None
     while time.time() < deadline:
         time.sleep(0.25)
-        cur = d.status()["daemon_cpu_ns"]
-        if cur - prev < 5_000_000:
-            return
+        st = d.status()
+        cur = st["daemon_cpu_ns"]
+        u = st.get("unwind") or {}
+        quiet = cur - prev < 5_000_000 and not u.get("queued") and not u.get("busy_pid")
         prev = cur
+        if not quiet:
+            since = None
+        elif since is None:
+            since = time.time()
+        elif time.time() - since >= stable:
+            return True
+    return False
 
 
 def cmd_overhead(args):
@@ -209,6 +232,7 @@ def cmd_overhead(args):
         builds = {"new": args.new, "base": args.base}
         times = {m: [] for m in modes}
         cpu = {m: [] for m in modes if m != "none"}
+        unsettled = {m: 0 for m in cpu}
         print(f"work.c built with {fp}; load before {load()}", flush=True)
         for r in range(args.rounds):
             order = modes[:]
@@ -220,7 +244,8 @@ def cmd_overhead(args):
                     b, hz = m.split("-")
                     d = Daemon(builds[b], tmp, ["--frequency", hz])
                     try:
-                        settle(d)
+                        if not settle(d):
+                            unsettled[m] += 1
                         c0 = d.status()["daemon_cpu_ns"]
                         out = sh(exe, str(args.work))
                         cpu[m].append((d.status()["daemon_cpu_ns"] - c0) / 1e6)
@@ -241,9 +266,13 @@ def cmd_overhead(args):
             paired = statistics.median(x / b for x, b in zip(xs, times["none"]))
             print(f"{m:9s} {statistics.median(xs):9.3f} {min(xs):7.3f} {max(xs):7.3f} "
                   f"{q[0]:6.3f}-{q[2]:6.3f} {statistics.median(xs) / base:7.4f} {paired:7.4f}")
+        q = statistics.quantiles(times["none"], n=4, method="inclusive")
+        print(f"baseline IQR {100 * (q[2] - q[0]) / base:.1f}% of its median")
         for m, v in cpu.items():
             print(f"daemon CPU during the program's run, {m}: median {statistics.median(v):.0f} "
                   f"ms, min {min(v):.0f}, max {max(v):.0f}")
+        print("runs whose daemon had not settled (CPU calm, unwinder idle) within 20 s: " +
+              ", ".join(f"{m} {n}" for m, n in unsettled.items()))
         for hz in ("99", "999"):
             pr = statistics.median(n / b for n, b in zip(times[f"new-{hz}"],
                                                            times[f"base-{hz}"]))
@@ -440,15 +469,98 @@ def cmd_big(args):
     print(f"load after {load()}")
 
 
+# ---- start-up ----------------------------------------------------------------------------------
+
+def startup_once(build, tmp, extra):
+    log = os.path.join(tmp, "startup.log")
+    sock = os.path.join(tmp, f"s{random.randrange(1 << 30)}.sock")
+    with open(log, "w") as out:
+        t0 = time.monotonic()
+        p = subprocess.Popen([os.path.join(build, "bin", "profd"), "--socket", sock, *extra],
+                             stdout=out, stderr=out)
+    try:
+        deadline = t0 + 30
+        while True:
+            with open(log) as f:
+                if "serving" in f.read():
+                    return time.monotonic() - t0
+            if p.poll() is not None or time.monotonic() > deadline:
+                sys.exit("unwind_cost: profd exited or did not log 'serving':\n" + open(log).read())
+            time.sleep(0.002)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(30)
+
+
+def verified_insns(prog_id):
+    """bpf_prog_info.verified_insns of a program (what the verifier processed), by
+    BPF_PROG_GET_FD_BY_ID and BPF_OBJ_GET_INFO_BY_FD; offsets from the kernel's uapi, which only
+    grows."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    nr_bpf = 321  # x86_64
+    attr = ctypes.create_string_buffer(144)
+    ctypes.c_uint32.from_buffer(attr, 0).value = prog_id
+    fd = libc.syscall(nr_bpf, 13, attr, 144)  # BPF_PROG_GET_FD_BY_ID
+    if fd < 0:
+        return None
+    try:
+        info = ctypes.create_string_buffer(232)
+        attr = ctypes.create_string_buffer(144)
+        ctypes.c_uint32.from_buffer(attr, 0).value = fd  # info.bpf_fd
+        ctypes.c_uint32.from_buffer(attr, 4).value = 232  # info.info_len
+        ctypes.c_uint64.from_buffer(attr, 8).value = ctypes.addressof(info)  # info.info
+        if libc.syscall(nr_bpf, 15, attr, 144) < 0:  # BPF_OBJ_GET_INFO_BY_FD
+            return None
+        return ctypes.c_uint32.from_buffer(info, 216).value
+    finally:
+        os.close(fd)
+
+
+def cmd_startup(args):
+    builds = {"new": args.new, "base": args.base}
+    modes = [(b, oc) for b in builds for oc in (False, True)]
+    res = {m: [] for m in modes}
+    print(f"load before {load()}")
+    with tempfile.TemporaryDirectory(prefix="profd-uwcost-") as tmp:
+        for r in range(args.rounds):
+            order = modes[:]
+            random.shuffle(order)
+            for b, oc in order:
+                res[(b, oc)].append(startup_once(builds[b], tmp, ["--off-cpu"] if oc else []))
+            print(f"round {r + 1}: " + ", ".join(
+                f"{b}{' --off-cpu' if oc else ''} {res[(b, oc)][-1]:.3f} s" for b, oc in modes) +
+                f"; load {load()}", flush=True)
+    print(f"\nstart to 'serving', system-wide, {args.rounds} rounds; medians (min-max)")
+    for b, oc in modes:
+        xs = res[(b, oc)]
+        print(f"{b:4s} {'--off-cpu' if oc else '':9s} {statistics.median(xs):.3f} s "
+              f"({min(xs):.3f}-{max(xs):.3f})")
+    print(f"\n{'build':5s} {'program':24s} {'verified insns':>14s} {'xlated B':>9s} "
+          f"{'jited B':>8s}")
+    with tempfile.TemporaryDirectory(prefix="profd-uwcost-") as tmp:
+        for b in builds:
+            d = Daemon(builds[b], tmp, ["--off-cpu"])
+            try:
+                d.status()  # the socket is there before the programs: wait until it answers
+                for i in sorted(set(d.bpf_ids("prog_id"))):  # links hold ids too
+                    p = json.loads(sh("bpftool", "prog", "show", "id", str(i), "--json"))
+                    print(f"{b:5s} {p.get('name', '?'):24s} {verified_insns(i) or 0:14d} "
+                          f"{p.get('bytes_xlated', 0):9d} {p.get('bytes_jited', 0):8d}")
+            finally:
+                d.stop()
+    print(f"load after {load()}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for name in ("bpf", "overhead", "tables", "big"):
+    for name in ("bpf", "overhead", "tables", "big", "startup"):
         p = sub.add_parser(name)
         p.add_argument("--new", default=os.path.join(TOP, "build"))
-        if name in ("bpf", "overhead"):
+        if name in ("bpf", "overhead", "startup"):
             p.add_argument("--base", required=True)
-            p.add_argument("--rounds", type=int, default=5 if name == "bpf" else 9)
+            p.add_argument("--rounds", type=int, default=9 if name == "overhead" else 5)
         if name == "bpf":
             p.add_argument("--seconds", type=float, default=4)
             p.add_argument("--warmup", type=float, default=2)
@@ -468,8 +580,8 @@ def main():
             sys.exit(f"unwind_cost: no {b}/bin/profd")
     if getattr(args, "rounds", 1) < 1 or getattr(args, "libs", 1) < 1:
         sys.exit("unwind_cost: --rounds and --libs must be positive")
-    {"bpf": cmd_bpf, "overhead": cmd_overhead, "tables": cmd_tables, "big": cmd_big}[args.cmd](
-        args)
+    {"bpf": cmd_bpf, "overhead": cmd_overhead, "tables": cmd_tables, "big": cmd_big,
+     "startup": cmd_startup}[args.cmd](args)
 
 
 if __name__ == "__main__":
