@@ -227,9 +227,11 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	/* Helpers the programs call, newest first: name the kernel that has them. */
 	if (libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_loop, NULL) <= 0 ||
 	    libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_get_current_task_btf,
-				    NULL) <= 0) {
-		pr_err("sampler: the kernel lacks the BPF helpers bpf_loop and "
-		       "bpf_get_current_task_btf: profd needs Linux 5.17 or newer");
+				    NULL) <= 0 ||
+	    libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_task_pt_regs, NULL) <= 0) {
+		pr_err("sampler: the kernel lacks the BPF helpers bpf_loop, "
+		       "bpf_get_current_task_btf or bpf_task_pt_regs: profd needs Linux 5.17 or "
+		       "newer");
 		err = -ENOTSUP;
 		goto fail;
 	}
