@@ -167,6 +167,8 @@ static int status_for_user(struct daemon *d, uint32_t uid, Profd__StatusReply *s
 	st->only_uid = uid;
 	st->has_samples_received = st->has_samples_lost_ringbuf = false;
 	st->has_kstack_errors = st->has_ustack_errors = st->has_samples_evicted = false;
+	/* Walk counts and the tables of every process's files: the machine's too. */
+	st->unwind = NULL;
 	st->has_task_events_lost = st->has_records_malformed = st->has_samples_dropped = false;
 	st->has_python_samples = st->has_python_frames_dropped = false;
 	st->has_python_frames_exited = false;

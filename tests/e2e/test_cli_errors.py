@@ -73,17 +73,20 @@ try:
 
         r = d.ctl("status", user=user)
         check(r.returncode == 0, f"a group member can ask for status: {r.stderr!r}")
-        check("shown to root only" in r.stdout and "received" not in r.stdout,
+        check("shown to root only" in r.stdout and "received" not in r.stdout
+              and "unwind:" not in r.stdout,
               f"her status leaves out the whole machine's counters: {r.stdout!r}")
         r = d.ctl("status", "--json", user=user)
         js = json.loads(r.stdout) if r.returncode == 0 else {}
         check(js.get("only_uid") == user[0] and "samples_received" not in js
               and "processes" not in js and "stacks" not in js
-              and "symbol_bytes" not in js and "trace_ring_bytes" not in js,
+              and "symbol_bytes" not in js and "trace_ring_bytes" not in js
+              and "unwind" not in js,
               f"and so does its JSON: {sorted(js)}")
         r = d.ctl("status", "--json")
         js = json.loads(r.stdout) if r.returncode == 0 else {}
-        check("samples_received" in js and "only_uid" not in js, "root's status has them all")
+        check("samples_received" in js and "only_uid" not in js
+              and js.get("unwind", {}).get("bottom", 0) > 0, "root's status has them all")
         # Memory outside the store: the ELF symbol cache within its bound, the trace ring
         # within its default 8 MiB and holding the samples taken so far.
         check(0 < js.get("symbol_bytes", 0) <= js.get("symbol_budget_bytes", 0)
