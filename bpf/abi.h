@@ -289,7 +289,7 @@ struct profd_unwind_map {
 	__u64 start; /* [start, end): runtime addresses */
 	__u64 end;
 	__u64 bias;  /* ELF virtual address = runtime address - bias */
-	__u32 table; /* key of the file's table in unwind_tables; PROFD_UNWIND_NO_TABLE */
+	__u32 table; /* key of its file's table in unwind_tables, or PROFD_UNWIND_FP_ONLY */
 	__u32 nrows; /* rows in that table */
 };
 _Static_assert(sizeof(struct profd_unwind_map) == 32, "profd_unwind_map layout");
@@ -313,7 +313,7 @@ enum profd_unwind_end {
 	PROFD_UNWIND_TRUNCATED = 2,   /* more frames than PROFD_MAX_STACK */
 	PROFD_UNWIND_FP_FALLBACK = 3, /* the process's tables were not loaded yet: frame pointers */
 	PROFD_UNWIND_NO_MAPPING = 4,  /* a pc in no mapping the daemon described */
-	PROFD_UNWIND_NO_TABLE = 5,    /* the mapping's table is not loaded (building or evicted) */
+	PROFD_UNWIND_NO_TABLE = 5,    /* its file's table is not loaded (evicted, over the bound) */
 	PROFD_UNWIND_NO_ROW = 6,      /* a pc its file's table does not cover */
 	PROFD_UNWIND_INVALID = 7,     /* an INVALID row, or a rule the frame cannot apply */
 	PROFD_UNWIND_READ_FAULT = 8,  /* a stack read failed (not resident, bad address) */
