@@ -35,7 +35,10 @@ except RuntimeError as e:
 os.environ["OTEL_SERVICE_NAME"] = SERVICE
 app = GpuApp(tmp, 5, "sleep")
 try:
-    with Daemon("--pid", str(app.pid), "--off-cpu", "--pyroscope", recv.url, "--otlp", recv.url,
+    # 499 Hz: the app mostly sleeps (tens of ms of CPU in 5 s): at 99 Hz its CPU samples were
+    # 0 to 6, and 0 fails the check below.
+    with Daemon("--pid", str(app.pid), "--off-cpu", "--frequency", "499", "--pyroscope", recv.url,
+                "--otlp", recv.url,
                 "--export-interval", "1s", "--export-spool", os.path.join(tmp, "spool"),
                 socket_path=app.sock) as d:
         code = app.proc.wait(90)
