@@ -321,7 +321,7 @@ static void print_unwind(FILE *out, const Profd__StatusReply *st)
 		fprintf(out, "; describing pid %" PRIu32 ": %" PRIu32 " of %" PRIu32 " mappings",
 			u->busy_pid, u->busy_done, u->busy_mappings);
 	if (u->over_budget)
-		fprintf(out, "; %" PRIu64 " not loaded for the bound (frame pointers instead)",
+		fprintf(out, "; %" PRIu64 " left out for the bound (walks stop there: no-table)",
 			u->over_budget);
 	if (u->mappings_dropped)
 		fprintf(out, "; %" PRIu64 " mappings over the 512 a process may have",
