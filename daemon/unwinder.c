@@ -460,7 +460,7 @@ static int table_publish(struct unwinder *u, struct table *t, const struct cfi_t
 		return -E2BIG;
 	}
 	make_room(u, bytes, keep);
-	/* Everything loaded is the process's own: its code past the bound uses frame pointers. */
+	/* Everything loaded is the process's own: its walks stop at this file (no-table). */
 	if (u->st.table_bytes + bytes > u->st.memory) {
 		u->st.over_budget++;
 		return -ENOSPC;
