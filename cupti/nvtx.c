@@ -113,7 +113,7 @@ out:
 static bool driver_present(char *why, size_t why_len)
 {
 	cu_driver_get_version_fn get_version;
-	CUresult r = CUDA_ERROR_NOT_FOUND;
+	CUresult r = CUDA_ERROR_NOT_FOUND; /* when it has no cuDriverGetVersion */
 	int version = 0;
 	const char *err;
 	void *h;
@@ -129,8 +129,13 @@ static bool driver_present(char *why, size_t why_len)
 		r = get_version(&version);
 	if (r == CUDA_SUCCESS)
 		return true;
-	snprintf(why, why_len, "%s is not a working CUDA driver (cuDriverGetVersion: %s %d)",
-		 driver_name, get_version ? "error" : "missing", (int)r);
+	if (get_version)
+		snprintf(why, why_len,
+			 "%s is not a working CUDA driver (cuDriverGetVersion: error %d)",
+			 driver_name, (int)r);
+	else
+		snprintf(why, why_len, "%s is not a CUDA driver (no cuDriverGetVersion)",
+			 driver_name);
 	dlclose(h);
 	return false;
 }

@@ -99,6 +99,14 @@ static void case_stub_driver(void)
 	CHECK_EQ_U(cupti_calls(), 0);
 }
 
+/* A library of that name without the driver's entry points (the fake libcupti here). */
+static void case_not_a_driver(void)
+{
+	nvtx__test_set_driver(FAKE_CUPTI_PATH);
+	check_refused("is not a CUDA driver (no cuDriverGetVersion)", 0);
+	CHECK_EQ_U(cupti_calls(), 0);
+}
+
 static void case_cupti_13_0_ga(void)
 {
 	fake_cupti_set_version(130000);
@@ -203,6 +211,7 @@ int main(void)
 	unsetenv("PROFD_CUPTI_QUIET");
 	RUN(case_no_driver);
 	RUN(case_stub_driver);
+	RUN(case_not_a_driver);
 	RUN(case_cupti_13_0_ga);
 	RUN(case_get_version_fails);
 	RUN(case_no_cupti);
