@@ -35,10 +35,10 @@ got.append(nvtx.range_pop())
 with nvtx.range("conv"):
     conv = torch.nn.functional.conv1d(torch.ones(1, 1, 8), torch.ones(1, 1, 3)).sum().item()
 got.append(nvtx.range_pop())
-def worker():
+def second_thread():
     got.append(nvtx.range_push("thread"))
     got.append(nvtx.range_pop())
-t = threading.Thread(target=worker)
+t = threading.Thread(target=second_thread)
 t.start()
 t.join()
 print("nvtx", *got)
