@@ -195,3 +195,20 @@ if(TARGET fake_cupti AND TARGET profd_cupti)
 elseif(DEFINED ENV{CI})
   message(FATAL_ERROR "e2e.gpu needs libprofd_cupti and the fake libcupti (CUDA toolkit headers, sys/sdt.h)")
 endif()
+
+# NVTX injected with no CUDA driver on the machine, through PyPI's torch (the venv of
+# scripts/torch-venv, made on first use: the timeout leaves room for the download). The
+# toolkit's stub libcuda, when FindCUDAToolkit picked it, plays the stub installed as the driver.
+# Not in a sanitizer build: its library cannot be loaded into an uninstrumented python (the ASan
+# runtime must come first); unit.test_cupti_nvtx runs the same code there.
+if(TARGET profd_cupti AND NOT PROFD_SANITIZE)
+  set(nvtx_stub "")
+  if(CUDA_cuda_driver_LIBRARY MATCHES "/stubs/")
+    set(nvtx_stub ${CUDA_cuda_driver_LIBRARY})
+  endif()
+  add_test(NAME e2e.nvtx_no_driver
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_nvtx_no_driver.py)
+  set_tests_properties(e2e.nvtx_no_driver PROPERTIES
+    LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 1500
+    ENVIRONMENT "PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e;PROFD_CUPTI_SO=$<TARGET_FILE:profd_cupti>;PROFD_CUDA_STUB=${nvtx_stub}")
+endif()

@@ -25,3 +25,22 @@ if(PROFD_CUPTI_BUILT AND PROFD_CUPTI_REAL_LIBRARY)
 elseif(PROFD_CUPTI_BUILT)
   message(STATUS "test_cupti_core: not built (no libcupti to walk activity buffers)")
 endif()
+
+# The NVTX entry point against the fake libcupti and a fake CUDA driver (libcuda_fake.so, which
+# only answers cuDriverGetVersion).
+if(TARGET fake_cupti)
+  add_library(fake_cuda SHARED fixtures/cuda_fake/fake_cuda.c)
+  target_include_directories(fake_cuda PRIVATE ${PROFD_CUPTI_INCLUDE_DIR})
+  target_compile_options(fake_cuda PRIVATE -fvisibility=hidden)
+  set_target_properties(fake_cuda PROPERTIES OUTPUT_NAME cuda_fake)
+
+  add_executable(test_cupti_nvtx unit/test_cupti_nvtx.c)
+  target_include_directories(test_cupti_nvtx PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit
+                             ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/cupti_fake
+                             ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/cuda_fake)
+  target_link_libraries(test_cupti_nvtx PRIVATE profd_cupti_static fake_cupti fake_cuda)
+  target_compile_definitions(test_cupti_nvtx PRIVATE
+    FAKE_CUPTI_PATH="$<TARGET_FILE:fake_cupti>" FAKE_CUDA_PATH="$<TARGET_FILE:fake_cuda>")
+  add_test(NAME unit.test_cupti_nvtx COMMAND test_cupti_nvtx)
+  set_tests_properties(unit.test_cupti_nvtx PROPERTIES LABELS unit TIMEOUT 60)
+endif()

@@ -1250,31 +1250,6 @@ static void case_tls_model(void)
 	free(data);
 }
 
-/* ---- NVTX injection ------------------------------------------------------------------------ */
-
-int InitializeInjectionNvtx2(const void *(*get_export_table)(uint32_t));
-
-static const void *fake_export_table(uint32_t id)
-{
-	return NULL;
-}
-
-static void case_nvtx_injection(void)
-{
-	CHECK_EQ_I(InitializeInjectionNvtx2(fake_export_table), 1);
-	CHECK(fake_cupti_call_index("cuptiNvtxInitialize2", true,
-				    (uint64_t)(uintptr_t)fake_export_table) >= 0);
-	fake_cupti_set_result("cuptiNvtxInitialize2", CUPTI_ERROR_NOT_INITIALIZED);
-	CHECK_EQ_I(InitializeInjectionNvtx2(fake_export_table), 0);
-}
-
-static void case_nvtx_injection_no_cupti(void)
-{
-	setenv("PROFD_CUPTI_PATH", "/nonexistent/libcupti.so", 1);
-	CHECK_EQ_I(InitializeInjectionNvtx2(fake_export_table), 0);
-	CHECK_EQ_U(fake_cupti_call_count("cuptiNvtxInitialize2"), 0);
-}
-
 /* ---- the USDT probe site ------------------------------------------------------------------- */
 
 /*
@@ -1387,8 +1362,6 @@ int main(void)
 	RUN(case_deferred_load);
 	RUN(case_deferred_load_fails);
 	RUN(case_tls_model);
-	RUN(case_nvtx_injection);
-	RUN(case_nvtx_injection_no_cupti);
 	RUN(case_usdt);
 	return CHECK_DONE();
 }
