@@ -370,6 +370,7 @@ void CUPTIAPI launch_callback(void *userdata, CUpti_CallbackDomain domain, CUpti
 	uint32_t gen, corr;
 	uint64_t now;
 	int saved_errno;
+	bool alloc;
 
 	if (atomic_load_explicit(&core_forked, memory_order_relaxed))
 		return;
@@ -398,23 +399,20 @@ void CUPTIAPI launch_callback(void *userdata, CUpti_CallbackDomain domain, CUpti
 	 */
 	now = core_bucket_ns();
 	out_store(corr, now);
-	if (is_alloc(domain, cbid)) {
-		if (bucket_take(t, now) && profd_cuda_launch_semaphore != 0) {
-			STAP_PROBE2(profd, cuda_launch, corr, (uint32_t)cbid);
-			atomic_fetch_add_explicit(&core_stats.probes_fired, 1,
-						  memory_order_relaxed);
+	/* One probe site for both: the daemon attaches to every site of the probe's name. */
+	alloc = is_alloc(domain, cbid);
+	if (!bucket_take(t, now)) {
+		if (!alloc) {
+			t->skipped++;
+			weight_store(corr, 0);
 		}
 		errno = saved_errno;
 		return;
 	}
-	if (!bucket_take(t, now)) {
-		t->skipped++;
-		weight_store(corr, 0);
-		errno = saved_errno;
-		return;
+	if (!alloc) {
+		weight_store(corr, 1 + t->skipped);
+		t->skipped = 0;
 	}
-	weight_store(corr, 1 + t->skipped);
-	t->skipped = 0;
 	if (__builtin_expect(profd_cuda_launch_semaphore != 0, 0)) {
 		STAP_PROBE2(profd, cuda_launch, corr, (uint32_t)cbid);
 		atomic_fetch_add_explicit(&core_stats.probes_fired, 1, memory_order_relaxed);
