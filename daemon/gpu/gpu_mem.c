@@ -56,10 +56,15 @@ static struct gpu_mem *mem_get(struct gpu *g, uint32_t pid, uint32_t uid)
 	struct gpu_mem *m = mem_of(g, pid);
 
 	if (m) {
-		/* A new process of a reused pid: the old one's allocations ended with it. */
+		/*
+		 * A new process of a reused pid: the old one's history goes, so it is never
+		 * shown as the new one's (whose owner may be another user).
+		 */
 		if (m->ended) {
 			m->ended = false;
 			m->uid = uid;
+			m->nfreed = m->freed_head = 0;
+			m->untracked = 0;
 		}
 		return m;
 	}

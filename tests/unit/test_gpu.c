@@ -2011,6 +2011,9 @@ static void test_memory(void)
 	gpu__process_exited(f.g, PID);
 	CHECK_EQ_U(live_at(&f, UINT64_MAX, NULL), 0);
 	CHECK_EQ_U(live_at(&f, 4999, NULL), 4096 + 2 * MIB);
+	/* A new process of the same pid: the old one's history is not shown as its own. */
+	CHECK_EQ_I(gpu_mem_alloc(f.g, PID, UID, 0, 0x1000, 64, 6000), 0);
+	CHECK_EQ_U(live_at(&f, 4999, NULL), 0);
 	fx_fini(&f);
 }
 
