@@ -173,8 +173,6 @@ static void do_memory(const CUpti_ActivityMemory2 *m)
 		e.mem_flags |= EV_MEM_MANAGED;
 		break;
 	default:
-		/* Still the record of a traced call: its launch is not outstanding. */
-		launch_done(m->correlationId);
 		return;
 	}
 	if (m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE)
@@ -185,7 +183,6 @@ static void do_memory(const CUpti_ActivityMemory2 *m)
 		e.mem_flags |= EV_MEM_POOL;
 	e.end_ns = e.start_ns;
 	push(&e);
-	launch_done(m->correlationId);
 }
 
 static void do_api(const CUpti_ActivityAPI *a, CUpti_CallbackDomain domain)

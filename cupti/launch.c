@@ -398,9 +398,14 @@ void CUPTIAPI launch_callback(void *userdata, CUpti_CallbackDomain domain, CUpti
 	 * is, which only holds the flush's watermark back a little.
 	 */
 	now = core_bucket_ns();
-	out_store(corr, now);
-	/* One probe site for both: the daemon attaches to every site of the probe's name. */
 	alloc = is_alloc(domain, cbid);
+	/*
+	 * An allocation runs no kernel and its record labels no sample: the watermark does not
+	 * wait for it (nor, where CUPTI lacks MEMORY2, for a record that never comes).
+	 */
+	if (!alloc)
+		out_store(corr, now);
+	/* One probe site for both: the daemon attaches to every site of the probe's name. */
 	if (!bucket_take(t, now)) {
 		if (!alloc) {
 			t->skipped++;
