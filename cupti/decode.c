@@ -43,7 +43,7 @@ SAME_OFF(CUpti_ActivityMarker, CUpti_ActivityMarker2, timestamp);
 SAME_OFF(CUpti_ActivityMarker, CUpti_ActivityMarker2, id);
 SAME_OFF(CUpti_ActivityMarker, CUpti_ActivityMarker2, objectId);
 SAME_OFF(CUpti_ActivityMarker, CUpti_ActivityMarker2, name);
-/* MEMORY2 records: Memory2 (CUDA 11.6's CUPTI) is the oldest layout of that kind. */
+/* MEMORY2 records: Memory2 is the oldest layout of that kind (cupti_activity_deprecated.h). */
 SAME_OFF(CUpti_ActivityMemory2, CUpti_ActivityMemory4, memoryOperationType);
 SAME_OFF(CUpti_ActivityMemory2, CUpti_ActivityMemory4, memoryKind);
 SAME_OFF(CUpti_ActivityMemory2, CUpti_ActivityMemory4, correlationId);
