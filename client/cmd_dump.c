@@ -87,6 +87,10 @@ void cmd_dump_usage(FILE *f)
 	      "                                      the stack each thread waited in\n"
 	      "                         wall         wall-clock time: CPU samples times the\n"
 	      "                                      sampling period plus off-CPU time\n"
+	      "                         gpu-memory   GPU memory allocated in the window, by\n"
+	      "                                      allocating stack (cudaMalloc, cuMemAlloc)\n"
+	      "                         gpu-memory-live  GPU memory still allocated at the\n"
+	      "                                      window's end, by allocating stack\n"
 	      "  --gpu-idle           only what happened while none of the process's GPU\n"
 	      "                       kernels ran: what the host did while the GPU starved;\n"
 	      "                       CPU samples, or with --value off-cpu or wall the time\n"
@@ -401,6 +405,10 @@ static const char *value_title(int v)
 		return "GPU-idle off-CPU";
 	case VALUE_GPU_IDLE_WALL:
 		return "GPU-idle wall-clock";
+	case VALUE_GPU_MEMORY:
+		return "GPU memory allocated";
+	case VALUE_GPU_MEMORY_LIVE:
+		return "GPU memory live";
 	default:
 		return "CPU";
 	}

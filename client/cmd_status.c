@@ -230,6 +230,11 @@ static void print_gpu(FILE *out, const Profd__StatusReply *st)
 	if (st->gpu_launches_limited)
 		fprintf(out, "%-14s%" PRIu64 " launch records over the per-process probe limit\n",
 			"", st->gpu_launches_limited);
+	if (st->gpu_memory_records)
+		fprintf(out,
+			"%-14s%" PRIu64 " memory records, %" PRIu64
+			" releases of allocations not tracked\n",
+			"", st->gpu_memory_records, st->gpu_memory_unmatched_frees);
 	for (size_t i = 0; i < st->n_gpu; i++) {
 		const Profd__GpuProcessStatus *g = st->gpu[i];
 		char pid[32];
@@ -242,6 +247,15 @@ static void print_gpu(FILE *out, const Profd__StatusReply *st)
 			fprintf(out, ", clock %s", gpu_clock_name(g->clock));
 		if (g->has_cupti_version && g->cupti_version)
 			fprintf(out, ", CUPTI %" PRIu32, g->cupti_version);
+		if (g->memory_live || g->memory_untracked) {
+			char b[48];
+
+			fprintf(out, ", memory live %s in %" PRIu64 " allocations",
+				fmt_bytes(g->memory_live_bytes, b, sizeof(b)), g->memory_live);
+			if (g->memory_untracked)
+				fprintf(out, " (%" PRIu64 " not tracked: bound)",
+					g->memory_untracked);
+		}
 		if (g->detail && *g->detail) {
 			fputs(": ", out);
 			/* One line whatever the library sent. */

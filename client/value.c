@@ -24,6 +24,8 @@ static const struct {
     [VALUE_WALL] = {"wall", "wall_time"},
     [VALUE_GPU_IDLE_OFFCPU] = {"gpu-idle off-cpu", "gpu_idle_off_cpu"},
     [VALUE_GPU_IDLE_WALL] = {"gpu-idle wall", "gpu_idle_wall_time"},
+    [VALUE_GPU_MEMORY] = {"gpu-memory", "gpu_memory"},
+    [VALUE_GPU_MEMORY_LIVE] = {"gpu-memory-live", "gpu_memory_live"},
 };
 
 int value_parse(const char *s, enum value_kind *out)

@@ -30,12 +30,15 @@ enum value_kind {
 	VALUE_GPU_IDLE_OFFCPU, /* "gpu_idle_off_cpu" ns */
 	VALUE_GPU_IDLE_WALL,   /* "gpu_idle_wall_time" ns: gpu_idle_samples x period +
 				* gpu_idle_off_cpu (profile_add_wall) */
+	VALUE_GPU_MEMORY,      /* "gpu_memory" bytes: GPU memory allocated in the window */
+	VALUE_GPU_MEMORY_LIVE, /* "gpu_memory_live" bytes: still allocated at the window's end */
 	VALUE__COUNT,
 };
 
 /*
  * The kind an option value names ("cpu", "gpu", "gpu-kernels", "copy", "copy-bytes",
- * "launches", "off-cpu", "wall"; gpu-idle is its own option). Returns 0 or -EINVAL.
+ * "launches", "off-cpu", "wall", "gpu-memory", "gpu-memory-live"; gpu-idle is its own option).
+ * Returns 0 or -EINVAL.
  */
 int value_parse(const char *s, enum value_kind *out);
 /*
@@ -48,7 +51,9 @@ const char *value_option_name(enum value_kind k);
 /* The column name the daemon gives k ("samples", "gpu_time"). */
 const char *value_column_name(enum value_kind k);
 /* "cpu, gpu, gpu-kernels, copy, copy-bytes or launches": for usage messages. */
-#define VALUE_OPTION_LIST "cpu, gpu, gpu-kernels, copy, copy-bytes, launches, off-cpu or wall"
+#define VALUE_OPTION_LIST                                                                          \
+	"cpu, gpu, gpu-kernels, copy, copy-bytes, launches, off-cpu, wall, gpu-memory or "         \
+	"gpu-memory-live"
 
 /*
  * Index of the value type named type in p, or -1 when p has none of that name. A profile with

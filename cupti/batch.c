@@ -111,6 +111,7 @@ struct gpubatch {
 	Profd__GpuCopy *c, **cp;
 	Profd__GpuApiCall *a, **ap;
 	Profd__GpuNvtxRange *n, **np;
+	Profd__GpuMemory *m, **mp;
 	size_t bytes;	/* worst case encoded size so far */
 	size_t nevents; /* of every type */
 };
@@ -133,6 +134,8 @@ void gpubatch__free(struct gpubatch *b)
 	free(b->ap);
 	free(b->n);
 	free(b->np);
+	free(b->m);
+	free(b->mp);
 	free(b);
 }
 
@@ -154,8 +157,10 @@ struct gpubatch *gpubatch__new(void)
 	b->ap = calloc(n, sizeof(*b->ap));
 	b->n = calloc(n, sizeof(*b->n));
 	b->np = calloc(n, sizeof(*b->np));
+	b->m = calloc(n, sizeof(*b->m));
+	b->mp = calloc(n, sizeof(*b->mp));
 	if (!b->strings || !b->copies || !b->k || !b->kp || !b->c || !b->cp || !b->a || !b->ap ||
-	    !b->n || !b->np) {
+	    !b->n || !b->np || !b->m || !b->mp) {
 		gpubatch__free(b);
 		errno = ENOMEM;
 		return NULL;
@@ -190,6 +195,7 @@ static void batch_reset(struct gpubatch *b)
 	b->msg.copies = b->cp;
 	b->msg.api_calls = b->ap;
 	b->msg.nvtx = b->np;
+	b->msg.memory = b->mp;
 	/* Request and GpuBatch wrappers, dropped, complete_until_ns. */
 	b->bytes = 32;
 	b->nevents = 0;
@@ -309,6 +315,24 @@ bool gpubatch__add(struct gpubatch *b, const struct ev *e, bool open)
 		n->has_open = open;
 		n->open = open;
 		b->np[b->msg.n_nvtx++] = n;
+		break;
+	}
+	case EV_MEM: {
+		Profd__GpuMemory *m = &b->m[b->msg.n_memory];
+
+		profd__gpu_memory__init(m);
+		m->ts_ns = e->start_ns;
+		m->correlation_id = e->corr;
+		m->release = (e->mem_flags & EV_MEM_RELEASE) != 0;
+		m->address = e->addr;
+		m->bytes = e->bytes;
+		m->has_device = true;
+		m->device = e->device;
+		m->has_stream = e->stream != 0;
+		m->stream = e->stream;
+		m->has_managed = m->managed = (e->mem_flags & EV_MEM_MANAGED) != 0;
+		m->has_pool = m->pool = (e->mem_flags & EV_MEM_POOL) != 0;
+		b->mp[b->msg.n_memory++] = m;
 		break;
 	}
 	default:

@@ -584,6 +584,7 @@ static const CUpti_ActivityKind wanted_kinds[] = {
     CUPTI_ACTIVITY_KIND_MEMSET,
     CUPTI_ACTIVITY_KIND_MARKER,
     CUPTI_ACTIVITY_KIND_OVERHEAD,
+    CUPTI_ACTIVITY_KIND_MEMORY2, /* allocations and releases, for memory by stack */
 };
 
 static void undo(void)

@@ -43,6 +43,17 @@ SAME_OFF(CUpti_ActivityMarker, CUpti_ActivityMarker2, timestamp);
 SAME_OFF(CUpti_ActivityMarker, CUpti_ActivityMarker2, id);
 SAME_OFF(CUpti_ActivityMarker, CUpti_ActivityMarker2, objectId);
 SAME_OFF(CUpti_ActivityMarker, CUpti_ActivityMarker2, name);
+/* MEMORY2 records: Memory2 is the oldest layout of that kind (cupti_activity_deprecated.h). */
+SAME_OFF(CUpti_ActivityMemory2, CUpti_ActivityMemory4, memoryOperationType);
+SAME_OFF(CUpti_ActivityMemory2, CUpti_ActivityMemory4, memoryKind);
+SAME_OFF(CUpti_ActivityMemory2, CUpti_ActivityMemory4, correlationId);
+SAME_OFF(CUpti_ActivityMemory2, CUpti_ActivityMemory4, address);
+SAME_OFF(CUpti_ActivityMemory2, CUpti_ActivityMemory4, bytes);
+SAME_OFF(CUpti_ActivityMemory2, CUpti_ActivityMemory4, timestamp);
+SAME_OFF(CUpti_ActivityMemory2, CUpti_ActivityMemory4, deviceId);
+SAME_OFF(CUpti_ActivityMemory2, CUpti_ActivityMemory4, streamId);
+SAME_OFF(CUpti_ActivityMemory2, CUpti_ActivityMemory4, isAsync);
+SAME_OFF(CUpti_ActivityMemory2, CUpti_ActivityMemory4, memoryPoolConfig.memoryPoolType);
 
 static uint32_t mul3(uint32_t a, uint32_t b, uint32_t c)
 {
@@ -138,6 +149,42 @@ static void do_memset(const CUpti_ActivityMemset4 *m)
 	launch_done(m->correlationId);
 }
 
+/*
+ * Device and managed memory only: pinned and pageable host memory is not what a GPU runs out
+ * of. The stream id of a synchronous operation is CUPTI_INVALID_STREAM_ID; left out.
+ */
+static void do_memory(const CUpti_ActivityMemory2 *m)
+{
+	struct ev e = {
+	    .type = EV_MEM,
+	    .corr = m->correlationId,
+	    .start_ns = core_ts(m->timestamp),
+	    .bytes = m->bytes,
+	    .addr = m->address,
+	    .device = m->deviceId,
+	    .stream = m->isAsync ? m->streamId : 0,
+	};
+
+	switch (m->memoryKind) {
+	case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE:
+	case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY:
+		break;
+	case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED:
+		e.mem_flags |= EV_MEM_MANAGED;
+		break;
+	default:
+		return;
+	}
+	if (m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE)
+		e.mem_flags |= EV_MEM_RELEASE;
+	else if (m->memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION)
+		return;
+	if (m->memoryPoolConfig.memoryPoolType != CUPTI_ACTIVITY_MEMORY_POOL_TYPE_INVALID)
+		e.mem_flags |= EV_MEM_POOL;
+	e.end_ns = e.start_ns;
+	push(&e);
+}
+
 static void do_api(const CUpti_ActivityAPI *a, CUpti_CallbackDomain domain)
 {
 	struct ev e = {
@@ -225,6 +272,9 @@ size_t decode_buffer(uint8_t *buf, size_t valid)
 			break;
 		case CUPTI_ACTIVITY_KIND_MEMSET:
 			do_memset((const CUpti_ActivityMemset4 *)r);
+			break;
+		case CUPTI_ACTIVITY_KIND_MEMORY2:
+			do_memory((const CUpti_ActivityMemory2 *)r);
 			break;
 		case CUPTI_ACTIVITY_KIND_MARKER: {
 			const CUpti_ActivityMarker2 *m = (const CUpti_ActivityMarker2 *)r;

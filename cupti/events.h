@@ -17,17 +17,27 @@ enum ev_type {
 	EV_COPY = 2, /* memcpy or memset (copy_kind) */
 	EV_API = 3,  /* a traced CUDA API call on a CPU thread */
 	EV_NVTX = 4, /* a paired NVTX range, or an instant mark (start == end) */
+	EV_MEM = 5,  /* a device or managed memory allocation or release (at start_ns) */
+};
+
+/* EV_MEM's flags. */
+enum {
+	EV_MEM_RELEASE = 1 << 0,
+	EV_MEM_MANAGED = 1 << 1,
+	EV_MEM_POOL = 1 << 2,
 };
 
 /* Values of copy_kind: the numbers of proto's GpuCopyKind. */
 struct ev {
 	uint8_t type;	   /* enum ev_type */
 	uint8_t copy_kind; /* EV_COPY: PROFD__GPU_COPY_KIND__* */
-	uint16_t __pad;
+	uint8_t mem_flags; /* EV_MEM: EV_MEM_* */
+	uint8_t __pad;
 	uint32_t corr;	   /* correlation id (kernel, copy, api) */
 	uint64_t start_ns; /* CLOCK_MONOTONIC, already converted */
 	uint64_t end_ns;
-	uint64_t bytes; /* EV_COPY */
+	uint64_t bytes; /* EV_COPY, EV_MEM */
+	uint64_t addr;	/* EV_MEM */
 	uint32_t tid;	/* EV_API, EV_NVTX: system thread id */
 	uint32_t device;
 	uint32_t stream;

@@ -82,6 +82,37 @@ const struct traced_api traced_apis[] = {
 	DRV(cuMemsetD8Async, "cuMemsetD8Async", true),
 	DRV(cuMemsetD32Async, "cuMemsetD32Async", true),
 
+	/*
+	 * Allocations, probed so their memory records get the allocating stack; releases only
+	 * get API records: a release ends the allocation of its address and needs no stack.
+	 */
+	RT(cudaMalloc_v3020, "cudaMalloc", true),
+	RT(cudaMallocPitch_v3020, "cudaMallocPitch", true),
+	RT(cudaMalloc3D_v3020, "cudaMalloc3D", true),
+	RT(cudaMallocArray_v3020, "cudaMallocArray", true),
+	RT(cudaMalloc3DArray_v3020, "cudaMalloc3DArray", true),
+	RT(cudaMallocMipmappedArray_v5000, "cudaMallocMipmappedArray", true),
+	RT(cudaMallocManaged_v6000, "cudaMallocManaged", true),
+	RT(cudaMallocAsync_v11020, "cudaMallocAsync", true),
+	RT(cudaMallocAsync_ptsz_v11020, "cudaMallocAsync_ptsz", true),
+	RT(cudaMallocFromPoolAsync_v11020, "cudaMallocFromPoolAsync", true),
+	RT(cudaMallocFromPoolAsync_ptsz_v11020, "cudaMallocFromPoolAsync_ptsz", true),
+	DRV(cuMemAlloc_v2, "cuMemAlloc", true),
+	DRV(cuMemAllocPitch_v2, "cuMemAllocPitch", true),
+	DRV(cuMemAllocManaged, "cuMemAllocManaged", true),
+	DRV(cuMemAllocAsync, "cuMemAllocAsync", true),
+	DRV(cuMemAllocAsync_ptsz, "cuMemAllocAsync_ptsz", true),
+	DRV(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", true),
+	DRV(cuMemAllocFromPoolAsync_ptsz, "cuMemAllocFromPoolAsync_ptsz", true),
+	RT(cudaFree_v3020, "cudaFree", false),
+	RT(cudaFreeArray_v3020, "cudaFreeArray", false),
+	RT(cudaFreeMipmappedArray_v5000, "cudaFreeMipmappedArray", false),
+	RT(cudaFreeAsync_v11020, "cudaFreeAsync", false),
+	RT(cudaFreeAsync_ptsz_v11020, "cudaFreeAsync_ptsz", false),
+	DRV(cuMemFree_v2, "cuMemFree", false),
+	DRV(cuMemFreeAsync, "cuMemFreeAsync", false),
+	DRV(cuMemFreeAsync_ptsz, "cuMemFreeAsync_ptsz", false),
+
 	RT(cudaDeviceSynchronize_v3020, "cudaDeviceSynchronize", false),
 	RT(cudaStreamSynchronize_v3020, "cudaStreamSynchronize", false),
 	RT(cudaStreamSynchronize_ptsz_v7000, "cudaStreamSynchronize_ptsz", false),
@@ -186,6 +217,45 @@ uint64_t launch_oldest_ns(uint64_t now_ns, uint64_t max_age_ns)
 			oldest = ns;
 	}
 	return oldest;
+}
+
+/*
+ * Whether cbid allocates memory: its probe gives the allocation a stack, but it is not a
+ * launch, so it neither carries nor resets the weight of skipped launches (no kernel or copy
+ * record reads it). A switch, as the callback runs in every traced call.
+ */
+static bool is_alloc(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
+{
+	if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+		switch (cbid) {
+		case CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020:
+		case CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020:
+		case CUPTI_RUNTIME_TRACE_CBID_cudaMalloc3D_v3020:
+		case CUPTI_RUNTIME_TRACE_CBID_cudaMallocArray_v3020:
+		case CUPTI_RUNTIME_TRACE_CBID_cudaMalloc3DArray_v3020:
+		case CUPTI_RUNTIME_TRACE_CBID_cudaMallocMipmappedArray_v5000:
+		case CUPTI_RUNTIME_TRACE_CBID_cudaMallocManaged_v6000:
+		case CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020:
+		case CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020:
+		case CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020:
+		case CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020:
+			return true;
+		default:
+			return false;
+		}
+	}
+	switch (cbid) {
+	case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz:
+		return true;
+	default:
+		return false;
+	}
 }
 
 /*
@@ -300,6 +370,7 @@ void CUPTIAPI launch_callback(void *userdata, CUpti_CallbackDomain domain, CUpti
 	uint32_t gen, corr;
 	uint64_t now;
 	int saved_errno;
+	bool alloc;
 
 	if (atomic_load_explicit(&core_forked, memory_order_relaxed))
 		return;
@@ -327,15 +398,26 @@ void CUPTIAPI launch_callback(void *userdata, CUpti_CallbackDomain domain, CUpti
 	 * is, which only holds the flush's watermark back a little.
 	 */
 	now = core_bucket_ns();
-	out_store(corr, now);
+	alloc = is_alloc(domain, cbid);
+	/*
+	 * An allocation runs no kernel and its record labels no sample: the watermark does not
+	 * wait for it (nor, where CUPTI lacks MEMORY2, for a record that never comes).
+	 */
+	if (!alloc)
+		out_store(corr, now);
+	/* One probe site for both: the daemon attaches to every site of the probe's name. */
 	if (!bucket_take(t, now)) {
-		t->skipped++;
-		weight_store(corr, 0);
+		if (!alloc) {
+			t->skipped++;
+			weight_store(corr, 0);
+		}
 		errno = saved_errno;
 		return;
 	}
-	weight_store(corr, 1 + t->skipped);
-	t->skipped = 0;
+	if (!alloc) {
+		weight_store(corr, 1 + t->skipped);
+		t->skipped = 0;
+	}
 	if (__builtin_expect(profd_cuda_launch_semaphore != 0, 0)) {
 		STAP_PROBE2(profd, cuda_launch, corr, (uint32_t)cbid);
 		atomic_fetch_add_explicit(&core_stats.probes_fired, 1, memory_order_relaxed);

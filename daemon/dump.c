@@ -788,6 +788,8 @@ int dump__build(struct store *s, const struct store_query *q, const struct dump_
 	if (err)
 		goto out;
 	err = store__query(s, q, collect_row, &bd);
+	if (!err && meta && meta->extra)
+		err = meta->extra(meta->extra_ctx, q, meta->end_ns, collect_row, &bd);
 	if (err)
 		goto out;
 	if (!bd.rows.n) {

@@ -22,6 +22,14 @@ struct dump_meta {
 	bool hide_kernel_addresses; /* leave kernel frames without addresses (non-root callers) */
 	bool has_samples_lost;	    /* for Profile.samples_lost */
 	uint64_t samples_lost;
+	/*
+	 * Rows that are not in the store but computed for the window (GPU memory live at its
+	 * end, end_ns): called once after the store's rows, it calls add for each (with the
+	 * query's filters applied) and returns 0, add's error or its own. NULL: none.
+	 */
+	int (*extra)(void *ctx, const struct store_query *q, uint64_t end_ns, store_query_cb add,
+		     void *add_ctx);
+	void *extra_ctx;
 };
 
 /*

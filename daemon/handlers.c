@@ -119,6 +119,10 @@ static int gpu_status_list(struct daemon *d, const struct server_peer *peer, Pro
 		m->clock = (Profd__GpuClock)all[i].clock;
 		m->has_cupti_version = all[i].cupti_version != 0;
 		m->cupti_version = all[i].cupti_version;
+		m->has_memory_live = m->has_memory_live_bytes = m->has_memory_untracked = true;
+		m->memory_live = all[i].memory_live;
+		m->memory_live_bytes = all[i].memory_live_bytes;
+		m->memory_untracked = all[i].memory_untracked;
 		ptrs[k++] = m;
 	}
 	free(all);
@@ -180,6 +184,7 @@ static int status_for_user(struct daemon *d, uint32_t uid, Profd__StatusReply *s
 	st->has_gpu_processes = st->has_gpu_launches = st->has_gpu_records = false;
 	st->has_gpu_joined = st->has_gpu_unmatched = st->has_gpu_dropped = false;
 	st->has_gpu_uprobe_launches = st->has_gpu_launches_limited = false;
+	st->has_gpu_memory_records = st->has_gpu_memory_unmatched_frees = false;
 	st->has_perf_map_bytes = st->has_perf_map_entries_dropped = false;
 	st->has_perf_maps_sparse = st->has_perf_map_reads = st->has_perf_map_read_ns = false;
 	st->has_symbol_bytes = st->has_symbol_files = st->has_symbol_budget_bytes = false;
@@ -381,6 +386,9 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 		st.gpu_uprobe_launches = is.uprobe_launches;
 		st.has_gpu_launches_limited = true;
 		st.gpu_launches_limited = cnt[PROFD_CNT_LAUNCH_LIMITED];
+		st.has_gpu_memory_records = st.has_gpu_memory_unmatched_frees = true;
+		st.gpu_memory_records = gs.mem_records;
+		st.gpu_memory_unmatched_frees = gs.mem_unmatched;
 		err = gpu_status_list(d, peer, &st);
 		if (err)
 			return err;
@@ -549,6 +557,39 @@ static uint32_t parent_from_proc(void *ctx, uint32_t pid)
 	return ppid;
 }
 
+/* The GPU memory live at a dump's end, as rows of the query's processes and thread. */
+struct live_rows {
+	const struct store_query *q;
+	store_query_cb add;
+	void *add_ctx;
+};
+
+static int live_row(uint32_t pid, uint32_t uid, uint32_t tid, uint32_t stack, uint64_t bytes,
+		    void *ctx)
+{
+	struct live_rows *lr = ctx;
+	const struct store_query *q = lr->q;
+	uint64_t v[STORE_VALUE__COUNT] = {0};
+	bool in = !q->npids;
+
+	for (size_t i = 0; i < q->npids && !in; i++)
+		in = q->pids[i] == pid;
+	if (!in || (q->tid && q->tid != tid) || (q->filter_uid && q->uid != uid))
+		return 0;
+	v[STORE_VALUE_GPU_MEM_LIVE] = bytes;
+	/* Merged dumps have no threads: one row per process and stack, as the store gives. */
+	return lr->add(pid, q->merge_processes ? 0 : tid, stack, v, lr->add_ctx);
+}
+
+static int live_extra(void *ctx, const struct store_query *q, uint64_t end_ns, store_query_cb add,
+		      void *add_ctx)
+{
+	struct daemon *d = ctx;
+	struct live_rows lr = {.q = q, .add = add, .add_ctx = add_ctx};
+
+	return d->gpu ? gpu__live_each(d->gpu, end_ns, live_row, &lr) : 0;
+}
+
 static int handle_dump(struct daemon *d, const struct server_peer *peer,
 		       const Profd__DumpRequest *req, uint8_t **frame, size_t *len)
 {
@@ -598,6 +639,8 @@ static int handle_dump(struct daemon *d, const struct server_peer *peer,
 	meta.has_samples_lost = peer->uid == 0;
 	meta.samples_lost = loss_log__between(d->losses, meta.start_ns, meta.end_ns);
 	q.merge_processes = req->has_merge_processes && req->merge_processes;
+	meta.extra = live_extra;
+	meta.extra_ctx = d;
 	t_build = mono_ns();
 	err = dump__build(d->store, &q, &meta, &profile);
 	t_build = mono_ns() - t_build;

@@ -49,8 +49,8 @@ _profctl()
 		return 0
 		;;
 	--value)
-		mapfile -t COMPREPLY < <(compgen -W "cpu gpu gpu-kernels copy copy-bytes launches off-cpu wall" \
-			-- "$cur")
+		mapfile -t COMPREPLY < <(compgen -W "cpu gpu gpu-kernels copy copy-bytes launches off-cpu wall \
+			gpu-memory gpu-memory-live" -- "$cur")
 		return 0
 		;;
 	--before | --after)

@@ -210,6 +210,7 @@ static void gpu_gc(struct gpu *g, struct store_gc *mark, const struct store_gc *
 		}
 	}
 	gpu_join_gc(g, mark, remap);
+	gpu_mem_gc(g, mark, remap);
 }
 
 void gpu__gc_mark(struct gpu *g, struct store_gc *gc)
@@ -262,6 +263,7 @@ void gpu__free(struct gpu *g)
 	ptrmap_fini(&g->procs);
 	ptrmap_fini(&g->joins);
 	ptrmap_fini(&g->pjoins);
+	gpu_mem_free_all(g);
 	free(g);
 }
 
@@ -453,6 +455,8 @@ void gpu__process_exited(struct gpu *g, uint32_t pid)
 
 	if (p)
 		p->exited = true;
+	/* The driver releases what the process had: nothing of it is live from now on. */
+	gpu_mem_end(g, pid, g->now);
 }
 
 void gpu__clock(struct gpu *g, uint64_t now_ns)
@@ -463,6 +467,7 @@ void gpu__clock(struct gpu *g, uint64_t now_ns)
 
 void gpu__tick(struct gpu *g, uint64_t now_ns)
 {
+	struct store_stats ss;
 	uint32_t gone[64];
 	size_t ngone = 0;
 
@@ -490,6 +495,8 @@ void gpu__tick(struct gpu *g, uint64_t now_ns)
 	}
 	if (ngone)
 		update_processes(g);
+	store__stats(g->store, &ss);
+	gpu_mem_prune(g, ss.oldest_ns);
 }
 
 void gpu__stats(const struct gpu *g, struct gpu_stats *out)
@@ -519,6 +526,7 @@ size_t gpu__status(const struct gpu *g, struct gpu_proc_status *out, size_t max)
 			    .clock = p->clock,
 			    .cupti_version = p->cupti_version,
 			};
+			gpu_mem_status(g, p->pid, &out[n]);
 		}
 		n++;
 	}

@@ -33,6 +33,8 @@
 #define MAX_DROPPED (1ull << 32)
 /* One copy moves at most this much: no device has more memory. */
 #define MAX_COPY_BYTES (1ull << 44)
+/* A single allocation larger than this (1 PiB) is a broken record. */
+#define MAX_MEMORY_BYTES (1ull << 50)
 
 /* --- string tables ------------------------------------------------------------------------ */
 
@@ -223,6 +225,38 @@ static int batch_copy(struct gpu *g, struct gpu_proc *p, const Profd__GpuCopy *c
 	return join_weighted(g, p, &r, c->correlation_id);
 }
 
+/*
+ * An allocation joins its launch stack as a kernel does, and is tracked by address for what is
+ * live; a release only ends the allocation of its address. Neither goes to the timeline.
+ */
+static int batch_memory(struct gpu *g, struct gpu_proc *p, const Profd__GpuMemory *m)
+{
+	uint32_t device = m->has_device ? m->device : 0;
+	struct wait_rec r = {0};
+	int err;
+
+	if (!valid_times(g, m->ts_ns, m->ts_ns) || !m->address || m->bytes > MAX_MEMORY_BYTES ||
+	    (!m->release && !m->bytes)) {
+		g->st.bad_records++;
+		return 0;
+	}
+	if (m->release) {
+		gpu_mem_release(g, p->pid, device, m->address, m->ts_ns);
+		return 0;
+	}
+	err = gpu_mem_alloc(g, p->pid, p->uid, device, m->address, m->bytes, m->ts_ns);
+	if (err)
+		return err;
+	r.start = r.end = m->ts_ns;
+	r.bytes = m->bytes;
+	r.address = m->address;
+	r.weight = 1;
+	r.mem = m->has_pool && m->pool	       ? GPU_MEM_POOL
+		: m->has_managed && m->managed ? GPU_MEM_MANAGED
+					       : GPU_MEM_DEVICE;
+	return gpu_join_record(g, p->pid, &r, m->correlation_id);
+}
+
 static int batch_api(struct gpu *g, struct gpu_proc *p, const Profd__GpuApiCall *a)
 {
 	struct tl_event e;
@@ -288,6 +322,9 @@ static bool batch_malformed(const Profd__GpuBatch *m)
 	for (size_t i = 0; i < m->n_api_calls; i++)
 		if (!m->api_calls[i])
 			return true;
+	for (size_t i = 0; i < m->n_memory; i++)
+		if (!m->memory[i])
+			return true;
 	return false;
 }
 
@@ -312,6 +349,8 @@ int gpu__batch(struct gpu *g, uint32_t pid, const Profd__GpuBatch *m, bool *enab
 		err = batch_kernel(g, p, m->kernels[i]);
 	for (size_t i = 0; i < m->n_copies && !err; i++)
 		err = batch_copy(g, p, m->copies[i]);
+	for (size_t i = 0; i < m->n_memory && !err; i++)
+		err = batch_memory(g, p, m->memory[i]);
 	if (m->has_dropped)
 		g->st.dropped = sat_add(g->st.dropped, m->dropped);
 	/* Bounded like a record's end: a far-future mark would release every later sample. */

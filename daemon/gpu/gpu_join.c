@@ -54,6 +54,18 @@ static const char *copy_name(enum gpu_copy_kind k)
 	}
 }
 
+static const char *mem_name(enum gpu_mem_kind k)
+{
+	switch (k) {
+	case GPU_MEM_MANAGED:
+		return "[gpu memory managed]";
+	case GPU_MEM_POOL:
+		return "[gpu memory pool]";
+	default:
+		return "[gpu memory]";
+	}
+}
+
 /*
  * Intern extra + base stack (+ nvtx at the root end) as one stack: extra is the leaf frame or
  * none. Returns the stack id or 0.
@@ -101,7 +113,10 @@ static void charge(struct gpu *g, uint32_t pid, uint32_t tid, uint32_t stack, ui
 	enum store_value c1, c2;
 	uint64_t v1, v2;
 
-	k.name = r->is_copy ? copy_name(r->kind) : r->leaf ? r->leaf->s : "[unknown kernel]";
+	k.name = r->mem	      ? mem_name(r->mem)
+		 : r->is_copy ? copy_name(r->kind)
+		 : r->leaf    ? r->leaf->s
+			      : "[unknown kernel]";
 	leaf = store__intern_frame(g->store, &k);
 	if (!leaf)
 		return;
@@ -116,6 +131,12 @@ static void charge(struct gpu *g, uint32_t pid, uint32_t tid, uint32_t stack, ui
 	}
 	if (!id)
 		return;
+	if (r->mem) {
+		/* The allocation's bytes, and its stack for what is live at a window's end. */
+		gpu_mem_joined(g, pid, r->address, r->start, tid, id);
+		store__add(g->store, r->start, pid, tid, id, STORE_VALUE_GPU_MEM_BYTES, r->bytes);
+		return;
+	}
 	if (r->is_copy) {
 		c1 = STORE_VALUE_COPY_NS;
 		c2 = STORE_VALUE_COPY_BYTES;

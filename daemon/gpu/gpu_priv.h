@@ -101,14 +101,24 @@ struct gpu_proc {
 	size_t nheld, held_cap;
 };
 
+/* What a memory allocation record is (wait_rec.mem): its leaf frame. */
+enum gpu_mem_kind {
+	GPU_MEM_NONE, /* not a memory record */
+	GPU_MEM_DEVICE,
+	GPU_MEM_MANAGED,
+	GPU_MEM_POOL,
+};
+
 /* A record waiting for its launch. */
 struct wait_rec {
 	uint64_t start;
 	uint64_t end;
 	uint64_t bytes;
+	uint64_t address; /* memory records */
 	uint32_t weight;
 	bool is_copy;
 	enum gpu_copy_kind kind;
+	enum gpu_mem_kind mem;
 	struct gname *leaf; /* kernel name, demangled; a reference; NULL for copies or unnamed */
 };
 
@@ -154,6 +164,7 @@ struct gpu {
 	struct ptrmap procs;  /* pid -> struct gpu_proc */
 	struct ptrmap joins;  /* pid << 32 | corr -> struct join */
 	struct ptrmap pjoins; /* pid -> struct pjoins */
+	struct ptrmap mem;    /* pid -> struct gpu_mem (gpu_mem.c) */
 	struct jlist jl;      /* JL_EXPIRY */
 	size_t npending;      /* launches + waiting records */
 	size_t nheld;
@@ -223,6 +234,28 @@ int gpu_hold(struct gpu *g, struct gpu_proc *p, uint64_t ts, uint64_t end, uint3
 void gpu_release(struct gpu *g, struct gpu_proc *p, uint64_t now, bool all);
 /* The store's compaction: keep every join's stack in mark, or (mark NULL) map it through remap. */
 void gpu_join_gc(struct gpu *g, struct store_gc *mark, const struct store_gc *remap);
+
+/* gpu_mem.c */
+/*
+ * An allocation record of pid (uid: the process's owner), tracked by address until its release
+ * or the process's end; its stack comes with gpu_mem_joined. Returns 0 or -ENOMEM (not tracked
+ * for the per-process bound or the budget: counted, 0).
+ */
+int gpu_mem_alloc(struct gpu *g, uint32_t pid, uint32_t uid, uint32_t device, uint64_t addr,
+		  uint64_t bytes, uint64_t ts);
+/* A release record: ends the allocation live at (device, addr), or is counted as unmatched. */
+void gpu_mem_release(struct gpu *g, uint32_t pid, uint32_t device, uint64_t addr, uint64_t ts);
+/* The join charged the allocation (addr, allocated at ts) to stack. */
+void gpu_mem_joined(struct gpu *g, uint32_t pid, uint64_t addr, uint64_t ts, uint32_t tid,
+		    uint32_t stack);
+/* pid ended (exit or disconnect) at ts: its allocations are released then. */
+void gpu_mem_end(struct gpu *g, uint32_t pid, uint64_t ts);
+/* Forget the releases before `before` (the store's oldest data) and ended processes. */
+void gpu_mem_prune(struct gpu *g, uint64_t before);
+void gpu_mem_free_all(struct gpu *g);
+void gpu_mem_gc(struct gpu *g, struct store_gc *mark, const struct store_gc *remap);
+/* Fill s's memory fields for pid. */
+void gpu_mem_status(const struct gpu *g, uint32_t pid, struct gpu_proc_status *s);
 
 /* gpu_labels.c */
 /* Returns 0, or -ENOSPC when refused (per-process cap or budget; counted by the caller). */

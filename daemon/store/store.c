@@ -713,6 +713,8 @@ void store_value_type(enum store_value col, const char **type, const char **unit
 	    [STORE_VALUE_UPROBE_LAUNCHES] = {"uprobe_launches", "count"},
 	    [STORE_VALUE_OFFCPU_NS] = {"off_cpu", "nanoseconds"},
 	    [STORE_VALUE_GPU_IDLE_OFFCPU_NS] = {"gpu_idle_off_cpu", "nanoseconds"},
+	    [STORE_VALUE_GPU_MEM_BYTES] = {"gpu_memory", "bytes"},
+	    [STORE_VALUE_GPU_MEM_LIVE] = {"gpu_memory_live", "bytes"},
 	};
 
 	if ((unsigned int)col >= STORE_VALUE__COUNT) {

@@ -185,7 +185,7 @@ if(TARGET fake_cupti AND TARGET profd_cupti)
   set_tests_properties(e2e.gpu PROPERTIES
     LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL TRUE
     ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e;PROFD_CUPTI_SO=$<TARGET_FILE:profd_cupti>;PROFD_FAKE_CUPTI=$<TARGET_FILE:fake_cupti>")
-  foreach(t gpu_child gpu_wall export_gpu)
+  foreach(t gpu_child gpu_wall gpu_memory export_gpu)
     add_test(NAME e2e.${t}
              COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_${t}.py)
     set_tests_properties(e2e.${t} PROPERTIES

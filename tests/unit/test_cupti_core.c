@@ -140,6 +140,11 @@ static const struct {
     {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel},
     {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020},
     {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMallocManaged_v6000},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync},
 };
 
 static const CUpti_ActivityKind kinds_on[] = {
@@ -148,6 +153,7 @@ static const CUpti_ActivityKind kinds_on[] = {
     CUPTI_ACTIVITY_KIND_MEMSET,
     CUPTI_ACTIVITY_KIND_MARKER,
     CUPTI_ACTIVITY_KIND_OVERHEAD,
+    CUPTI_ACTIVITY_KIND_MEMORY2,
 };
 
 static void case_enable(void)
@@ -176,7 +182,7 @@ static void case_enable(void)
 
 	for (i = 0; i < sizeof(kinds_on) / sizeof(kinds_on[0]); i++)
 		CHECK(fake_cupti_kind_enabled(kinds_on[i]));
-	CHECK_EQ_U(fake_cupti_call_count("cuptiActivityEnable"), 5);
+	CHECK_EQ_U(fake_cupti_call_count("cuptiActivityEnable"), 6);
 	CHECK(!fake_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_RUNTIME));
 	CHECK(!fake_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_DRIVER));
 	CHECK(!fake_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_KERNEL));
@@ -192,10 +198,17 @@ static void case_enable(void)
 					   CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020));
 	CHECK(fake_cupti_api_enabled(CUPTI_CB_DOMAIN_DRIVER_API,
 				     CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize));
-	CHECK(!fake_cupti_api_enabled(CUPTI_CB_DOMAIN_RUNTIME_API,
-				      CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020));
+	/* Releases: API records, no callback (a release needs no stack). */
+	CHECK(fake_cupti_api_enabled(CUPTI_CB_DOMAIN_RUNTIME_API,
+				     CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020));
 	CHECK(!fake_cupti_callback_enabled(CUPTI_CB_DOMAIN_RUNTIME_API,
-					   CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020));
+					   CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020));
+	CHECK(!fake_cupti_callback_enabled(CUPTI_CB_DOMAIN_DRIVER_API,
+					   CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync));
+	CHECK(!fake_cupti_api_enabled(CUPTI_CB_DOMAIN_RUNTIME_API,
+				      CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020));
+	CHECK(!fake_cupti_callback_enabled(CUPTI_CB_DOMAIN_RUNTIME_API,
+					   CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020));
 	/* One call per probed API of the table, no domain-wide enable. */
 	for (i = n = 0; i < traced_apis_nr; i++)
 		n += traced_apis[i].probe;
@@ -308,9 +321,12 @@ static void case_launch_unlimited(void)
 	CHECK_EQ_U(fired(), 2);
 	launch(RT, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, 14);
 	CHECK_EQ_U(fired(), 3);
-	/* Not traced (no callback enabled): never reaches the core. */
+	/* An allocation is probed, for its memory record's stack. */
 	launch(RT, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 15);
-	CHECK_EQ_U(fired(), 3);
+	CHECK_EQ_U(fired(), 4);
+	/* Not probed (no callback enabled): never reaches the core. */
+	launch(RT, CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 16);
+	CHECK_EQ_U(fired(), 4);
 	CHECK_EQ_U(launch_weight(12), 1);
 	CHECK_EQ_U(launch_weight(13), 1);
 	CHECK_EQ_U(launch_weight(14), 1);
@@ -373,6 +389,34 @@ static void case_launch_rate(void)
 	CHECK_EQ_U(launch_weight(26), 2);
 	CHECK_EQ_U(launch_weight(27), 0);
 	CHECK_EQ_U(fired(), 4);
+}
+
+/*
+ * Allocations take tokens from the launch bucket but are not launches: a skipped launch's
+ * weight goes to the next launch, not to an allocation probed in between, and a skipped
+ * allocation adds no weight to anything.
+ */
+static void case_alloc_rate(void)
+{
+	const CUpti_CallbackId alloc = CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020;
+
+	setenv("PROFD_CUPTI_LAUNCH_RATE", "10", 1);
+	enable_core();
+	profd_cuda_launch_semaphore = 1;
+	atomic_store(&test_now, 50 * SEC);
+	launch(RT, RT_LAUNCH, 50); /* probed */
+	launch(RT, RT_LAUNCH, 51); /* skipped */
+	launch(RT, alloc, 52);	   /* no token: skipped, no weight */
+	CHECK_EQ_U(fired(), 1);
+	atomic_store(&test_now, 50 * SEC + 100 * MS);
+	launch(RT, alloc, 53); /* probed, but stands for no launch */
+	CHECK_EQ_U(fired(), 2);
+	atomic_store(&test_now, 50 * SEC + 200 * MS);
+	launch(RT, RT_LAUNCH, 54); /* probed: itself and 51 */
+	CHECK_EQ_U(fired(), 3);
+	CHECK_EQ_U(launch_weight(50), 1);
+	CHECK_EQ_U(launch_weight(51), 0);
+	CHECK_EQ_U(launch_weight(54), 2);
 }
 
 /*
@@ -589,6 +633,77 @@ static void check_api(const struct ev *e, uint32_t corr, uint32_t tid, uint64_t 
 }
 
 /* Callback clock: timestamps are CLOCK_MONOTONIC already. */
+static void put_memory(struct buf *b, CUpti_ActivityMemoryOperationType op,
+		       CUpti_ActivityMemoryKind mkind, uint32_t corr, uint64_t addr, uint64_t bytes,
+		       uint64_t ts, uint32_t stream, bool pool)
+{
+	CUpti_ActivityMemory4 m;
+
+	fake_cupti_memory_record(&m, op, mkind, corr, addr, bytes, ts, 3, stream, pool);
+	put(b, &m, sizeof(m));
+}
+
+static void check_memory(const struct ev *e, uint32_t corr, uint64_t addr, uint64_t bytes,
+			 uint64_t ts, uint32_t stream, uint8_t flags)
+{
+	CHECK_EQ_U(e->type, EV_MEM);
+	CHECK_EQ_U(e->corr, corr);
+	CHECK_EQ_U(e->addr, addr);
+	CHECK_EQ_U(e->bytes, bytes);
+	CHECK_EQ_U(e->start_ns, ts);
+	CHECK_EQ_U(e->end_ns, ts);
+	CHECK_EQ_U(e->device, 3);
+	CHECK_EQ_U(e->stream, stream);
+	CHECK_EQ_U(e->mem_flags, flags);
+}
+
+/*
+ * MEMORY2 records: device, managed and pool allocations and their releases become events; host
+ * memory does not. An allocation never holds the flush's watermark back: its record labels no
+ * sample.
+ */
+static void case_decode_memory(void)
+{
+	const CUpti_ActivityMemoryOperationType A = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+	const CUpti_ActivityMemoryOperationType R = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+	const CUpti_ActivityMemoryKind DEV = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+	struct ev ev[8];
+	struct buf b;
+	size_t n;
+
+	setenv("PROFD_CUPTI_LAUNCH_RATE", "0", 1);
+	enable_core();
+	CHECK(fake_cupti_real_iterator());
+	CHECK(fake_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_MEMORY2));
+	atomic_store(&test_now, 60 * SEC);
+	launch(RT, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 60);
+	CHECK_EQ_U(launch_oldest_ns(60 * SEC, 10 * SEC), UINT64_MAX);
+	launch(RT, RT_LAUNCH, 66);
+	CHECK_EQ_U(launch_oldest_ns(60 * SEC, 10 * SEC), 60 * SEC);
+
+	get_buf(&b);
+	put_memory(&b, A, DEV, 60, 0x7f0000000000, 1 << 20, 1000, 0, false);
+	put_memory(&b, A, CUPTI_ACTIVITY_MEMORY_KIND_MANAGED, 61, 0x7f0000100000, 4096, 1100, 0,
+		   false);
+	put_memory(&b, A, DEV, 62, 0x7f0000200000, 512, 1200, 5, true);
+	put_memory(&b, A, CUPTI_ACTIVITY_MEMORY_KIND_PINNED, 63, 0x10000, 64, 1300, 0, false);
+	put_memory(&b, R, DEV, 64, 0x7f0000000000, 1 << 20, 1400, 0, false);
+	put_memory(&b, R, DEV, 65, 0x7f0000200000, 512, 1500, 5, true);
+	fake_cupti_complete_buffer(b.p, b.size, b.len);
+
+	n = evq__drain(q, ev, 8);
+	CHECK_EQ_U(n, 5);
+	if (n != 5)
+		return;
+	check_memory(&ev[0], 60, 0x7f0000000000, 1 << 20, 1000, 0, 0);
+	check_memory(&ev[1], 61, 0x7f0000100000, 4096, 1100, 0, EV_MEM_MANAGED);
+	check_memory(&ev[2], 62, 0x7f0000200000, 512, 1200, 5, EV_MEM_POOL);
+	check_memory(&ev[3], 64, 0x7f0000000000, 1 << 20, 1400, 0, EV_MEM_RELEASE);
+	check_memory(&ev[4], 65, 0x7f0000200000, 512, 1500, 5, EV_MEM_RELEASE | EV_MEM_POOL);
+	/* Memory records do not end a launch's wait. */
+	CHECK_EQ_U(launch_oldest_ns(60 * SEC, 10 * SEC), 60 * SEC);
+}
+
 static void case_decode_callback_clock(void)
 {
 	char kname[] = "_Z6kernelPf"; /* CUPTI's strings die with the buffer: interned copies */
@@ -1346,9 +1461,11 @@ int main(void)
 	RUN(case_kernel_kind_fails);
 	RUN(case_launch_unlimited);
 	RUN(case_launch_rate);
+	RUN(case_alloc_rate);
 	RUN(case_launch_process_rate);
 	RUN(case_launch_generation);
 	RUN(case_decode_callback_clock);
+	RUN(case_decode_memory);
 	RUN(case_decode_offset_refused);
 	RUN(case_decode_offset_ignored);
 	RUN(case_pool);

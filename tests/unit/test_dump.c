@@ -84,6 +84,8 @@ static void check_full(const Profd__Profile *p)
 					      "uprobe_launches",
 					      "off_cpu",
 					      "gpu_idle_off_cpu",
+					      "gpu_memory",
+					      "gpu_memory_live",
 					      "schedule",
 					      "[kernel.kallsyms]",
 					      "main",
@@ -94,16 +96,16 @@ static void check_full(const Profd__Profile *p)
 					      "script.py",
 					      "app",
 					      "app-worker"};
-	static const uint32_t vt[9][2] = {{1, 2}, {3, 2},  {4, 5},  {6, 2}, {7, 5},
-					  {8, 9}, {10, 2}, {11, 5}, {12, 5}};
+	static const uint32_t vt[11][2] = {{1, 2},  {3, 2},  {4, 5},  {6, 2},  {7, 5}, {8, 9},
+					   {10, 2}, {11, 5}, {12, 5}, {13, 9}, {14, 9}};
 	const Profd__Frame *f;
 
-	CHECK_EQ_U(p->n_strings, 23);
-	for (size_t k = 0; k < 23 && k < p->n_strings; k++)
+	CHECK_EQ_U(p->n_strings, 25);
+	for (size_t k = 0; k < 25 && k < p->n_strings; k++)
 		CHECK_STREQ(p->strings[k], strings[k]);
 
-	CHECK_EQ_U(p->n_value_types, 9);
-	for (size_t k = 0; k < 9 && k < p->n_value_types; k++) {
+	CHECK_EQ_U(p->n_value_types, 11);
+	for (size_t k = 0; k < 11 && k < p->n_value_types; k++) {
 		CHECK_EQ_U(p->value_types[k]->type, vt[k][0]);
 		CHECK_EQ_U(p->value_types[k]->unit, vt[k][1]);
 	}
@@ -114,9 +116,9 @@ static void check_full(const Profd__Profile *p)
 		return;
 	f = p->frames[0];
 	CHECK_EQ_U(f->kind, PROFD__FRAME_KIND__FRAME_KERNEL);
-	CHECK_EQ_U(f->name, 13);
+	CHECK_EQ_U(f->name, 15);
 	CHECK(f->has_module);
-	CHECK_EQ_U(f->module, 14);
+	CHECK_EQ_U(f->module, 16);
 	CHECK(f->has_address);
 	CHECK_EQ_U(f->address, 0xffffffff81000000ull);
 	CHECK(!f->has_file);
@@ -124,20 +126,20 @@ static void check_full(const Profd__Profile *p)
 	CHECK(!f->has_build_id);
 	f = p->frames[1];
 	CHECK_EQ_U(f->kind, PROFD__FRAME_KIND__FRAME_NATIVE);
-	CHECK_EQ_U(f->name, 15);
-	CHECK_EQ_U(f->module, 16);
+	CHECK_EQ_U(f->name, 17);
+	CHECK_EQ_U(f->module, 18);
 	CHECK_EQ_U(f->address, 0x10);
 	CHECK(f->has_file);
-	CHECK_EQ_U(f->file, 17);
+	CHECK_EQ_U(f->file, 19);
 	CHECK(f->has_line);
 	CHECK_EQ_U(f->line, 3);
 	CHECK(f->has_build_id);
-	CHECK_EQ_U(f->build_id, 18);
+	CHECK_EQ_U(f->build_id, 20);
 	f = p->frames[2];
 	CHECK_EQ_U(f->kind, PROFD__FRAME_KIND__FRAME_PYTHON);
-	CHECK_EQ_U(f->name, 19);
-	CHECK_EQ_U(f->module, 20);
-	CHECK_EQ_U(f->file, 20);
+	CHECK_EQ_U(f->name, 21);
+	CHECK_EQ_U(f->module, 22);
+	CHECK_EQ_U(f->file, 22);
 	CHECK_EQ_U(f->line, 7);
 	CHECK(!f->has_build_id);
 
@@ -160,7 +162,7 @@ static void check_full(const Profd__Profile *p)
 			CHECK_EQ_U(p->samples[k]->stack, want[k][0]);
 			CHECK_EQ_U(p->samples[k]->pid, want[k][1]);
 			CHECK_EQ_U(p->samples[k]->tid, want[k][2]);
-			CHECK_EQ_U(p->samples[k]->n_values, 9);
+			CHECK_EQ_U(p->samples[k]->n_values, 11);
 			if (p->samples[k]->n_values != 8)
 				continue;
 			CHECK_EQ_U(p->samples[k]->values[0], want[k][3]);
@@ -256,9 +258,9 @@ static void test_filtered(void)
 		CHECK_EQ_U(p->n_frames, 2);
 		CHECK_EQ_U(p->n_processes, 1);
 		CHECK_EQ_U(p->n_threads, 1);
-		/* "", 12 value type names and units, schedule, [kernel.kallsyms], main, /bin/app,
+		/* "", 14 value type names and units, schedule, [kernel.kallsyms], main, /bin/app,
 		 * app.c, beef */
-		CHECK_EQ_U(p->n_strings, 19);
+		CHECK_EQ_U(p->n_strings, 21);
 		CHECK_STREQ(str(p, p->frames[p->stacks[0]->frames[0]]->name), "schedule");
 		CHECK_STREQ(str(p, p->frames[p->stacks[0]->frames[1]]->name), "main");
 		CHECK(!p->has_frequency_hz);
@@ -331,7 +333,7 @@ static void test_columns(void)
 			CHECK_EQ_U(p->samples[k]->stack, want[k][0]);
 			CHECK_EQ_U(p->samples[k]->pid, want[k][1]);
 			CHECK_EQ_U(p->samples[k]->tid, want[k][2]);
-			CHECK_EQ_U(p->samples[k]->n_values, 9);
+			CHECK_EQ_U(p->samples[k]->n_values, 11);
 			for (size_t c = 0; c < 7 && c < p->samples[k]->n_values; c++)
 				CHECK_EQ_U(p->samples[k]->values[c], want[k][3 + c]);
 		}

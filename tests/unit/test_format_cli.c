@@ -128,7 +128,7 @@ static void test_parse_dump_errors(void)
 	BAD("dump: say what to dump (flamegraph, trace or stacks); see 'profctl dump --help'",
 	    "dump");
 	BAD("dump: --value 'gpu-idle' is not cpu, gpu, gpu-kernels, copy, copy-bytes, launches, "
-	    "off-cpu or wall; see 'profctl dump --help'",
+	    "off-cpu, wall, gpu-memory or gpu-memory-live; see 'profctl dump --help'",
 	    "dump", "flamegraph", "--value", "gpu-idle");
 	BAD("dump: --gpu-idle goes with --value cpu, off-cpu or wall, not gpu; see 'profctl dump "
 	    "--help'",

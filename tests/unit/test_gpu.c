@@ -205,6 +205,7 @@ struct batch {
 	Profd__GpuCopy c[8], *cp[8];
 	Profd__GpuApiCall a[8], *ap[8];
 	Profd__GpuNvtxRange n[8], *np[8];
+	Profd__GpuMemory m[16], *mp[16];
 };
 
 static void batch_init(struct batch *b)
@@ -216,6 +217,7 @@ static void batch_init(struct batch *b)
 	b->b.copies = b->cp;
 	b->b.api_calls = b->ap;
 	b->b.nvtx = b->np;
+	b->b.memory = b->mp;
 }
 
 static void add_string(struct batch *b, const char *s)
@@ -286,6 +288,24 @@ static void add_api(struct batch *b, uint64_t start, uint64_t end, uint32_t tid,
 	a->has_name = true;
 	a->name = name;
 	b->ap[b->b.n_api_calls++] = a;
+}
+
+/* An allocation (release false) or release of bytes at addr on device, at ts. */
+static Profd__GpuMemory *add_memory(struct batch *b, uint64_t ts, uint32_t corr, bool release,
+				    uint64_t addr, uint64_t bytes, uint32_t device)
+{
+	Profd__GpuMemory *m = &b->m[b->b.n_memory];
+
+	profd__gpu_memory__init(m);
+	m->ts_ns = ts;
+	m->correlation_id = corr;
+	m->release = release;
+	m->address = addr;
+	m->bytes = bytes;
+	m->has_device = true;
+	m->device = device;
+	b->mp[b->b.n_memory++] = m;
+	return m;
 }
 
 static void complete_until(struct batch *b, uint64_t ts)
@@ -1843,6 +1863,184 @@ static void test_lower(void)
 	fx_fini(&f);
 }
 
+/* --- GPU memory ---------------------------------------------------------------------------- */
+
+/* What gpu__live_each reports at a time: bytes per stack (root first, as val names them). */
+struct live {
+	struct store *s;
+	char stack[8][256];
+	uint64_t bytes[8];
+	uint32_t tid[8];
+	size_t n;
+};
+
+static int live_cb(uint32_t pid, uint32_t uid, uint32_t tid, uint32_t stack, uint64_t bytes,
+		   void *ctx)
+{
+	struct live *l = ctx;
+	char s[256];
+
+	CHECK_EQ_U(pid, PID);
+	CHECK_EQ_U(uid, UID);
+	stack_str(l->s, stack, s, sizeof(s));
+	for (size_t i = 0; i < l->n; i++) {
+		if (!strcmp(l->stack[i], s)) {
+			l->bytes[i] += bytes;
+			return 0;
+		}
+	}
+	if (l->n == 8)
+		return -ENOSPC;
+	snprintf(l->stack[l->n], sizeof(l->stack[0]), "%s", s);
+	l->tid[l->n] = tid;
+	l->bytes[l->n++] = bytes;
+	return 0;
+}
+
+/* The bytes live at `at` under stack (NULL: all of them). */
+static uint64_t live_at(struct fx *f, uint64_t at, const char *stack)
+{
+	struct live l = {.s = f->s};
+	uint64_t v = 0;
+
+	CHECK_EQ_I(gpu__live_each(f->g, at, live_cb, &l), 0);
+	for (size_t i = 0; i < l.n; i++)
+		if (!stack || !strcmp(l.stack[i], stack))
+			v += l.bytes[i];
+	return v;
+}
+
+static struct gpu_proc_status mem_status(struct fx *f)
+{
+	struct gpu_proc_status st[2] = {0};
+
+	CHECK_EQ_U(gpu__status(f->g, st, 2), 1);
+	return st[0];
+}
+
+#define W "main;alloc_weights;[gpu memory][g]"
+#define WM "main;alloc_weights;[gpu memory managed][g]"
+#define BP "main;alloc_buffers;[gpu memory pool][g]"
+#define MIB (1ull << 20)
+
+/*
+ * Allocations joined to the stacks that made them, in both orders; bytes allocated by stack;
+ * what is live at a time, before and after releases, across a compaction and after the exit;
+ * releases that match nothing change nothing.
+ */
+static void test_memory(void)
+{
+	struct fx f;
+	struct batch b;
+	struct gpu_proc_status ps;
+	Profd__GpuMemory *m;
+	uint32_t sa, sb;
+	bool enable;
+
+	fx_init_ttl(&f, 0, 1000000000ull);
+	attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable);
+	sa = stack_of(&f, "main", "alloc_weights", NULL);
+	sb = stack_of(&f, "main", "alloc_buffers", NULL);
+	t_launch(f.g, 1000, PID, TID, sa, 10);
+	t_launch(f.g, 1100, PID, TID2, sb, 11);
+	t_launch(f.g, 1200, PID, TID, sa, 12);
+	batch_init(&b);
+	add_memory(&b, 1500, 10, false, 0xa0000, MIB, 0);
+	m = add_memory(&b, 1600, 11, false, 0xb0000, 4096, 0);
+	m->has_pool = m->pool = true;
+	m = add_memory(&b, 1700, 12, false, 0xc0000, 8192, 0);
+	m->has_managed = m->managed = true;
+	/* Made before the library collected: nothing to end, nothing goes below zero. */
+	add_memory(&b, 1800, 20, true, 0xd0000, 65536, 0);
+	/* The address of a live allocation, on another device: not its release. */
+	add_memory(&b, 1850, 21, true, 0xa0000, MIB, 1);
+	add_memory(&b, 2000, 22, true, 0xc0000, 8192, 0);
+	/* Malformed: no address; an allocation of nothing. */
+	add_memory(&b, 2010, 23, false, 0, 64, 0);
+	add_memory(&b, 2020, 24, false, 0xe0000, 0, 0);
+	/* Its launch stack comes later. */
+	add_memory(&b, 2100, 13, false, 0xf0000, 2 * MIB, 0);
+	CHECK_EQ_I(send(&f, &b), 0);
+
+	CHECK_EQ_U(val(&f, W, TID, STORE_VALUE_GPU_MEM_BYTES), MIB);
+	CHECK_EQ_U(val(&f, WM, TID, STORE_VALUE_GPU_MEM_BYTES), 8192);
+	CHECK_EQ_U(val(&f, BP, TID2, STORE_VALUE_GPU_MEM_BYTES), 4096);
+	CHECK_EQ_U(val(&f, NULL, 0, STORE_VALUE_GPU_MEM_BYTES), MIB + 8192 + 4096);
+	/* The live column is the dump's to fill, never the store's. */
+	CHECK_EQ_U(val(&f, NULL, 0, STORE_VALUE_GPU_MEM_LIVE), 0);
+	CHECK_EQ_U(stats(&f).mem_records, 7);
+	CHECK_EQ_U(stats(&f).mem_unmatched, 2);
+	CHECK_EQ_U(stats(&f).bad_records, 2);
+
+	/* Live at a time: allocated before it, not released before it. */
+	CHECK_EQ_U(live_at(&f, 1500, NULL), 0);
+	CHECK_EQ_U(live_at(&f, 1501, NULL), MIB);
+	CHECK_EQ_U(live_at(&f, 1900, WM), 8192);
+	CHECK_EQ_U(live_at(&f, 1900, NULL), MIB + 4096 + 8192);
+	CHECK_EQ_U(live_at(&f, 2000, WM), 8192); /* released at 2000, not before it */
+	CHECK_EQ_U(live_at(&f, 2001, WM), 0);
+	/* Not joined yet: left out until its stack is known. */
+	CHECK_EQ_U(live_at(&f, UINT64_MAX, NULL), MIB + 4096);
+	ps = mem_status(&f);
+	CHECK_EQ_U(ps.memory_live, 3);
+	CHECK_EQ_U(ps.memory_live_bytes, MIB + 4096 + 2 * MIB);
+	CHECK_EQ_U(ps.memory_untracked, 0);
+
+	t_launch(f.g, 2050, PID, TID, sb, 13);
+	CHECK_EQ_U(live_at(&f, UINT64_MAX, "main;alloc_buffers;[gpu memory][g]"), 2 * MIB);
+	CHECK_EQ_U(val(&f, "main;alloc_buffers;[gpu memory][g]", TID, STORE_VALUE_GPU_MEM_BYTES),
+		   2 * MIB);
+
+	/* The allocations keep their stacks through a compaction. */
+	compact(&f);
+	CHECK_EQ_U(live_at(&f, UINT64_MAX, W), MIB);
+	CHECK_EQ_U(live_at(&f, UINT64_MAX, BP), 4096);
+	CHECK_EQ_U(live_at(&f, 1900, WM), 8192);
+
+	/* A release of the same address again matches nothing: released once. */
+	batch_init(&b);
+	add_memory(&b, 3000, 25, true, 0xa0000, MIB, 0);
+	add_memory(&b, 3100, 26, true, 0xa0000, MIB, 0);
+	CHECK_EQ_I(send(&f, &b), 0);
+	CHECK_EQ_U(stats(&f).mem_unmatched, 3);
+	CHECK_EQ_U(live_at(&f, UINT64_MAX, W), 0);
+	CHECK_EQ_U(live_at(&f, 2999, W), MIB);
+
+	/* The process ends: nothing is live after it, what was live before still shows. */
+	gpu__clock(f.g, 5000);
+	gpu__process_exited(f.g, PID);
+	CHECK_EQ_U(live_at(&f, UINT64_MAX, NULL), 0);
+	CHECK_EQ_U(live_at(&f, 4999, NULL), 4096 + 2 * MIB);
+	/* A new process of the same pid: the old one's history is not shown as its own. */
+	CHECK_EQ_I(gpu_mem_alloc(f.g, PID, UID, 0, 0x1000, 64, 6000), 0);
+	CHECK_EQ_U(live_at(&f, 4999, NULL), 0);
+	fx_fini(&f);
+}
+
+/* Live allocations per process are bounded: what is over it is counted, not tracked. */
+static void test_memory_bound(void)
+{
+	struct fx f;
+	bool enable;
+
+	fx_init(&f, 0);
+	attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable);
+	for (uint64_t i = 0; i < 65536 + 10; i++)
+		CHECK_EQ_I(gpu_mem_alloc(f.g, PID, UID, 0, 0x100000 + i * 256, 256, 1000 + i), 0);
+	CHECK_EQ_U(mem_status(&f).memory_live, 65536);
+	CHECK_EQ_U(mem_status(&f).memory_live_bytes, 65536ull * 256);
+	CHECK_EQ_U(mem_status(&f).memory_untracked, 10);
+	/* A release of an untracked one matches nothing; of a tracked one, frees a place. */
+	gpu_mem_release(f.g, PID, 0, 0x100000 + 65536ull * 256, 200000);
+	CHECK_EQ_U(stats(&f).mem_unmatched, 1);
+	gpu_mem_release(f.g, PID, 0, 0x100000, 200000);
+	CHECK_EQ_U(mem_status(&f).memory_live, 65535);
+	CHECK_EQ_I(gpu_mem_alloc(f.g, PID, UID, 0, 0x100000, 512, 200001), 0);
+	CHECK_EQ_U(mem_status(&f).memory_live, 65536);
+	CHECK_EQ_U(mem_status(&f).memory_untracked, 10);
+	fx_fini(&f);
+}
+
 int main(void)
 {
 	log_set_level(getenv("TEST_VERBOSE") ? LOG_LVL_DEBUG : LOG_LVL_ERROR);
@@ -1869,5 +2067,7 @@ int main(void)
 	test_nvtx_kept_for_joins();
 	test_attach_rules();
 	test_lower();
+	test_memory();
+	test_memory_bound();
 	return CHECK_DONE();
 }

@@ -232,6 +232,97 @@ static void check_error(Profd__Response *r, Profd__ErrorCode code, const char *t
 	profd__response__free_unpacked(r, NULL);
 }
 
+/* A batch with one allocation of bytes at addr (no launch: charged to the stand-in stack). */
+static void mem_batch(struct daemon *d, const struct server_peer *peer, uint64_t addr,
+		      uint64_t bytes)
+{
+	Profd__Request req = PROFD__REQUEST__INIT;
+	Profd__GpuBatch b = PROFD__GPU_BATCH__INIT;
+	Profd__GpuMemory m = PROFD__GPU_MEMORY__INIT, *mp = &m;
+	Profd__Response *r;
+	int ret;
+
+	m.ts_ns = t0 + 3000;
+	m.address = addr;
+	m.bytes = bytes;
+	b.n_memory = 1;
+	b.memory = &mp;
+	req.msg_case = PROFD__REQUEST__MSG_GPU_BATCH;
+	req.gpu_batch = &b;
+	r = call(d, peer, &req, &ret);
+	CHECK_EQ_I(ret, 0);
+	profd__response__free_unpacked(r, NULL);
+}
+
+/* gpu_memory_live per pid in a dump by peer of pid (0: every process); -1 for an error reply. */
+static int64_t live_of(struct daemon *d, const struct server_peer *peer, uint32_t pid, uint32_t of)
+{
+	Profd__Request req = PROFD__REQUEST__INIT;
+	Profd__DumpRequest dr = PROFD__DUMP_REQUEST__INIT;
+	Profd__Response *r;
+	int64_t v = 0;
+	int ret, col = -1;
+
+	if (pid) {
+		dr.n_pids = 1;
+		dr.pids = &pid;
+	}
+	req.msg_case = PROFD__REQUEST__MSG_DUMP;
+	req.dump = &dr;
+	r = call(d, peer, &req, &ret);
+	if (!r || r->msg_case != PROFD__RESPONSE__MSG_PROFILE) {
+		profd__response__free_unpacked(r, NULL);
+		return -1;
+	}
+	for (size_t i = 0; i < r->profile->n_value_types; i++)
+		if (!strcmp(r->profile->strings[r->profile->value_types[i]->type],
+			    "gpu_memory_live"))
+			col = (int)i;
+	CHECK(col >= 0);
+	for (size_t i = 0; col >= 0 && i < r->profile->n_samples; i++)
+		if (r->profile->samples[i]->pid == of)
+			v += (int64_t)r->profile->samples[i]->values[col];
+	profd__response__free_unpacked(r, NULL);
+	return v;
+}
+
+/*
+ * The live GPU memory a dump shows follows the dump's rules: root sees every process's, a user
+ * their own processes' only, a pid filter only that process.
+ */
+static void test_memory_dumps(struct daemon *d, const struct server_peer *lib_a,
+			      const struct server_peer *lib_b)
+{
+	struct server_peer root = {.uid = 0, .pid = 1, .conn_id = 20};
+	struct server_peer user = {.uid = 1000, .pid = 2, .conn_id = 21};
+	struct server_peer other = {.uid = 3000, .pid = 3, .conn_id = 22};
+	Profd__Response *r;
+
+	mem_batch(d, lib_a, 0x10000, 4096);
+	mem_batch(d, lib_b, 0x20000, 8192);
+	CHECK_EQ_I(live_of(d, &root, 0, 500), 4096);
+	CHECK_EQ_I(live_of(d, &root, 0, 600), 8192);
+	CHECK_EQ_I(live_of(d, &root, 600, 500), 0);
+	CHECK_EQ_I(live_of(d, &root, 600, 600), 8192);
+	CHECK_EQ_I(live_of(d, &user, 0, 500), 4096);
+	CHECK_EQ_I(live_of(d, &user, 0, 600), 0);
+	CHECK_EQ_I(live_of(d, &other, 0, 500), -1); /* no samples of its uid at all */
+
+	/* The memory counters are the machine's: root's only. */
+	r = status(d, &root);
+	CHECK(r && r->status && r->status->has_gpu_memory_records);
+	if (r && r->status)
+		CHECK_EQ_U(r->status->gpu_memory_records, 2);
+	profd__response__free_unpacked(r, NULL);
+	r = status(d, &user);
+	CHECK(r && r->status && !r->status->has_gpu_memory_records);
+	if (r && r->status && r->status->n_gpu == 1) {
+		CHECK_EQ_U(r->status->gpu[0]->memory_live, 1);
+		CHECK_EQ_U(r->status->gpu[0]->memory_live_bytes, 4096);
+	}
+	profd__response__free_unpacked(r, NULL);
+}
+
 /*
  * A stale connection may not attach again; a process another uid owns is recorded, never
  * enabled, and its batches close the connection.
@@ -419,6 +510,8 @@ int main(void)
 	/* The kernels are from 20 s ago: not in the last 10 s. */
 	check_error(trace(&d, &root, 500, 10 * NSEC_PER_SEC), PROFD__ERROR_CODE__ERROR_NO_SAMPLES,
 		    "no events for pid 500 in the last 10s");
+
+	test_memory_dumps(&d, &lib_a, &lib_b);
 
 	/* The process attaches again on a new connection: the old one's close changes nothing. */
 	CHECK_EQ_I(attach(&d, &lib_a2, &enable), 0);

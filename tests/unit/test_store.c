@@ -800,10 +800,12 @@ static void test_value_types(void)
 	    {"uprobe_launches", "count"},
 	    {"off_cpu", "nanoseconds"},
 	    {"gpu_idle_off_cpu", "nanoseconds"},
+	    {"gpu_memory", "bytes"},
+	    {"gpu_memory_live", "bytes"},
 	};
 	const char *type, *unit;
 
-	CHECK_EQ_U(STORE_VALUE__COUNT, 9);
+	CHECK_EQ_U(STORE_VALUE__COUNT, 11);
 	for (int c = 0; c < STORE_VALUE__COUNT; c++) {
 		store_value_type(c, &type, &unit);
 		CHECK_STREQ(type, want[c][0]);
@@ -848,10 +850,10 @@ static void test_columns(void)
 
 	CHECK_EQ_I(store__query(s, &q, collect_all, r), 0);
 	CHECK_EQ_U(r->calls, 4);
-	check_vals(vrow_of(r, 7, 8, st1), (uint64_t[]){5, 1, 1500, 2, 0, 0, 0, 0, 0});
-	check_vals(vrow_of(r, 7, 9, st1), (uint64_t[]){0, 0, 0, 0, 70, 4096, 0, 0, 0});
-	check_vals(vrow_of(r, 7, 8, st2), (uint64_t[]){0, 0, 0, 0, 0, 0, 1, 0, 0});
-	check_vals(vrow_of(r, big, big, st2), (uint64_t[]){4, 0, 0, 0, 0, 0, 9, 0, 0});
+	check_vals(vrow_of(r, 7, 8, st1), (uint64_t[]){5, 1, 1500, 2, 0, 0, 0, 0, 0, 0, 0});
+	check_vals(vrow_of(r, 7, 9, st1), (uint64_t[]){0, 0, 0, 0, 70, 4096, 0, 0, 0, 0, 0});
+	check_vals(vrow_of(r, 7, 8, st2), (uint64_t[]){0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0});
+	check_vals(vrow_of(r, big, big, st2), (uint64_t[]){4, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0});
 
 	/* Filters see the pid, not the pid word with its column. */
 	memset(r, 0, sizeof(*r));
@@ -859,20 +861,20 @@ static void test_columns(void)
 	q.npids = 1;
 	CHECK_EQ_I(store__query(s, &q, collect_all, r), 0);
 	CHECK_EQ_U(r->calls, 1);
-	check_vals(vrow_of(r, big, big, st2), (uint64_t[]){4, 0, 0, 0, 0, 0, 9, 0, 0});
+	check_vals(vrow_of(r, big, big, st2), (uint64_t[]){4, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0});
 	memset(r, 0, sizeof(*r));
 	q.pids = NULL;
 	q.npids = 0;
 	q.tid = 9;
 	CHECK_EQ_I(store__query(s, &q, collect_all, r), 0);
 	CHECK_EQ_U(r->calls, 1);
-	check_vals(vrow_of(r, 7, 9, st1), (uint64_t[]){0, 0, 0, 0, 70, 4096, 0, 0, 0});
+	check_vals(vrow_of(r, 7, 9, st1), (uint64_t[]){0, 0, 0, 0, 70, 4096, 0, 0, 0, 0, 0});
 	/* The second bucket alone. */
 	memset(r, 0, sizeof(*r));
 	q = range(SEC, 2 * SEC);
 	CHECK_EQ_I(store__query(s, &q, collect_all, r), 0);
 	CHECK_EQ_U(r->calls, 1);
-	check_vals(vrow_of(r, 7, 8, st1), (uint64_t[]){0, 1, 500, 0, 0, 0, 0, 0, 0});
+	check_vals(vrow_of(r, 7, 8, st1), (uint64_t[]){0, 1, 500, 0, 0, 0, 0, 0, 0, 0, 0});
 
 	/* samples counts CPU samples only. */
 	store__stats(s, &st);
@@ -1087,7 +1089,7 @@ static void test_gc_holder(void)
 	CHECK(names_are(s, 2, "held", "root"));
 	CHECK_EQ_I(store__query(s, &q, collect_all, r), 0);
 	CHECK_EQ_U(r->calls, 1);
-	check_vals(vrow_of(r, 7, 7, 1), (uint64_t[]){3, 0, 0, 0, 0, 0, 0, 0, 0});
+	check_vals(vrow_of(r, 7, 7, 1), (uint64_t[]){3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
 	/* Interning finds the held stack under its new id. */
 	CHECK_EQ_U(
 	    store__intern_stack(s, (uint32_t[]){frame(s, "held", 4), frame(s, "root", 3)}, 2), 2);
@@ -1123,7 +1125,7 @@ static void test_gc_holder(void)
 	memset(r, 0, sizeof(*r));
 	CHECK_EQ_I(store__query(s, &q, collect_all, r), 0);
 	CHECK_EQ_U(r->calls, 2);
-	check_vals(vrow_of(r, 7, 7, 2), (uint64_t[]){0, 0, 40, 0, 0, 0, 0, 0, 0});
+	check_vals(vrow_of(r, 7, 7, 2), (uint64_t[]){0, 0, 40, 0, 0, 0, 0, 0, 0, 0, 0});
 	store__free(s);
 	free(r);
 }

@@ -73,6 +73,8 @@ struct gpu_stats {
 	uint64_t refused;	   /* records, ranges and strings not kept: a per-process cap or
 				    * the memory budget (records are charged to the stand-in) */
 	uint64_t bytes;		   /* GPU state counted against max_bytes now */
+	uint64_t mem_records;	   /* memory allocation and release records received */
+	uint64_t mem_unmatched;	   /* releases that matched no tracked allocation */
 };
 
 struct gpu;
@@ -198,11 +200,24 @@ struct gpu_proc_status {
 	bool enabled;
 	enum gpu_clock clock;
 	uint32_t cupti_version; /* 0: not reported */
+	uint64_t memory_live;	/* allocations tracked as live now */
+	uint64_t memory_live_bytes;
+	uint64_t memory_untracked; /* allocations or releases not kept for the bounds */
 };
 /*
  * Fills up to max entries (strings owned by the module, valid until the next call into it) and
  * returns how many processes have a library attached.
  */
 size_t gpu__status(const struct gpu *g, struct gpu_proc_status *out, size_t max);
+
+/*
+ * GPU memory live at at_ns (allocated before it, not released before it), by allocating stack:
+ * cb once per allocation (pid, the process's owner's uid, the allocating thread, the stack, its
+ * bytes). Allocations whose stack is not joined yet are left out. Returns 0 or cb's first
+ * nonzero return. The dump fills STORE_VALUE_GPU_MEM_LIVE from it.
+ */
+typedef int (*gpu_live_cb)(uint32_t pid, uint32_t uid, uint32_t tid, uint32_t stack, uint64_t bytes,
+			   void *ctx);
+int gpu__live_each(const struct gpu *g, uint64_t at_ns, gpu_live_cb cb, void *ctx);
 
 #endif

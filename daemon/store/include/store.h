@@ -48,6 +48,11 @@ enum store_value {
 	STORE_VALUE_GPU_IDLE_OFFCPU_NS, /* "gpu_idle_off_cpu" nanoseconds: the part of that time
 					 * in which none of the process's kernels ran
 					 * (CUPTI-connected processes) */
+	STORE_VALUE_GPU_MEM_BYTES,	/* "gpu_memory" bytes: GPU memory allocated, by the
+					 * allocating stack, at the allocation's time */
+	STORE_VALUE_GPU_MEM_LIVE,	/* "gpu_memory_live" bytes: never added to the store; a
+					 * dump fills it from the GPU module's live allocations
+					 * (gpu__live_each) for the window's end */
 	STORE_VALUE__COUNT,
 };
 
