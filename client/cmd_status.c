@@ -165,6 +165,8 @@ static const char *gpu_state_name(Profd__GpuState s)
 		return "CUPTI subscriber taken by another tool";
 	case PROFD__GPU_STATE__GPU_STATE_ERROR:
 		return "error";
+	case PROFD__GPU_STATE__GPU_STATE_ACTIVITY_TAKEN:
+		return "stopped: CUPTI activity taken by another tool in the process";
 	default:
 		return "unknown state";
 	}
@@ -230,6 +232,15 @@ static void print_gpu(FILE *out, const Profd__StatusReply *st)
 	if (st->gpu_launches_limited)
 		fprintf(out, "%-14s%" PRIu64 " launch records over the per-process probe limit\n",
 			"", st->gpu_launches_limited);
+	if (st->gpu_zero_time_records)
+		fprintf(out,
+			"%-14s%" PRIu64 " records without timestamps (a CUPTI bug before 13.1)\n",
+			"", st->gpu_zero_time_records);
+	if (st->gpu_forced_flushes)
+		fprintf(out,
+			"%-14s%" PRIu64
+			" flushes forced by the delay bound (records in flight lost)\n",
+			"", st->gpu_forced_flushes);
 	for (size_t i = 0; i < st->n_gpu; i++) {
 		const Profd__GpuProcessStatus *g = st->gpu[i];
 		char pid[32];
@@ -242,6 +253,12 @@ static void print_gpu(FILE *out, const Profd__StatusReply *st)
 			fprintf(out, ", clock %s", gpu_clock_name(g->clock));
 		if (g->has_cupti_version && g->cupti_version)
 			fprintf(out, ", CUPTI %" PRIu32, g->cupti_version);
+		if (g->has_max_delay_ms && g->max_delay_ms)
+			fprintf(out, ", delay bound %" PRIu32 " ms", g->max_delay_ms);
+		if (g->zero_time_records)
+			fprintf(out, ", %" PRIu64 " without timestamps", g->zero_time_records);
+		if (g->forced_flushes)
+			fprintf(out, ", %" PRIu64 " forced flushes", g->forced_flushes);
 		if (g->detail && *g->detail) {
 			fputs(": ", out);
 			/* One line whatever the library sent. */

@@ -119,6 +119,12 @@ static int gpu_status_list(struct daemon *d, const struct server_peer *peer, Pro
 		m->clock = (Profd__GpuClock)all[i].clock;
 		m->has_cupti_version = all[i].cupti_version != 0;
 		m->cupti_version = all[i].cupti_version;
+		m->has_zero_time_records = true;
+		m->zero_time_records = all[i].zero_time_records;
+		m->has_forced_flushes = true;
+		m->forced_flushes = all[i].forced_flushes;
+		m->has_max_delay_ms = all[i].max_delay_ms != 0;
+		m->max_delay_ms = all[i].max_delay_ms;
 		ptrs[k++] = m;
 	}
 	free(all);
@@ -180,6 +186,7 @@ static int status_for_user(struct daemon *d, uint32_t uid, Profd__StatusReply *s
 	st->has_gpu_processes = st->has_gpu_launches = st->has_gpu_records = false;
 	st->has_gpu_joined = st->has_gpu_unmatched = st->has_gpu_dropped = false;
 	st->has_gpu_uprobe_launches = st->has_gpu_launches_limited = false;
+	st->has_gpu_zero_time_records = st->has_gpu_forced_flushes = false;
 	st->has_perf_map_bytes = st->has_perf_map_entries_dropped = false;
 	st->has_perf_maps_sparse = st->has_perf_map_reads = st->has_perf_map_read_ns = false;
 	st->has_symbol_bytes = st->has_symbol_files = st->has_symbol_budget_bytes = false;
@@ -381,6 +388,10 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 		st.gpu_uprobe_launches = is.uprobe_launches;
 		st.has_gpu_launches_limited = true;
 		st.gpu_launches_limited = cnt[PROFD_CNT_LAUNCH_LIMITED];
+		st.has_gpu_zero_time_records = true;
+		st.gpu_zero_time_records = gs.zero_time_records;
+		st.has_gpu_forced_flushes = true;
+		st.gpu_forced_flushes = gs.forced_flushes;
 		err = gpu_status_list(d, peer, &st);
 		if (err)
 			return err;
