@@ -183,6 +183,36 @@ static void case_other_client_while_idle(void)
 	CHECK(!core__taken(&info));
 }
 
+/*
+ * Kineto without its clock, started while we were idle: nothing tells us, and our enable takes
+ * the callbacks. The buffer it had out then comes to us: left alone (its owner frees it), never
+ * decoded, never handed out again.
+ */
+static void case_other_buffers_to_us(void)
+{
+	uint32_t corrs[4];
+
+	enable_core();
+	core__disable();
+	fake_cupti_other_start(false);
+	emit_kernel(2, 50, test_now + 1 * MS, test_now + 2 * MS, 0); /* into Kineto's buffer */
+	CHECK_EQ_I(core__enable(&info), 0);
+	advance(FLUSH_NS);
+	flush();
+	CHECK_EQ_U(atomic_load(&core_stats.foreign_bufs), 1);
+	CHECK_EQ_U(drain_kernels(corrs, 4), 0);
+	CHECK_EQ_U(fake_cupti_other_records(), 0);
+	/* Ours work as before. */
+	launch(RT_LAUNCH, 51);
+	emit_kernel(2, 51, test_now + 1 * MS, test_now + 2 * MS, 0);
+	advance(FLUSH_NS);
+	flush();
+	CHECK_EQ_U(drain_kernels(corrs, 4), 1);
+	CHECK_EQ_U(corrs[0], 51);
+	fake_cupti_other_stop();
+	CHECK_EQ_U(fake_cupti_other_unknown_buffers(), 0);
+}
+
 /* Kineto starts, then the daemon disables us before a flush noticed: its kinds stay on. */
 static void case_other_client_then_disable(void)
 {
@@ -494,6 +524,7 @@ int main(void)
 	RUN(case_other_client_clock);
 	RUN(case_other_client_while_idle);
 	RUN(case_other_client_then_disable);
+	RUN(case_other_buffers_to_us);
 	RUN(case_other_client_records);
 	RUN(case_quiet_not_taken);
 	RUN(case_failed_launch);
