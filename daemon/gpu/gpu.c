@@ -382,6 +382,10 @@ int gpu_proc_attach(struct gpu *g, uint32_t pid, uint32_t uid, unsigned int flag
 	else if (created)
 		pr_info("gpu: pid %u: CUPTI library attached, not collecting: %s%s%s", pid,
 			state_name(p->state), p->detail ? ": " : "", p->detail ? p->detail : "");
+	else if (was_ready && p->state == GPU_STATE_ACTIVITY_TAKEN)
+		/* Once per process: the library never comes back from it. */
+		pr_info("gpu: pid %u: CUPTI library stopped: %s", pid,
+			p->detail ? p->detail : state_name(p->state));
 	else
 		/* Libraries say how they stand again and again: not worth a line each time. */
 		pr_debug("gpu: pid %u: CUPTI library attached again: %s%s%s", pid,
