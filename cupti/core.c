@@ -85,7 +85,7 @@ static struct {
 	bool registered; /* buffer callbacks registered once in this session */
 	bool taken;	 /* another client took the activity API: stopped for good */
 	bool taken_told; /* core__taken reported it */
-	char taken_why[128];
+	char taken_why[160];
 	uint64_t forced_at;	/* core_mono_ns() of the last forced flush */
 	uint64_t returned_seen; /* pool_returned() at the last flush */
 	unsigned misses;	/* forced flushes in a row that gave us nothing */
