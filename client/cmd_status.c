@@ -165,6 +165,8 @@ static const char *gpu_state_name(Profd__GpuState s)
 		return "CUPTI subscriber taken by another tool";
 	case PROFD__GPU_STATE__GPU_STATE_ERROR:
 		return "error";
+	case PROFD__GPU_STATE__GPU_STATE_ACTIVITY_TAKEN:
+		return "stopped: CUPTI activity taken by another tool in the process";
 	default:
 		return "unknown state";
 	}
@@ -235,6 +237,15 @@ static void print_gpu(FILE *out, const Profd__StatusReply *st)
 			"%-14s%" PRIu64 " memory records, %" PRIu64
 			" releases of allocations not tracked\n",
 			"", st->gpu_memory_records, st->gpu_memory_unmatched_frees);
+	if (st->gpu_zero_time_records)
+		fprintf(out,
+			"%-14s%" PRIu64 " records without timestamps (a CUPTI bug before 13.1)\n",
+			"", st->gpu_zero_time_records);
+	if (st->gpu_forced_flushes)
+		fprintf(out,
+			"%-14s%" PRIu64
+			" flushes forced by the delay bound (records in flight lost)\n",
+			"", st->gpu_forced_flushes);
 	for (size_t i = 0; i < st->n_gpu; i++) {
 		const Profd__GpuProcessStatus *g = st->gpu[i];
 		char pid[32];
@@ -256,6 +267,12 @@ static void print_gpu(FILE *out, const Profd__StatusReply *st)
 				fprintf(out, " (%" PRIu64 " not tracked: bound)",
 					g->memory_untracked);
 		}
+		if (g->has_max_delay_ms && g->max_delay_ms)
+			fprintf(out, ", delay bound %" PRIu32 " ms", g->max_delay_ms);
+		if (g->zero_time_records)
+			fprintf(out, ", %" PRIu64 " without timestamps", g->zero_time_records);
+		if (g->forced_flushes)
+			fprintf(out, ", %" PRIu64 " forced flushes", g->forced_flushes);
 		if (g->detail && *g->detail) {
 			fputs(": ", out);
 			/* One line whatever the library sent. */

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * The CUPTI core: the function table, the subscriber slot, the clock, the activity buffer
- * pool. The launch callback lives in launch.c, the record decoder in decode.c, NVTX pairing in
- * nvtx_pair.c. All entry points of core.h run on the uplink thread; the buffer callbacks run
- * on whichever thread CUPTI picks (its worker, a CUDA thread whose buffer filled, or the
- * uplink inside cuptiActivityFlushAll).
+ * The CUPTI core: the function table, the subscriber slot, the clock, the delay bound of the
+ * flush, another client taking the activity API. The buffer pool lives in pool.c, the launch
+ * callback in launch.c, the record decoder in decode.c, NVTX pairing in nvtx_pair.c. All entry
+ * points of core.h run on the uplink thread; the buffer callbacks run on whichever thread CUPTI
+ * picks (its worker, a CUDA thread whose buffer filled, or the uplink inside
+ * cuptiActivityFlushAll).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -22,20 +23,10 @@
 #include "profd.pb-c.h"
 #include "timeutil.h"
 
-#define POOL_BUF_SIZE (1u << 20)
 #define POOL_DEFAULT 8
 #define POOL_MAX 256
 /* The pool grows (doubling, from the uplink thread) up to this when it ran dry. */
 #define POOL_GROW_MAX 64
-/*
- * Declining a buffer request (*buffer = NULL) is documented in cupti_activity.h
- * (CUpti_BuffersCallbackRequestFunc: "CUPTI may drop activity records"); CUPTI before API
- * version 27 (CUDA 12.9) crashes on it (Kineto's CuptiActivityApi.cpp works around the same),
- * so older ones get a discard buffer whose records are only counted.
- */
-#define CUPTI_DECLINE_MIN_VERSION 27
-#define DISCARD_SIZE (64u << 10)
-#define DISCARD_SLOTS 64
 #define RATE_DEFAULT 1000
 #define RATE_MAX 10000000
 /* A callback clock further than this from CLOCK_MONOTONIC did not take effect. */
@@ -44,6 +35,18 @@
 #define OFFSET_REFRESH_NS (10 * NSEC_PER_SEC)
 /* A launch whose record is missing for this long is taken as lost (failed, or dropped). */
 #define LAUNCH_MAX_AGE_NS (10 * NSEC_PER_SEC)
+/*
+ * The delay bound: a buffer CUPTI holds, or a launch whose record is missing, for longer than
+ * this gets a forced flush. Well inside the daemon's acceptance window (join TTL 30 s + hold
+ * 3 s, daemon/gpu/gpu.c) with the flush interval and a long kernel on top.
+ */
+#define MAX_DELAY_DEFAULT_MS 5000
+#define MAX_DELAY_MAX_MS 20000
+/* Forced flushes in a row that gave us nothing while launches waited: the records go elsewhere. */
+#define TAKEN_MISSES 2
+#define BUF_KB_MIN 16
+#define BUF_KB_MAX (16u << 10)
+#define PER_THREAD_UNSET 2
 
 enum clock_mode { CLK_NONE, CLK_CALLBACK, CLK_OFFSET };
 
@@ -74,7 +77,18 @@ static struct {
 	void *handle;
 	uint32_t version;
 	uint32_t rate;
-	unsigned pool_target, pool_cap;
+	uint32_t pool_count; /* PROFD_CUPTI_BUFFERS */
+	uint32_t buf_kb;     /* PROFD_CUPTI_BUFFER_KB */
+	uint32_t max_delay_ms;
+	uint32_t per_thread; /* PROFD_CUPTI_PER_THREAD_BUFFERS: 0, 1 or PER_THREAD_UNSET */
+	uint32_t flush_period_ms;
+	bool registered; /* buffer callbacks registered once in this session */
+	bool taken;	 /* another client took the activity API: stopped for good */
+	bool taken_told; /* core__taken reported it */
+	char taken_why[160];
+	uint64_t forced_at;	/* core_mono_ns() of the last forced flush */
+	uint64_t returned_seen; /* pool_returned() at the last flush */
+	unsigned misses;	/* forced flushes in a row that gave us nothing */
 	char path[256];
 	CUpti_SubscriberHandle sub;
 	uint64_t offset_at; /* core_mono_ns() of the last offset measurement */
@@ -89,8 +103,6 @@ static struct {
 static _Atomic int clock_mode = CLK_NONE;
 /* CUPTI's REALTIME-like clock minus CLOCK_MONOTONIC; records in that clock subtract it. */
 static _Atomic int64_t clock_offset;
-/* buf_completed calls in progress: their records are not all queued yet. */
-static atomic_int decoding;
 
 /* ---- logging ------------------------------------------------------------------------------- */
 
@@ -110,193 +122,6 @@ void core_log_once(enum core_log_id id, const char *fmt, ...)
 	/* Recorded, not written: the uplink thread writes it (never an application thread). */
 	uplink__log("%s", line);
 	errno = saved_errno;
-}
-
-/* ---- buffer pool --------------------------------------------------------------------------- */
-
-static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint8_t *pool_free[POOL_MAX];
-static unsigned pool_nr_free;
-/*
- * Every buffer of the pool, for the membership check of buf_completed: written once per slot
- * before pool_nr is published, read without the lock.
- */
-static uint8_t *_Atomic pool_all[POOL_MAX];
-static atomic_uint pool_nr;
-/* A request found the pool empty: the uplink grows it at its next flush. */
-static atomic_bool pool_dry;
-
-/*
- * Discard buffers for CUPTI before v27. Each is with at most one holder at a time (CUPTI fills
- * per-thread buffers concurrently, and zeroes a buffer when it hands it to a thread), so a
- * requesting thread never shares one with another: taken by CAS on busy, given back by
- * buf_completed. Allocated on first use, kept for the life of the process.
- */
-static uint8_t *_Atomic discard_buf[DISCARD_SLOTS];
-static atomic_uchar discard_busy[DISCARD_SLOTS];
-
-/* Fill the pool up to core.pool_target buffers. The buffers live as long as the process. */
-static int pool_fill(void)
-{
-	unsigned n;
-	int err = 0;
-
-	pthread_mutex_lock(&pool_lock);
-	n = atomic_load_explicit(&pool_nr, memory_order_relaxed);
-	while (n < core.pool_target) {
-		uint8_t *b = aligned_alloc(8, POOL_BUF_SIZE);
-
-		if (!b) {
-			err = -ENOMEM;
-			break;
-		}
-		atomic_store_explicit(&pool_all[n], b, memory_order_relaxed);
-		atomic_store_explicit(&pool_nr, ++n, memory_order_release);
-		pool_free[pool_nr_free++] = b;
-	}
-	pthread_mutex_unlock(&pool_lock);
-	return n ? 0 : err;
-}
-
-static bool pool_owns(const uint8_t *buf)
-{
-	unsigned i, n = atomic_load_explicit(&pool_nr, memory_order_acquire);
-
-	for (i = 0; i < n; i++)
-		if (atomic_load_explicit(&pool_all[i], memory_order_relaxed) == buf)
-			return true;
-	return false;
-}
-
-static uint8_t *discard_take(void)
-{
-	unsigned i;
-
-	for (i = 0; i < DISCARD_SLOTS; i++) {
-		unsigned char idle = 0;
-		uint8_t *b;
-
-		if (atomic_load_explicit(&discard_busy[i], memory_order_relaxed) ||
-		    !atomic_compare_exchange_strong(&discard_busy[i], &idle, 1))
-			continue;
-		b = atomic_load(&discard_buf[i]);
-		if (!b) {
-			b = aligned_alloc(8, DISCARD_SIZE);
-			if (!b) {
-				atomic_store(&discard_busy[i], 0);
-				return NULL;
-			}
-			atomic_store(&discard_buf[i], b);
-		}
-		return b;
-	}
-	return NULL;
-}
-
-/* Give a discard buffer back. Returns false when buf is none of them. */
-static bool discard_give(const uint8_t *buf)
-{
-	unsigned i;
-
-	for (i = 0; i < DISCARD_SLOTS; i++) {
-		if (atomic_load(&discard_buf[i]) == buf) {
-			atomic_store(&discard_busy[i], 0);
-			return true;
-		}
-	}
-	return false;
-}
-
-static void CUPTIAPI buf_requested(uint8_t **buf, size_t *size, size_t *max_records)
-{
-	int saved_errno = errno;
-	uint8_t *b = NULL;
-
-	*buf = NULL;
-	*size = 0;
-	*max_records = 0;
-	if (atomic_load_explicit(&core_forked, memory_order_relaxed))
-		return;
-	pthread_mutex_lock(&pool_lock);
-	if (pool_nr_free)
-		b = pool_free[--pool_nr_free];
-	pthread_mutex_unlock(&pool_lock);
-	if (b) {
-		*buf = b;
-		*size = POOL_BUF_SIZE;
-		errno = saved_errno;
-		return;
-	}
-	atomic_store_explicit(&pool_dry, true, memory_order_relaxed);
-	core_log_once(CLOG_POOL_EMPTY,
-		      "activity buffer pool empty (%u x 1 MiB), records dropped; "
-		      "PROFD_CUPTI_BUFFERS sets the count",
-		      atomic_load_explicit(&pool_nr, memory_order_relaxed));
-	if (core.version >= CUPTI_DECLINE_MIN_VERSION) {
-		/* Declined: CUPTI drops the records and counts them (buf_completed reads that). */
-		atomic_fetch_add_explicit(&core_stats.declined_bufs, 1, memory_order_relaxed);
-		errno = saved_errno;
-		return;
-	}
-	b = discard_take();
-	if (b) {
-		atomic_fetch_add_explicit(&core_stats.discard_bufs, 1, memory_order_relaxed);
-		*buf = b;
-		*size = DISCARD_SIZE;
-	} else {
-		/* Every discard buffer is out: nothing safe is left to give. */
-		atomic_fetch_add_explicit(&core_stats.declined_bufs, 1, memory_order_relaxed);
-	}
-	errno = saved_errno;
-}
-
-static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size,
-				   size_t valid)
-{
-	int saved_errno = errno;
-	size_t dropped = 0;
-
-	if (atomic_load_explicit(&core_forked, memory_order_relaxed))
-		return;
-	atomic_fetch_add_explicit(&decoding, 1, memory_order_acq_rel);
-	if (!buf) {
-		/* nothing */
-	} else if (size == POOL_BUF_SIZE && pool_owns(buf)) {
-		decode_buffer(buf, valid);
-		pthread_mutex_lock(&pool_lock);
-		if (pool_nr_free < POOL_MAX)
-			pool_free[pool_nr_free++] = buf;
-		pthread_mutex_unlock(&pool_lock);
-	} else if (size == DISCARD_SIZE && discard_give(buf)) {
-		if (core_evq)
-			evq__add_dropped(core_evq, count_records(buf, valid));
-	} else {
-		/*
-		 * Not ours: another client's buffer still out when we registered our callbacks.
-		 * Its size and owner are unknown to us; it is never handed out again.
-		 */
-		atomic_fetch_add_explicit(&core_stats.foreign_bufs, 1, memory_order_relaxed);
-	}
-	if (core_fns.ActivityGetNumDroppedRecords &&
-	    core_fns.ActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS &&
-	    dropped && core_evq)
-		evq__add_dropped(core_evq, dropped);
-	atomic_fetch_sub_explicit(&decoding, 1, memory_order_acq_rel);
-	errno = saved_errno;
-}
-
-/* The pool ran dry since the last flush: double it, up to its cap. Uplink thread. */
-static void pool_grow(void)
-{
-	unsigned target;
-
-	if (!atomic_exchange_explicit(&pool_dry, false, memory_order_relaxed))
-		return;
-	if (core.pool_target >= core.pool_cap)
-		return;
-	target = core.pool_target * 2;
-	core.pool_target = target > core.pool_cap ? core.pool_cap : target;
-	pool_fill();
 }
 
 /* ---- clock --------------------------------------------------------------------------------- */
@@ -433,6 +258,8 @@ static const struct {
 	SYM(ActivityEnableRuntimeApi, "cuptiActivityEnableRuntimeApi", false),
 	SYM(ActivityEnableDriverApi, "cuptiActivityEnableDriverApi", false),
 	SYM(GetResultString, "cuptiGetResultString", false),
+	SYM(ActivitySetAttribute, "cuptiActivitySetAttribute", false),
+	SYM(ActivityFlushPeriod, "cuptiActivityFlushPeriod", false),
 };
 /* clang-format on */
 
@@ -491,6 +318,7 @@ static void fill_info(struct core_info *info)
 		free(abs);
 	}
 	info->launch_rate_limit = core.rate;
+	info->max_delay_ms = core.max_delay_ms;
 }
 
 /*
@@ -558,9 +386,16 @@ int core__init(struct evq *q, struct core_info *info)
 	memset(info, 0, sizeof(*info));
 	core.rate = RATE_DEFAULT;
 	env_u32("PROFD_CUPTI_LAUNCH_RATE", 0, RATE_MAX, &core.rate);
-	core.pool_target = POOL_DEFAULT;
-	env_u32("PROFD_CUPTI_BUFFERS", 2, POOL_MAX, &core.pool_target);
-	core.pool_cap = core.pool_target > POOL_GROW_MAX ? core.pool_target : POOL_GROW_MAX;
+	core.pool_count = POOL_DEFAULT;
+	env_u32("PROFD_CUPTI_BUFFERS", 2, POOL_MAX, &core.pool_count);
+	core.buf_kb = POOL_BUF_DEFAULT >> 10;
+	env_u32("PROFD_CUPTI_BUFFER_KB", BUF_KB_MIN, BUF_KB_MAX, &core.buf_kb);
+	core.max_delay_ms = MAX_DELAY_DEFAULT_MS;
+	env_u32("PROFD_CUPTI_MAX_DELAY_MS", 0, MAX_DELAY_MAX_MS, &core.max_delay_ms);
+	core.per_thread = PER_THREAD_UNSET;
+	env_u32("PROFD_CUPTI_PER_THREAD_BUFFERS", 0, 1, &core.per_thread);
+	core.flush_period_ms = 0;
+	env_u32("PROFD_CUPTI_FLUSH_PERIOD_MS", 0, 60000, &core.flush_period_ms);
 	fill_info(info);
 
 	err = load_cupti(false, info);
@@ -574,6 +409,150 @@ int core__init(struct evq *q, struct core_info *info)
 		return 0;
 	}
 	return err;
+}
+
+/* ---- another client, the delay bound ------------------------------------------------------- */
+
+/*
+ * The per-thread buffer attribute, when PROFD_CUPTI_PER_THREAD_BUFFERS asks for one: the header
+ * wants it set before the buffer callbacks are registered and before any kind is enabled, and
+ * calls a change later in the session undefined, so only before our first registration.
+ */
+static void set_attributes(void)
+{
+	uint8_t v = (uint8_t)core.per_thread;
+	size_t len = sizeof(v);
+	CUptiResult r;
+
+	if (core.per_thread == PER_THREAD_UNSET || !core_fns.ActivitySetAttribute)
+		return;
+	r = core_fns.ActivitySetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &len, &v);
+	if (r != CUPTI_SUCCESS)
+		core_log_once(CLOG_ATTR,
+			      "cuptiActivitySetAttribute(PER_THREAD_ACTIVITY_BUFFER, %u): %s", v,
+			      cupti_result_str(&core_fns, r));
+}
+
+/*
+ * Another CUPTI client of the process (Kineto when torch.profiler starts: its subscribe fails,
+ * yet it registers its own buffer callbacks and an rdtsc clock and enables its kinds, and at its
+ * end disables them and resets the per-thread attribute) took the activity API. We stop for
+ * the life of the process rather than take it back:
+ * - CUPTI can tell neither who holds the callbacks, the clock or the kinds, nor when the other
+ *   client is done (Kineto leaves its callbacks and its clock registered after it stops), and
+ *   torch.profiler's schedules start it again and again;
+ * - taking them back while it runs would take its records and change its clock under it: the
+ *   application's own profile would lose its GPU events;
+ * - after its end the session runs on with the per-thread attribute changed mid-session, which
+ *   the header calls undefined.
+ * Only our own launch callbacks go off (the probe would report launches whose records never
+ * come); kinds, buffer callbacks and the clock are the other client's and stay as it set them.
+ * Our buffers that CUPTI hands to it are lost to us (it ignores buffers it does not know); its
+ * buffers that reach us are ignored (pool_buf_completed). The subscription stays.
+ */
+static void take_over(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void take_over(const char *fmt, ...)
+{
+	va_list ap;
+	size_t i;
+
+	va_start(ap, fmt);
+	vsnprintf(core.taken_why, sizeof(core.taken_why), fmt, ap);
+	va_end(ap);
+	core.taken = true;
+	core.enabled = false;
+	for (i = 0; core.cb_on && i < traced_apis_nr; i++)
+		if (traced_apis[i].probe)
+			core_fns.EnableCallback(0, core.sub, traced_apis[i].domain,
+						traced_apis[i].cbid);
+	core.cb_on = core.api_on = false;
+	core.nr_kinds = 0;
+	nvtx_pair_reset();
+	core_log_once(CLOG_ACTIVITY_TAKEN,
+		      "%s; GPU activity is no longer collected in this process", core.taken_why);
+}
+
+/* CUPTI's clock is no longer our callback's: another client registered its own. */
+static bool clock_taken(uint64_t now)
+{
+	uint64_t t;
+	int64_t d;
+
+	if (atomic_load_explicit(&clock_mode, memory_order_relaxed) != CLK_CALLBACK)
+		return false;
+	t = cupti_now();
+	d = (int64_t)(t - now);
+	/* Unreadable: nothing to tell from. */
+	if (!t || (d < 0 ? -d : d) < (int64_t)CLOCK_CHECK_NS)
+		return false;
+	take_over("another CUPTI client in the process replaced the timestamp callback "
+		  "(CUPTI's clock reads %+.3f s from CLOCK_MONOTONIC)",
+		  (double)d / NSEC_PER_SEC);
+	return true;
+}
+
+/*
+ * After an unforced flush: force one when a buffer CUPTI holds, or a launch whose record is
+ * missing, waited past the bound (at most one per bound). A forced flush hands back every
+ * buffer that holds a record, complete or not; when two in a row give us nothing while
+ * launches made since the previous one still wait, the records go to another client's
+ * callbacks or their kinds were switched off: taken. Returns true when taken.
+ */
+static bool bound_delay(uint64_t now)
+{
+	uint64_t delay = (uint64_t)core.max_delay_ms * NSEC_PER_MSEC;
+	uint64_t buf, oldest, newest, before, prev;
+
+	if (pool_returned() != core.returned_seen)
+		core.misses = 0;
+	if (!delay || now - core.forced_at < delay)
+		goto out;
+	buf = pool_oldest_out_ns();
+	oldest = launch_oldest_ns(now, LAUNCH_MAX_AGE_NS);
+	if (!(buf != UINT64_MAX && now - buf >= delay) &&
+	    !(oldest != UINT64_MAX && now - oldest >= delay))
+		goto out;
+	newest = launch_newest_ns(now, LAUNCH_MAX_AGE_NS);
+	before = pool_returned();
+	prev = core.forced_at;
+	core.forced_at = now;
+	core_log_once(CLOG_FORCED,
+		      "records waited in CUPTI past %u ms (PROFD_CUPTI_MAX_DELAY_MS): forcing "
+		      "flushes, which lose the records still in flight",
+		      core.max_delay_ms);
+	if (core_fns.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != CUPTI_SUCCESS)
+		goto out;
+	atomic_fetch_add_explicit(&core_stats.forced_flushes, 1, memory_order_relaxed);
+	if (pool_returned() != before || oldest == UINT64_MAX || now - oldest < delay ||
+	    newest <= prev)
+		core.misses = 0;
+	else if (++core.misses >= TAKEN_MISSES) {
+		take_over("another CUPTI client in the process took the activity buffers or "
+			  "switched the kinds off (no records for launches of the last %.1f s)",
+			  (double)(now - oldest) / NSEC_PER_SEC);
+		return true;
+	}
+out:
+	core.returned_seen = pool_returned();
+	return false;
+}
+
+bool core__taken(struct core_info *info)
+{
+	if (!core.taken || core.taken_told)
+		return false;
+	core.taken_told = true;
+	set_state(info, PROFD__GPU_STATE__GPU_STATE_ACTIVITY_TAKEN, "%s", core.taken_why);
+	return true;
+}
+
+void core__take_counts(uint64_t *zero_time_records, uint64_t *forced_flushes)
+{
+	*zero_time_records =
+	    atomic_exchange_explicit(&core_stats.zero_time, 0, memory_order_relaxed);
+	*forced_flushes =
+	    atomic_exchange_explicit(&core_stats.forced_flushes, 0, memory_order_relaxed);
 }
 
 /* ---- enable / disable ---------------------------------------------------------------------- */
@@ -639,11 +618,16 @@ static int subscribe(struct core_info *info)
 	return -EIO;
 }
 
+/*
+ * A failed enable gives the subscriber slot back for other tools: nothing of ours works, and
+ * holding it would only keep them out. The next enable is then a new session.
+ */
 static int fail(struct core_info *info, const char *call, CUptiResult r)
 {
 	undo();
 	core_fns.Unsubscribe(core.sub);
 	core.sub = NULL;
+	core.registered = false;
 	set_state(info, PROFD__GPU_STATE__GPU_STATE_ERROR, "%s: %s", call,
 		  cupti_result_str(&core_fns, r));
 	core_log_once(CLOG_ENABLE_ERR, "%s", info->detail);
@@ -671,9 +655,29 @@ int core__enable(struct core_info *info)
 		return -ENOENT; /* info still says why, from core__init */
 	if (core.enabled)
 		return 0;
-	err = subscribe(info);
-	if (err)
-		return err;
+	/*
+	 * While we were disabled, another client (its subscribe failing on our kept subscription)
+	 * may have registered its own clock: enabling would take CUPTI from under it.
+	 */
+	if (core.registered && !core.taken)
+		clock_taken(core_mono_ns());
+	if (core.taken) {
+		/* The activity API is the other client's now (core__taken): left alone. */
+		core.taken_told = true;
+		set_state(info, PROFD__GPU_STATE__GPU_STATE_ACTIVITY_TAKEN, "%s", core.taken_why);
+		return -EBUSY;
+	}
+	/*
+	 * One CUPTI session for the life of the process: CUPTI before 13.1 Update 1 gives
+	 * cudaGraphLaunch and its kernels wrong correlation ids in every session after the first
+	 * (its release notes), so disable only gates kinds and callbacks and keeps the
+	 * subscription.
+	 */
+	if (!core.sub) {
+		err = subscribe(info);
+		if (err)
+			return err;
+	}
 	/* CUPTI takes the clock of the records from the first kind enabled on. */
 	mode = clock_setup();
 	atomic_store_explicit(&clock_mode, mode, memory_order_relaxed);
@@ -684,17 +688,34 @@ int core__enable(struct core_info *info)
 	r = core_fns.SetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
 	if (r != CUPTI_SUCCESS)
 		return fail(info, "cuptiSetThreadIdType", r);
+	pool_config(core.pool_count,
+		    core.pool_count > POOL_GROW_MAX ? core.pool_count : POOL_GROW_MAX,
+		    (size_t)core.buf_kb << 10, core.version);
 	if (pool_fill()) {
 		undo();
 		core_fns.Unsubscribe(core.sub);
 		core.sub = NULL;
+		core.registered = false;
 		set_state(info, PROFD__GPU_STATE__GPU_STATE_ERROR, "no memory for buffers");
 		return -ENOMEM;
 	}
-	r = core_fns.ActivityRegisterCallbacks(buf_requested, buf_completed);
+	if (!core.registered)
+		set_attributes();
+	r = core_fns.ActivityRegisterCallbacks(pool_buf_requested, pool_buf_completed);
 	if (r != CUPTI_SUCCESS)
 		return fail(info, "cuptiActivityRegisterCallbacks", r);
+	core.registered = true;
+	if (core.flush_period_ms && core_fns.ActivityFlushPeriod) {
+		/* CUPTI's worker then returns full buffers at this period (not partial ones). */
+		r = core_fns.ActivityFlushPeriod(core.flush_period_ms);
+		if (r != CUPTI_SUCCESS)
+			core_log_once(CLOG_ATTR, "cuptiActivityFlushPeriod(%u): %s",
+				      core.flush_period_ms, cupti_result_str(&core_fns, r));
+	}
 	launch_reset(core.rate);
+	core.forced_at = core_mono_ns();
+	core.returned_seen = pool_returned();
+	core.misses = 0;
 
 	for (i = 0; i < sizeof(wanted_kinds) / sizeof(wanted_kinds[0]); i++) {
 		r = core_fns.ActivityEnable(wanted_kinds[i]);
@@ -740,11 +761,12 @@ void core__disable(void)
 {
 	if (!core.enabled)
 		return;
+	/* The kinds may be another client's by now: then they stay as it set them. */
+	if (clock_taken(core_mono_ns()))
+		return;
 	core.enabled = false;
 	undo();
 	core_fns.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-	core_fns.Unsubscribe(core.sub);
-	core.sub = NULL;
 	nvtx_pair_reset();
 	/* The clock mode stays: CUPTI may still hand back buffers stamped under it. */
 }
@@ -763,6 +785,8 @@ void core__flush(bool forced, uint64_t *complete_until_ns)
 	if (!core.enabled)
 		return;
 	now = core_mono_ns();
+	if (clock_taken(now))
+		return;
 	if (now - core.offset_at >= OFFSET_REFRESH_NS)
 		offset_refresh();
 	pool_grow();
@@ -777,11 +801,13 @@ void core__flush(bool forced, uint64_t *complete_until_ns)
 			      cupti_result_str(&core_fns, r));
 		return;
 	}
+	if (!forced && bound_delay(now))
+		return;
 	/*
 	 * A buffer CUPTI handed over on another thread is still being decoded: its records are
 	 * not all queued, and may be older than anything we could vouch for now.
 	 */
-	if (atomic_load_explicit(&decoding, memory_order_acquire)) {
+	if (pool_decoding()) {
 		*complete_until_ns = core.until;
 		return;
 	}
@@ -809,7 +835,7 @@ void core__test_set_clock(uint64_t (*mono)(void))
 
 unsigned core__test_pool_size(void)
 {
-	return atomic_load(&pool_nr);
+	return pool_size();
 }
 
 int64_t core__test_offset(void)

@@ -24,6 +24,7 @@ struct core_info {
 	char library_path[256];	    /* this .so's own file (dladdr), for the USDT attach */
 	int clock;		    /* PROFD__GPU_CLOCK__*; UNSPECIFIED until the first enable */
 	uint32_t launch_rate_limit; /* per thread per second; 0: every launch probed */
+	uint32_t max_delay_ms;	    /* the delay bound of the flush; 0: never forced */
 };
 
 /*
@@ -36,17 +37,27 @@ struct core_info {
  */
 int core__init(struct evq *q, struct core_info *info);
 /*
- * Load the system's CUPTI if core__init deferred it, subscribe, set the clock, enable callbacks
- * and activity kinds. Returns 0, or a negative errno with info->state/detail updated
- * (SUBSCRIBER_TAKEN when another tool holds the slot: nothing is enabled then and the slot is
- * left alone; NO_CUPTI when the deferred load failed).
+ * Load the system's CUPTI if core__init deferred it, subscribe (once: the subscription stays
+ * for the life of the process), set the clock, enable callbacks and activity kinds. Returns 0,
+ * or a negative errno with info->state/detail updated (SUBSCRIBER_TAKEN when another tool holds
+ * the slot: nothing is enabled then and the slot is left alone; ACTIVITY_TAKEN, -EBUSY, once
+ * another client of the process took the activity API (core__taken); NO_CUPTI when the
+ * deferred load failed).
  */
 int core__enable(struct core_info *info);
-/* Disable activity and callbacks, flush what is buffered, unsubscribe. Idempotent. */
+/*
+ * Disable activity and callbacks, flush what is buffered. The subscription stays for the life of
+ * the process: every CUPTI session after the first gets wrong graph-launch correlation ids on
+ * CUPTI before 13.1 Update 1, so the next enable reuses it. Idempotent.
+ */
 void core__disable(void);
 /*
  * Ask CUPTI for the buffers whose records are all complete (forced: every buffer, losing the
- * records after the first incomplete one in each; only for disable and exit). Grows the buffer
+ * records after the first incomplete one in each; only for disable and exit). An unforced
+ * flush is forced after all when a buffer CUPTI holds, or a launch whose record is missing, is
+ * older than the delay bound (PROFD_CUPTI_MAX_DELAY_MS): CUPTI returns a buffer only once every
+ * record in it is complete, which a thread that keeps the GPU busy may never let happen. It
+ * checks CUPTI's clock and whether records still reach us (core__taken). Grows the buffer
  * pool when it ran dry. Sets *complete_until_ns to a watermark: every record that ended before
  * it has been pushed to the queue. It is the smaller of the flush's start and the API-enter
  * time of the oldest traced launch whose record is still missing (launches older than
@@ -56,6 +67,15 @@ void core__disable(void);
 void core__flush(bool forced, uint64_t *complete_until_ns);
 /* Whether core__enable succeeded and core__disable was not called since. */
 bool core__enabled(void);
+/*
+ * Whether another CUPTI client of the process took the activity API from us (a flush found
+ * CUPTI's clock replaced, or launches whose records no longer reach us): the core stopped for
+ * good and leaves the activity API to that client. Returns true once, setting info's state to
+ * ACTIVITY_TAKEN with the reason, so the caller tells the daemon.
+ */
+bool core__taken(struct core_info *info);
+/* Counts since the previous call: zero-timestamp records, forced flushes. Any thread. */
+void core__take_counts(uint64_t *zero_time_records, uint64_t *forced_flushes);
 /* In a forked child: every callback becomes a no-op (core_forked). Async-signal-safe. */
 void core__forked_child(void);
 

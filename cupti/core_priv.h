@@ -46,6 +46,8 @@ struct cupti_fns {
 	CUptiResult (*ActivityEnableRuntimeApi)(CUpti_CallbackId, uint8_t);
 	CUptiResult (*ActivityEnableDriverApi)(CUpti_CallbackId, uint8_t);
 	CUptiResult (*GetResultString)(CUptiResult, const char **);
+	CUptiResult (*ActivitySetAttribute)(CUpti_ActivityAttribute, size_t *, void *);
+	CUptiResult (*ActivityFlushPeriod)(uint32_t);
 };
 
 /* ---- loader.c ------------------------------------------------------------------------------ */
@@ -78,6 +80,10 @@ enum core_log_id {
 	CLOG_FLUSH,
 	CLOG_NVTX_FULL,
 	CLOG_ENV,
+	CLOG_ACTIVITY_TAKEN,
+	CLOG_ZERO_TIME,
+	CLOG_FORCED,
+	CLOG_ATTR,
 	CLOG_NR,
 };
 /*
@@ -137,6 +143,8 @@ void launch_done(uint32_t corr);
  * before now_ns (their records were dropped, or the launch failed). UINT64_MAX when none.
  */
 uint64_t launch_oldest_ns(uint64_t now_ns, uint64_t max_age_ns);
+/* As launch_oldest_ns, the newest such launch; 0 when none. */
+uint64_t launch_newest_ns(uint64_t now_ns, uint64_t max_age_ns);
 
 /* Counters, relaxed atomics. */
 struct core_stats {
@@ -145,8 +153,39 @@ struct core_stats {
 	atomic_uint_least64_t discard_bufs;  /* discard buffers handed out (CUPTI before v27) */
 	atomic_uint_least64_t declined_bufs; /* requests answered with NULL (pool empty) */
 	atomic_uint_least64_t foreign_bufs;  /* completed buffers not from our pool: ignored */
+	/* kernel, copy and memset records with start = end = 0 (CUPTI 12.6u2 to 13.0.x): not sent
+	 */
+	atomic_uint_least64_t zero_time;
+	atomic_uint_least64_t forced_flushes; /* flushes forced by the delay bound */
 };
 extern struct core_stats core_stats;
+
+/* ---- pool.c -------------------------------------------------------------------------------- */
+
+#define POOL_BUF_DEFAULT (1u << 20)
+
+/*
+ * Buffers of buf_size bytes (kept from the first call on: buffers already made keep theirs),
+ * target of them to start with, doubling up to cap when the pool ran dry; CUPTI's API version
+ * decides what an empty pool answers. Uplink thread, before the callbacks are registered.
+ */
+void pool_config(unsigned target, unsigned cap, size_t buf_size, uint32_t cupti_version);
+/* Fill the pool up to its target. Returns 0, or -ENOMEM when it has no buffer at all. */
+int pool_fill(void);
+/* The pool ran dry since the last call: double it, up to its cap. Uplink thread. */
+void pool_grow(void);
+/* The CUPTI buffer callbacks. */
+void CUPTIAPI pool_buf_requested(uint8_t **buf, size_t *size, size_t *max_records);
+void CUPTIAPI pool_buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size,
+				 size_t valid);
+/* core_mono_ns() when the buffer CUPTI has held longest was handed out; UINT64_MAX: none out. */
+uint64_t pool_oldest_out_ns(void);
+/* Pool buffers CUPTI handed back to us, ever. */
+uint64_t pool_returned(void);
+/* Whether a completion is being decoded on some thread (its records are not all queued). */
+bool pool_decoding(void);
+/* Buffers in the pool, handed out or not. */
+unsigned pool_size(void);
 
 /* ---- decode.c ------------------------------------------------------------------------------ */
 

@@ -69,8 +69,27 @@ static void push(const struct ev *e)
 		evq__push(core_evq, e);
 }
 
+/*
+ * start = end = 0: CUPTI from 12.6 Update 2 to 13.0.x may write no timestamps into kernel
+ * records when a timestamp callback is registered (fixed in 13.1, its release notes). The
+ * record came, so its launch is not outstanding; its time is lost, which is counted on its own
+ * (not as a malformed record, and not sent for the daemon to refuse).
+ */
+static bool zero_time(uint64_t start, uint64_t end, uint32_t corr)
+{
+	if (start || end)
+		return false;
+	atomic_fetch_add_explicit(&core_stats.zero_time, 1, memory_order_relaxed);
+	core_log_once(CLOG_ZERO_TIME, "activity records with no timestamps (start = end = 0, a "
+				      "CUPTI bug before 13.1): their GPU time is lost");
+	launch_done(corr);
+	return true;
+}
+
 static void do_kernel(const CUpti_ActivityKernel5 *k)
 {
+	if (zero_time(k->start, k->end, k->correlationId))
+		return;
 	struct ev e = {
 	    .type = EV_KERNEL,
 	    .corr = k->correlationId,
@@ -115,6 +134,8 @@ static uint8_t copy_kind(uint8_t k)
 
 static void do_memcpy(const CUpti_ActivityMemcpy6 *m)
 {
+	if (zero_time(m->start, m->end, m->correlationId))
+		return;
 	struct ev e = {
 	    .type = EV_COPY,
 	    .copy_kind = copy_kind(m->copyKind),
@@ -133,6 +154,8 @@ static void do_memcpy(const CUpti_ActivityMemcpy6 *m)
 
 static void do_memset(const CUpti_ActivityMemset4 *m)
 {
+	if (zero_time(m->start, m->end, m->correlationId))
+		return;
 	struct ev e = {
 	    .type = EV_COPY,
 	    .copy_kind = PROFD__GPU_COPY_KIND__GPU_COPY_MEMSET,

@@ -199,9 +199,11 @@ void launch_done(uint32_t corr)
 							memory_order_relaxed);
 }
 
-uint64_t launch_oldest_ns(uint64_t now_ns, uint64_t max_age_ns)
+/* The oldest and newest launch times of the table, UINT64_MAX and 0 when none. */
+static void launch_range(uint64_t now_ns, uint64_t max_age_ns, uint64_t *oldest_ns,
+			 uint64_t *newest_ns)
 {
-	uint64_t oldest = UINT64_MAX;
+	uint64_t oldest = UINT64_MAX, newest = 0;
 	size_t i;
 
 	for (i = 0; i < WEIGHT_SLOTS; i++) {
@@ -215,8 +217,27 @@ uint64_t launch_oldest_ns(uint64_t now_ns, uint64_t max_age_ns)
 			continue;
 		if (ns < oldest)
 			oldest = ns;
+		if (ns > newest)
+			newest = ns;
 	}
+	*oldest_ns = oldest;
+	*newest_ns = newest;
+}
+
+uint64_t launch_oldest_ns(uint64_t now_ns, uint64_t max_age_ns)
+{
+	uint64_t oldest, newest;
+
+	launch_range(now_ns, max_age_ns, &oldest, &newest);
 	return oldest;
+}
+
+uint64_t launch_newest_ns(uint64_t now_ns, uint64_t max_age_ns)
+{
+	uint64_t oldest, newest;
+
+	launch_range(now_ns, max_age_ns, &oldest, &newest);
+	return newest;
 }
 
 /*
@@ -385,6 +406,15 @@ void CUPTIAPI launch_callback(void *userdata, CUpti_CallbackDomain domain, CUpti
 	if (cb->callbackSite == CUPTI_API_EXIT) {
 		if (t->depth)
 			t->depth--;
+		/*
+		 * A launch that failed makes no record: not outstanding, so the flush neither waits
+		 * for it nor takes its missing record for records going elsewhere. Both the
+		 * runtime's cudaError_t and the driver's CUresult are int-sized enums, 0 for
+		 * success.
+		 */
+		if (!t->depth && cb->functionReturnValue &&
+		    *(const int *)cb->functionReturnValue != 0)
+			launch_done(cb->correlationId);
 		return;
 	}
 	/* A driver launch inside a runtime launch shares its correlation id: skip it. */

@@ -252,6 +252,8 @@ static int send_attach(struct link *l)
 	a.clock = (Profd__GpuClock)i->clock;
 	a.has_launch_rate_limit = true;
 	a.launch_rate_limit = i->launch_rate_limit;
+	a.has_max_delay_ms = true;
+	a.max_delay_ms = i->max_delay_ms;
 	req.msg_case = PROFD__REQUEST__MSG_GPU_ATTACH;
 	req.gpu_attach = &a;
 	err = uplink_call(l, &req, PROFD__RESPONSE__MSG_GPU_CONTROL, &resp, UPLINK_IO_TIMEOUT_MS);
@@ -286,6 +288,7 @@ static int sync_enable(struct link *l)
 static int tick(struct link *l, struct gpubatch *b, bool final)
 {
 	uint64_t until = 0;
+	bool taken = false;
 	int err;
 
 	l->nopens = l->open_off = 0;
@@ -308,7 +311,14 @@ static int tick(struct link *l, struct gpubatch *b, bool final)
 				l->nopens =
 				    core__open_ranges(l->opens, UPLINK_OPEN_MAX, l->until_pend);
 		}
+		/* Another CUPTI client took the activity API (maybe while no daemon was there). */
+		taken = core__taken(&up.info);
 		core_end();
+	}
+	if (taken) {
+		err = send_attach(l);
+		if (err)
+			return err;
 	}
 	for (int nb = 0; nb < UPLINK_MAX_BATCHES_PER_TICK; nb++) {
 		Profd__Request req = PROFD__REQUEST__INIT;
@@ -338,6 +348,9 @@ static int tick(struct link *l, struct gpubatch *b, bool final)
 		last = l->off == l->nevs && !l->more && l->open_off == l->nopens;
 		msg->dropped = evq__take_dropped(up.q);
 		msg->has_dropped = msg->dropped != 0;
+		core__take_counts(&msg->zero_time_records, &msg->forced_flushes);
+		msg->has_zero_time_records = msg->zero_time_records != 0;
+		msg->has_forced_flushes = msg->forced_flushes != 0;
 		msg->has_complete_until_ns = l->until_ok != 0;
 		msg->complete_until_ns = l->until_ok;
 		req.msg_case = PROFD__REQUEST__MSG_GPU_BATCH;

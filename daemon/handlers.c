@@ -123,6 +123,12 @@ static int gpu_status_list(struct daemon *d, const struct server_peer *peer, Pro
 		m->memory_live = all[i].memory_live;
 		m->memory_live_bytes = all[i].memory_live_bytes;
 		m->memory_untracked = all[i].memory_untracked;
+		m->has_zero_time_records = true;
+		m->zero_time_records = all[i].zero_time_records;
+		m->has_forced_flushes = true;
+		m->forced_flushes = all[i].forced_flushes;
+		m->has_max_delay_ms = all[i].max_delay_ms != 0;
+		m->max_delay_ms = all[i].max_delay_ms;
 		ptrs[k++] = m;
 	}
 	free(all);
@@ -185,6 +191,7 @@ static int status_for_user(struct daemon *d, uint32_t uid, Profd__StatusReply *s
 	st->has_gpu_joined = st->has_gpu_unmatched = st->has_gpu_dropped = false;
 	st->has_gpu_uprobe_launches = st->has_gpu_launches_limited = false;
 	st->has_gpu_memory_records = st->has_gpu_memory_unmatched_frees = false;
+	st->has_gpu_zero_time_records = st->has_gpu_forced_flushes = false;
 	st->has_perf_map_bytes = st->has_perf_map_entries_dropped = false;
 	st->has_perf_maps_sparse = st->has_perf_map_reads = st->has_perf_map_read_ns = false;
 	st->has_symbol_bytes = st->has_symbol_files = st->has_symbol_budget_bytes = false;
@@ -389,6 +396,10 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 		st.has_gpu_memory_records = st.has_gpu_memory_unmatched_frees = true;
 		st.gpu_memory_records = gs.mem_records;
 		st.gpu_memory_unmatched_frees = gs.mem_unmatched;
+		st.has_gpu_zero_time_records = true;
+		st.gpu_zero_time_records = gs.zero_time_records;
+		st.has_gpu_forced_flushes = true;
+		st.gpu_forced_flushes = gs.forced_flushes;
 		err = gpu_status_list(d, peer, &st);
 		if (err)
 			return err;

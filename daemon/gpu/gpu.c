@@ -296,6 +296,8 @@ static const char *state_name(enum gpu_state s)
 		return "GPU_STATE_SUBSCRIBER_TAKEN";
 	case GPU_STATE_ERROR:
 		return "GPU_STATE_ERROR";
+	case GPU_STATE_ACTIVITY_TAKEN:
+		return "GPU_STATE_ACTIVITY_TAKEN";
 	default:
 		return "?";
 	}
@@ -355,6 +357,7 @@ int gpu_proc_attach(struct gpu *g, uint32_t pid, uint32_t uid, unsigned int flag
 	p->clock = m->clock;
 	p->cupti_version = m->cupti_version;
 	p->launch_rate_limit = m->launch_rate_limit;
+	p->max_delay_ms = m->max_delay_ms;
 	covered = proc_covered(g, pid);
 
 	/*
@@ -381,6 +384,10 @@ int gpu_proc_attach(struct gpu *g, uint32_t pid, uint32_t uid, unsigned int flag
 	else if (created)
 		pr_info("gpu: pid %u: CUPTI library attached, not collecting: %s%s%s", pid,
 			state_name(p->state), p->detail ? ": " : "", p->detail ? p->detail : "");
+	else if (was_ready && p->state == GPU_STATE_ACTIVITY_TAKEN)
+		/* Once per process: the library never comes back from it. */
+		pr_info("gpu: pid %u: CUPTI library stopped: %s", pid,
+			p->detail ? p->detail : state_name(p->state));
 	else
 		/* Libraries say how they stand again and again: not worth a line each time. */
 		pr_debug("gpu: pid %u: CUPTI library attached again: %s%s%s", pid,
@@ -525,6 +532,9 @@ size_t gpu__status(const struct gpu *g, struct gpu_proc_status *out, size_t max)
 			    .enabled = p->enabled,
 			    .clock = p->clock,
 			    .cupti_version = p->cupti_version,
+			    .zero_time_records = p->zero_time_records,
+			    .forced_flushes = p->forced_flushes,
+			    .max_delay_ms = p->max_delay_ms,
 			};
 			gpu_mem_status(g, p->pid, &out[n]);
 		}

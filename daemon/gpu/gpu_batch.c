@@ -162,6 +162,20 @@ static int join_weighted(struct gpu *g, struct gpu_proc *p, struct wait_rec *r, 
 	return gpu_join_record(g, p->pid, r, corr);
 }
 
+/*
+ * start = end = 0: CUPTI 12.6u2 to 13.0.x may leave a record's timestamps out (libraries of
+ * this version count those themselves and do not send them). Its time is lost, and counted as
+ * that, not as a malformed record.
+ */
+static bool zero_time(struct gpu *g, struct gpu_proc *p, uint64_t start, uint64_t end)
+{
+	if (start || end)
+		return false;
+	g->st.zero_time_records = sat_add(g->st.zero_time_records, 1);
+	p->zero_time_records = sat_add(p->zero_time_records, 1);
+	return true;
+}
+
 static int batch_kernel(struct gpu *g, struct gpu_proc *p, const Profd__GpuKernel *k)
 {
 	struct wait_rec r = {0};
@@ -172,6 +186,8 @@ static int batch_kernel(struct gpu *g, struct gpu_proc *p, const Profd__GpuKerne
 	int err;
 
 	gpu_proc_string(p, idx, &bad);
+	if (!bad && zero_time(g, p, k->start_ns, k->end_ns))
+		return 0;
 	if (bad || !valid_times(g, k->start_ns, k->end_ns)) {
 		g->st.bad_records++;
 		return 0;
@@ -201,6 +217,8 @@ static int batch_copy(struct gpu *g, struct gpu_proc *p, const Profd__GpuCopy *c
 	struct tl_event e;
 	int err;
 
+	if (zero_time(g, p, c->start_ns, c->end_ns))
+		return 0;
 	if (!valid_times(g, c->start_ns, c->end_ns) ||
 	    c->kind < PROFD__GPU_COPY_KIND__GPU_COPY_UNKNOWN ||
 	    c->kind > PROFD__GPU_COPY_KIND__GPU_COPY_MEMSET ||
@@ -308,7 +326,9 @@ static int batch_nvtx(struct gpu *g, struct gpu_proc *p, const Profd__GpuNvtxRan
 /* What makes the whole batch malformed, checked before any of it is kept. */
 static bool batch_malformed(const Profd__GpuBatch *m)
 {
-	if (m->has_dropped && m->dropped > MAX_DROPPED)
+	if ((m->has_dropped && m->dropped > MAX_DROPPED) ||
+	    (m->has_zero_time_records && m->zero_time_records > MAX_DROPPED) ||
+	    (m->has_forced_flushes && m->forced_flushes > MAX_DROPPED))
 		return true;
 	for (size_t i = 0; i < m->n_kernels; i++)
 		if (!m->kernels[i] || m->kernels[i]->weight > MAX_WEIGHT)
@@ -353,6 +373,14 @@ int gpu__batch(struct gpu *g, uint32_t pid, const Profd__GpuBatch *m, bool *enab
 		err = batch_memory(g, p, m->memory[i]);
 	if (m->has_dropped)
 		g->st.dropped = sat_add(g->st.dropped, m->dropped);
+	if (m->has_zero_time_records) {
+		g->st.zero_time_records = sat_add(g->st.zero_time_records, m->zero_time_records);
+		p->zero_time_records = sat_add(p->zero_time_records, m->zero_time_records);
+	}
+	if (m->has_forced_flushes) {
+		g->st.forced_flushes = sat_add(g->st.forced_flushes, m->forced_flushes);
+		p->forced_flushes = sat_add(p->forced_flushes, m->forced_flushes);
+	}
 	/* Bounded like a record's end: a far-future mark would release every later sample. */
 	if (m->has_complete_until_ns && m->complete_until_ns > p->complete_until_ns &&
 	    (!g->now || m->complete_until_ns <= g->now + MAX_FUTURE_NS))
@@ -370,7 +398,8 @@ _Static_assert(SAME(GPU_STATE_READY, PROFD__GPU_STATE__GPU_STATE_READY) &&
 		   SAME(GPU_STATE_NO_CUPTI, PROFD__GPU_STATE__GPU_STATE_NO_CUPTI) &&
 		   SAME(GPU_STATE_CUPTI_TOO_OLD, PROFD__GPU_STATE__GPU_STATE_CUPTI_TOO_OLD) &&
 		   SAME(GPU_STATE_SUBSCRIBER_TAKEN, PROFD__GPU_STATE__GPU_STATE_SUBSCRIBER_TAKEN) &&
-		   SAME(GPU_STATE_ERROR, PROFD__GPU_STATE__GPU_STATE_ERROR),
+		   SAME(GPU_STATE_ERROR, PROFD__GPU_STATE__GPU_STATE_ERROR) &&
+		   SAME(GPU_STATE_ACTIVITY_TAKEN, PROFD__GPU_STATE__GPU_STATE_ACTIVITY_TAKEN),
 	       "enum gpu_state is the wire's GpuState");
 _Static_assert(SAME(GPU_CLOCK_UNSPECIFIED, PROFD__GPU_CLOCK__GPU_CLOCK_UNSPECIFIED) &&
 		   SAME(GPU_CLOCK_CALLBACK, PROFD__GPU_CLOCK__GPU_CLOCK_CALLBACK) &&
@@ -387,7 +416,8 @@ _Static_assert(SAME(GPU_COPY_UNKNOWN, PROFD__GPU_COPY_KIND__GPU_COPY_UNKNOWN) &&
 
 static bool valid_state(Profd__GpuState s)
 {
-	return s >= PROFD__GPU_STATE__GPU_STATE_READY && s <= PROFD__GPU_STATE__GPU_STATE_ERROR;
+	return s >= PROFD__GPU_STATE__GPU_STATE_READY &&
+	       s <= PROFD__GPU_STATE__GPU_STATE_ACTIVITY_TAKEN;
 }
 
 static bool valid_path(const char *p)
@@ -422,6 +452,7 @@ int gpu__attach(struct gpu *g, uint32_t pid, uint32_t uid, unsigned int flags,
 	    .clock = m->has_clock ? (enum gpu_clock)m->clock : GPU_CLOCK_UNSPECIFIED,
 	    .cupti_version = m->has_cupti_version ? m->cupti_version : 0,
 	    .launch_rate_limit = m->has_launch_rate_limit ? m->launch_rate_limit : 0,
+	    .max_delay_ms = m->has_max_delay_ms ? m->max_delay_ms : 0,
 	};
 	return gpu_proc_attach(g, pid, uid, flags, &a, enable);
 }

@@ -71,6 +71,9 @@ struct gpu_proc {
 	enum gpu_clock clock;
 	uint32_t cupti_version;
 	uint32_t launch_rate_limit;
+	uint32_t max_delay_ms;
+	uint64_t zero_time_records;
+	uint64_t forced_flushes;
 	/*
 	 * The connection's string table: index i (from 1) is strs[i - 1] while i <= nstored; the
 	 * indices up to nstrs past that were refused (the table is full) and name nothing.
@@ -182,6 +185,7 @@ struct gpu_attach_info {
 	enum gpu_clock clock;
 	uint32_t cupti_version;
 	uint32_t launch_rate_limit;
+	uint32_t max_delay_ms;
 };
 
 /* gpu.c */

@@ -43,4 +43,15 @@ if(TARGET fake_cupti)
     FAKE_CUPTI_PATH="$<TARGET_FILE:fake_cupti>" FAKE_CUDA_PATH="$<TARGET_FILE:fake_cuda>")
   add_test(NAME unit.test_cupti_nvtx COMMAND test_cupti_nvtx)
   set_tests_properties(unit.test_cupti_nvtx PROPERTIES LABELS unit TIMEOUT 60)
+# CUPTI behaviours the fake models for the core: another client of the process taking the
+# activity API, one session for the life of the process, records without timestamps, buffers
+# CUPTI withholds while a record in them is incomplete.
+if(PROFD_CUPTI_BUILT AND PROFD_CUPTI_REAL_LIBRARY)
+  add_executable(test_cupti_quirks unit/test_cupti_quirks.c)
+  target_include_directories(test_cupti_quirks PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit
+                             ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/cupti_fake)
+  target_link_libraries(test_cupti_quirks PRIVATE profd_cupti_static fake_cupti)
+  target_compile_definitions(test_cupti_quirks PRIVATE FAKE_CUPTI_PATH="$<TARGET_FILE:fake_cupti>")
+  add_test(NAME unit.test_cupti_quirks COMMAND test_cupti_quirks)
+  set_tests_properties(unit.test_cupti_quirks PROPERTIES LABELS unit TIMEOUT 120)
 endif()

@@ -216,12 +216,17 @@ static void case_enable(void)
 	CHECK_EQ_U(fake_cupti_call_count("cuptiEnableCallback"), n);
 	CHECK_EQ_U(fake_cupti_call_count("cuptiEnableDomain"), 0);
 
-	/* Enable twice is a no-op; disable undoes everything and flushes. */
+	/*
+	 * Enable twice is a no-op; disable undoes everything and flushes, but keeps the
+	 * subscription (one CUPTI session for the life of the process).
+	 */
 	CHECK_EQ_I(core__enable(&info), 0);
 	CHECK_EQ_U(fake_cupti_call_count("cuptiSubscribe_v2"), 1);
 	core__disable();
 	CHECK(!core__enabled());
-	CHECK(!fake_cupti_subscribed());
+	CHECK(fake_cupti_subscribed());
+	CHECK(!fake_cupti_callback_enabled(CUPTI_CB_DOMAIN_DRIVER_API,
+					   CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch));
 	for (i = 0; i < sizeof(kinds_on) / sizeof(kinds_on[0]); i++)
 		CHECK(!fake_cupti_kind_enabled(kinds_on[i]));
 	CHECK(!fake_cupti_api_enabled(CUPTI_CB_DOMAIN_RUNTIME_API,
@@ -230,11 +235,13 @@ static void case_enable(void)
 	    fake_cupti_call_index("cuptiActivityFlushAll", true, CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) >
 	    fake_cupti_call_index("cuptiActivityDisable", false, 0));
 	core__disable();
-	CHECK_EQ_U(fake_cupti_call_count("cuptiUnsubscribe"), 1);
+	CHECK_EQ_U(fake_cupti_call_count("cuptiUnsubscribe"), 0);
 
-	/* And it comes back. */
+	/* And it comes back, in the same session. */
 	CHECK_EQ_I(core__enable(&info), 0);
 	CHECK(fake_cupti_subscribed());
+	CHECK_EQ_U(fake_cupti_call_count("cuptiSubscribe_v2"), 1);
+	CHECK_EQ_U(fake_cupti_sessions(), 1);
 	CHECK(fake_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
 	CHECK(fake_cupti_callback_enabled(CUPTI_CB_DOMAIN_DRIVER_API,
 					  CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch));
@@ -746,8 +753,8 @@ static void case_decode_callback_clock(void)
 	kname[1] = 'X'; /* CUPTI reuses the memory: the events must hold copies */
 
 	n = evq__drain(q, ev, 32);
-	CHECK_EQ_U(n, 12);
-	if (n != 12)
+	CHECK_EQ_U(n, 11);
+	if (n != 11)
 		return;
 	check_kernel(&ev[0], 20, 1000, 2000, "_Z6kernelPf", 0, 1);
 	check_kernel(&ev[1], 23, 2100, 2600, "_Z5graphv", 9, 3);
@@ -776,7 +783,8 @@ static void case_decode_callback_clock(void)
 	check_api(&ev[8], 20, 77, 900, 1000, "cudaLaunchKernel");
 	check_api(&ev[9], 24, 77, 5000, 5100, "cuLaunchKernel");
 	check_kernel(&ev[10], 25, 7000, 8000, "_Z6kernelPf", 0, 1);
-	check_kernel(&ev[11], 27, 0, 0, "_Z6kernelPf", 0, 0); /* 0 stays 0; 27 was skipped */
+	/* 27 (no timestamps, a CUPTI bug) is not sent: counted as such. */
+	CHECK_EQ_U(atomic_load(&core_stats.zero_time), 1);
 	CHECK_EQ_U(atomic_load(&core_stats.overhead), 1);
 	CHECK_EQ_U(evq__take_dropped(q), 0);
 
@@ -983,6 +991,8 @@ static void case_flush(void)
 	struct buf b;
 
 	setenv("PROFD_CUPTI_LAUNCH_RATE", "0", 1);
+	/* The watermark alone: the delay bound's forced flushes are test_cupti_quirks'. */
+	setenv("PROFD_CUPTI_MAX_DELAY_MS", "0", 1);
 	enable_core();
 	CHECK(fake_cupti_real_iterator());
 	atomic_store(&test_now, 11 * SEC);

@@ -5,7 +5,8 @@
  * at a launch whose record is missing, a synthetic kernel record arriving in a GpuBatch, no
  * forced flush while collecting, a daemon flipping enable held to one enable per 5 s,
  * collection kept through a daemon restart and stopped after the grace when it stays away,
- * a taken subscriber slot reported once, not retried, and process exit during a slow enable.
+ * a taken subscriber slot reported once, not retried, another client (Kineto) taking the
+ * activity API reported and left alone, and process exit during a slow enable.
  *
  * The fake libcupti is single-threaded: the test drives it only while the library's uplink
  * thread waits for the fake daemon's reply, so the two never call into it at once.
@@ -301,6 +302,92 @@ static void test_subscriber_taken(void)
 	fake_cleanup(&d);
 }
 
+/*
+ * The application side of test_other_client: collecting, torch.profiler's Kineto starts (while
+ * the parent holds the daemon's reply, so the uplink is not in the fake); then report what the
+ * library left of Kineto's: its callbacks, its clock, its kernel kind, our subscription.
+ */
+static void other_child(int go, int rep)
+{
+	int (*init)(void);
+	uint32_t n;
+	char c;
+
+	init = load_library();
+	if (!init || init() != 1)
+		_exit(3);
+	if (read(go, &c, 1) != 1)
+		_exit(4);
+	fake_cupti_other_start(true);
+	(void)!write(rep, "s", 1);
+	if (read(go, &c, 1) != 1)
+		_exit(5);
+	n = (uint32_t)fake_cupti_other_owns_callbacks() |
+	    (uint32_t)fake_cupti_other_owns_clock() << 1 |
+	    (uint32_t)fake_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) << 2 |
+	    (uint32_t)fake_cupti_subscribed() << 3 |
+	    (uint32_t)(fake_cupti_call_count("cuptiActivityRegisterCallbacks") == 2) << 4;
+	(void)!write(rep, &n, sizeof(n));
+	_exit(0);
+}
+
+/* Kineto takes the activity API: the library says so in a GpuAttach and leaves it alone. */
+static void test_other_client(void)
+{
+	struct fake_profd d = {.lfd = -1, .fd = -1};
+	Profd__Request *req;
+	int go[2], rep[2], status = -1;
+	uint32_t n = 0;
+	bool told = false;
+	char c = 0;
+	pid_t pid;
+
+	CHECK_EQ_I(fake_listen(&d), 0);
+	setenv("PROFD_SOCKET", d.path, 1);
+	CHECK_EQ_I(pipe(go), 0);
+	CHECK_EQ_I(pipe(rep), 0);
+	pid = fork();
+	if (pid == 0) {
+		close(go[1]);
+		close(rep[0]);
+		other_child(go[0], rep[1]);
+	}
+	close(go[0]);
+	close(rep[1]);
+	req = fake_handshake(&d, WAIT_MS);
+	for (int i = 0; i < 4 && req; i++) /* enabled, then batches */
+		req = answer_on(&d, req, true);
+	CHECK(is_batch(req));
+	CHECK_EQ_I(write(go[1], "g", 1), 1);
+	CHECK_EQ_I(read(rep[0], &c, 1), 1);
+	for (int i = 0; i < 20 && req && !told; i++) {
+		req = answer_on(&d, req, true);
+		if (req && req->msg_case == PROFD__REQUEST__MSG_GPU_ATTACH) {
+			told = true;
+			CHECK_EQ_I(req->gpu_attach->state,
+				   PROFD__GPU_STATE__GPU_STATE_ACTIVITY_TAKEN);
+			CHECK(req->gpu_attach->detail &&
+			      strstr(req->gpu_attach->detail, "timestamp callback"));
+		}
+	}
+	CHECK(told);
+	/* Asked to collect on: it stays off, and the fake is left to Kineto. */
+	for (int i = 0; i < 3 && req; i++) {
+		req = answer_on(&d, req, true);
+		CHECK(is_batch(req));
+	}
+	CHECK_EQ_I(write(go[1], "g", 1), 1);
+	CHECK_EQ_I(read(rep[0], &n, sizeof(n)), (int)sizeof(n));
+	CHECK_EQ_U(n, 0x1f);
+	if (req)
+		profd__request__free_unpacked(req, NULL);
+	close(go[1]);
+	CHECK_EQ_I(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(rep[0]);
+	fake_cleanup(&d);
+}
+
 static uint64_t coarse_now_ns(void)
 {
 	struct timespec ts;
@@ -332,6 +419,7 @@ int main(void)
 	test_exit_flush();
 	test_exit_during_enable();
 	test_subscriber_taken();
+	test_other_client();
 	CHECK_EQ_I(fake_listen(&fk), 0);
 	setenv("PROFD_SOCKET", fk.path, 1);
 
@@ -473,17 +561,23 @@ int main(void)
 	CHECK(fake_now_ms() - t_enable < 4500);
 	CHECK_EQ_U(fake_cupti_call_count("cuptiSubscribe_v2"), subs);
 	CHECK_EQ_U(fake_cupti_call_count("cuptiActivityEnable"), enables);
-	CHECK_EQ_U(fake_cupti_call_count("cuptiUnsubscribe"), 1);
+	/* Disabled: kinds off, the one CUPTI session kept. */
+	CHECK(!fake_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+	CHECK(fake_cupti_subscribed());
+	CHECK_EQ_U(fake_cupti_call_count("cuptiUnsubscribe"), 0);
 	CHECK_EQ_U(fake_cupti_call_index("cuptiActivityFlushAll", true,
 					 CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) >= 0,
 		   1);
 	(void)forced;
 	/* Asked to stay on, it comes back once the gate opens (5 s after the first enable). */
-	for (int i = 0; i < 400 && is_batch(req) && !fake_cupti_subscribed(); i++)
+	for (int i = 0; i < 400 && is_batch(req) &&
+			!fake_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+	     i++)
 		req = answer(req, true);
-	CHECK(fake_cupti_subscribed());
+	CHECK(fake_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
 	CHECK(fake_now_ms() - t_enable >= 4900);
-	CHECK_EQ_U(fake_cupti_call_count("cuptiSubscribe_v2"), subs + 1);
+	CHECK_EQ_U(fake_cupti_call_count("cuptiSubscribe_v2"), subs);
+	CHECK_EQ_U(fake_cupti_sessions(), 1);
 	if (req && req->msg_case == PROFD__REQUEST__MSG_GPU_ATTACH)
 		req = answer(req, true);
 
@@ -505,7 +599,7 @@ int main(void)
 	CHECK(is_batch(req));
 	CHECK(fake_cupti_subscribed());
 	CHECK_EQ_U(fake_cupti_call_count("cuptiSubscribe_v2"), subs);
-	CHECK_EQ_U(fake_cupti_call_count("cuptiUnsubscribe"), 1);
+	CHECK_EQ_U(fake_cupti_call_count("cuptiUnsubscribe"), 0);
 
 	/* The daemon stays away: after the 5 s grace, collection stops. */
 	if (req)
@@ -514,13 +608,15 @@ int main(void)
 	fake_close_conn(&fk);
 	fake_unlisten(&fk);
 	t0 = fake_now_ms();
-	CHECK(fake_cupti_subscribed());
-	while (fake_cupti_subscribed() && fake_now_ms() - t0 < 10000)
+	CHECK(fake_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+	while (fake_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) &&
+	       fake_now_ms() - t0 < 10000)
 		usleep(20000);
-	CHECK(!fake_cupti_subscribed());
+	CHECK(!fake_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
 	CHECK(fake_now_ms() - t0 >= 4900);
 	CHECK(fake_now_ms() - t0 < 7000);
-	CHECK_EQ_U(fake_cupti_call_count("cuptiUnsubscribe"), 2);
+	CHECK(fake_cupti_subscribed());
+	CHECK_EQ_U(fake_cupti_call_count("cuptiUnsubscribe"), 0);
 out:
 	if (req)
 		profd__request__free_unpacked(req, NULL);

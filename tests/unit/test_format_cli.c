@@ -313,8 +313,9 @@ static int send_status(int fd, bool gpu)
 	r.msg_case = PROFD__RESPONSE__MSG_STATUS;
 	if (gpu) {
 		static Profd__GpuProcessStatus g0 = PROFD__GPU_PROCESS_STATUS__INIT,
-					       g1 = PROFD__GPU_PROCESS_STATUS__INIT;
-		static Profd__GpuProcessStatus *gs[] = {&g0, &g1};
+					       g1 = PROFD__GPU_PROCESS_STATUS__INIT,
+					       g2 = PROFD__GPU_PROCESS_STATUS__INIT;
+		static Profd__GpuProcessStatus *gs[] = {&g0, &g1, &g2};
 
 		g0.pid = 100;
 		g0.state = PROFD__GPU_STATE__GPU_STATE_READY;
@@ -323,6 +324,12 @@ static int send_status(int fd, bool gpu)
 		g0.clock = PROFD__GPU_CLOCK__GPU_CLOCK_CALLBACK;
 		g0.has_cupti_version = 1;
 		g0.cupti_version = 130000;
+		g0.has_zero_time_records = 1;
+		g0.zero_time_records = 3;
+		g0.has_forced_flushes = 1;
+		g0.forced_flushes = 2;
+		g0.has_max_delay_ms = 1;
+		g0.max_delay_ms = 5000;
 		g1.pid = 200;
 		g1.state = PROFD__GPU_STATE__GPU_STATE_SUBSCRIBER_TAKEN;
 		g1.detail = "cuptiSubscribe: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED\n";
@@ -336,7 +343,11 @@ static int send_status(int fd, bool gpu)
 		s.gpu_joined = 498;
 		s.has_gpu_unmatched = 1;
 		s.gpu_unmatched = 2;
-		s.n_gpu = 2;
+		g2.pid = 300;
+		g2.state = PROFD__GPU_STATE__GPU_STATE_ACTIVITY_TAKEN;
+		g2.has_enabled = 1;
+		g2.detail = "another CUPTI client took it";
+		s.n_gpu = 3;
 		s.gpu = gs;
 	}
 	if (gpu) {
@@ -646,9 +657,12 @@ static void test_status(void)
 	CHECK(strstr(out,
 		     "\ngpu:          2 processes, 500 launches, 520 records, 498 joined, 2 "
 		     "unmatched, 0 dropped, 0 uprobe launches\n"
-		     "  pid 100:    ready, collecting, clock monotonic callback, CUPTI 130000\n"
+		     "  pid 100:    ready, collecting, clock monotonic callback, CUPTI 130000, "
+		     "delay bound 5000 ms, 3 without timestamps, 2 forced flushes\n"
 		     "  pid 200:    CUPTI subscriber taken by another tool: cuptiSubscribe: "
 		     "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED?\n"
+		     "  pid 300:    stopped: CUPTI activity taken by another tool in the process, "
+		     "idle: another CUPTI client took it\n"
 		     "clients:") != NULL);
 	CHECK(strstr(out,
 		     "\nexport pyroscope http://p:4040/push.v1.PusherService/Push: last "
@@ -665,10 +679,12 @@ static void test_status(void)
 		     "\"gpu_processes\": 2, \"gpu_launches\": 500, \"gpu_records\": 520, "
 		     "\"gpu_joined\": 498, \"gpu_unmatched\": 2, \"gpu\": [{\"pid\": 100, "
 		     "\"state\": \"GPU_STATE_READY\", \"enabled\": true, \"clock\": "
-		     "\"GPU_CLOCK_CALLBACK\", \"cupti_version\": 130000}, {\"pid\": 200, "
+		     "\"GPU_CLOCK_CALLBACK\", \"cupti_version\": 130000, \"zero_time_records\": 3, "
+		     "\"forced_flushes\": 2, \"max_delay_ms\": 5000}, {\"pid\": 200, "
 		     "\"state\": \"GPU_STATE_SUBSCRIBER_TAKEN\", \"detail\": \"cuptiSubscribe: "
-		     "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED\\n\"}], \"export\": [{") !=
-	      NULL);
+		     "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED\\n\"}, {\"pid\": 300, "
+		     "\"state\": \"GPU_STATE_ACTIVITY_TAKEN\", \"detail\": \"another CUPTI client "
+		     "took it\", \"enabled\": false}], \"export\": [{") != NULL);
 	CHECK(strstr(out, "\"export\": [{\"name\": \"pyroscope\", \"url\": "
 			  "\"http://p:4040/push.v1.PusherService/Push\", \"requests_sent\": 3, "
 			  "\"requests_retried\": 2, \"samples_exported\": 10, \"samples_sent\": 7, "

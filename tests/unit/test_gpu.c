@@ -1472,6 +1472,62 @@ static void test_budget_caps(void)
 	fx_fini(&f);
 }
 
+/*
+ * Records without timestamps (start = end = 0, a CUPTI bug): their own count, in the module's
+ * stats and the process's status, never bad records; the libraries' counts of the same add up.
+ */
+static void test_zero_time(void)
+{
+	struct gpu_proc_status st[2];
+	Profd__GpuAttach a = PROFD__GPU_ATTACH__INIT;
+	struct batch b;
+	struct fx f;
+	bool enable;
+
+	fx_init(&f, 0);
+	gpu__tick(f.g, NOW);
+	a.state = PROFD__GPU_STATE__GPU_STATE_READY;
+	a.library_path = "/usr/lib/libprofd_cupti.so";
+	a.has_max_delay_ms = true;
+	a.max_delay_ms = 5000;
+	CHECK_EQ_I(gpu__attach(f.g, PID, UID, 0, &a, &enable), 0);
+	batch_init(&b);
+	add_string(&b, "k");
+	add_kernel(&b, 0, 0, 1, 1, 1);
+	add_copy(&b, 0, 0, 2, PROFD__GPU_COPY_KIND__GPU_COPY_HTOD, 8);
+	add_kernel(&b, NOW, NOW + 10, 3, 1, 1);
+	b.b.has_zero_time_records = true;
+	b.b.zero_time_records = 5;
+	b.b.has_forced_flushes = true;
+	b.b.forced_flushes = 2;
+	CHECK_EQ_I(send(&f, &b), 0);
+	CHECK_EQ_U(stats(&f).bad_records, 0);
+	CHECK_EQ_U(stats(&f).records, 1);
+	CHECK_EQ_U(stats(&f).zero_time_records, 7);
+	CHECK_EQ_U(stats(&f).forced_flushes, 2);
+	CHECK_EQ_U(gpu__status(f.g, st, 2), 1);
+	CHECK_EQ_U(st[0].zero_time_records, 7);
+	CHECK_EQ_U(st[0].forced_flushes, 2);
+	CHECK_EQ_U(st[0].max_delay_ms, 5000);
+	/* Counts as absurd as a drop count are malformed. */
+	batch_init(&b);
+	b.b.has_zero_time_records = true;
+	b.b.zero_time_records = (1ull << 32) + 1;
+	CHECK_EQ_I(gpu__batch(f.g, PID, &b.b, &enable), -EINVAL);
+	CHECK_EQ_U(stats(&f).zero_time_records, 7);
+	/* The library reports another client took CUPTI's activity API: a state of its own. */
+	a.state = PROFD__GPU_STATE__GPU_STATE_ACTIVITY_TAKEN;
+	a.detail = "another CUPTI client in the process replaced the timestamp callback";
+	CHECK_EQ_I(gpu__attach(f.g, PID, UID, 0, &a, &enable), 0);
+	CHECK(!enable);
+	CHECK_EQ_U(gpu__status(f.g, st, 2), 1);
+	CHECK_EQ_I(st[0].state, GPU_STATE_ACTIVITY_TAKEN);
+	CHECK(!st[0].enabled);
+	a.state = (Profd__GpuState)(PROFD__GPU_STATE__GPU_STATE_ACTIVITY_TAKEN + 1);
+	CHECK_EQ_I(gpu__attach(f.g, PID, UID, 0, &a, &enable), -EINVAL);
+	fx_fini(&f);
+}
+
 static void test_record_times(void)
 {
 	const uint64_t back = TTL + HOLD;
@@ -2061,6 +2117,7 @@ int main(void)
 	test_shared_names();
 	test_budget_caps();
 	test_record_times();
+	test_zero_time();
 	test_out_of_order_labels();
 	test_many_labels_fast();
 	test_idle_running_kernel();

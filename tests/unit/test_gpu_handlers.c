@@ -183,6 +183,11 @@ static Profd__Response *batch(struct daemon *d, const struct server_peer *peer, 
 	b.strings = strs;
 	b.n_kernels = 1;
 	b.kernels = &kp;
+	/* What the library counted since its last batch. */
+	b.has_zero_time_records = true;
+	b.zero_time_records = 3;
+	b.has_forced_flushes = true;
+	b.forced_flushes = 1;
 	req.msg_case = PROFD__REQUEST__MSG_GPU_BATCH;
 	req.gpu_batch = &b;
 	return call(d, peer, &req, ret);
@@ -470,10 +475,22 @@ int main(void)
 		CHECK_EQ_U(r->status->n_gpu, 2);
 		CHECK(r->status->has_gpu_launches_limited);
 		CHECK_EQ_U(r->status->gpu_launches_limited, 7);
+		CHECK(r->status->has_gpu_zero_time_records);
+		CHECK_EQ_U(r->status->gpu_zero_time_records, 6);
+		CHECK(r->status->has_gpu_forced_flushes);
+		CHECK_EQ_U(r->status->gpu_forced_flushes, 2);
+		for (size_t i = 0; i < r->status->n_gpu; i++) {
+			CHECK(r->status->gpu[i]->has_zero_time_records);
+			CHECK_EQ_U(r->status->gpu[i]->zero_time_records, 3);
+			CHECK_EQ_U(r->status->gpu[i]->forced_flushes, 1);
+		}
 	}
 	profd__response__free_unpacked(r, NULL);
 	r = status(&d, &user);
 	if (r) {
+		/* The machine's counts are root's; the user's own process keeps its own. */
+		CHECK(!r->status->has_gpu_zero_time_records);
+		CHECK(!r->status->has_gpu_forced_flushes);
 		CHECK_EQ_U(r->status->n_gpu, 1);
 		if (r->status->n_gpu == 1) {
 			CHECK_EQ_U(r->status->gpu[0]->pid, 500);

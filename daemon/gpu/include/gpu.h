@@ -66,15 +66,25 @@ struct gpu_stats {
 	uint64_t unmatched; /* records whose launch never came (charged to a stand-in stack) */
 	uint64_t unprobed;  /* records with weight 0 (covered by a weighted launch) */
 	uint64_t dropped;   /* records the libraries reported lost */
-	uint64_t launches_expired; /* launches whose records never came */
-	uint64_t held;		   /* CPU samples held right now */
-	uint64_t bad_records;	   /* records that failed validation (end < start, bad string,
-				    * a time outside [now - (TTL + hold), now + 60 s]) */
-	uint64_t refused;	   /* records, ranges and strings not kept: a per-process cap or
-				    * the memory budget (records are charged to the stand-in) */
-	uint64_t bytes;		   /* GPU state counted against max_bytes now */
-	uint64_t mem_records;	   /* memory allocation and release records received */
-	uint64_t mem_unmatched;	   /* releases that matched no tracked allocation */
+	uint64_t launches_expired;  /* launches whose records never came */
+	uint64_t held;		    /* CPU samples held right now */
+	uint64_t bad_records;	    /* records that failed validation (end < start, bad string,
+				     * a time outside [now - (TTL + hold), now + 60 s]) */
+	uint64_t refused;	    /* records, ranges and strings not kept: a per-process cap or
+				     * the memory budget (records are charged to the stand-in) */
+	uint64_t bytes;		    /* GPU state counted against max_bytes now */
+	uint64_t mem_records;	    /* memory allocation and release records received */
+	uint64_t mem_unmatched;	    /* releases that matched no tracked allocation */
+	uint64_t launches_expired;  /* launches whose records never came */
+	uint64_t held;		    /* CPU samples held right now */
+	uint64_t bad_records;	    /* records that failed validation (end < start, bad string,
+				     * a time outside [now - (TTL + hold), now + 60 s]) */
+	uint64_t refused;	    /* records, ranges and strings not kept: a per-process cap or
+				     * the memory budget (records are charged to the stand-in) */
+	uint64_t bytes;		    /* GPU state counted against max_bytes now */
+	uint64_t zero_time_records; /* kernel and copy records without timestamps (start = end =
+				     * 0, a CUPTI bug): counted by the libraries or found here */
+	uint64_t forced_flushes;    /* flushes the libraries forced for their delay bound */
 };
 
 struct gpu;
@@ -176,6 +186,7 @@ enum gpu_state {
 	GPU_STATE_CUPTI_TOO_OLD,
 	GPU_STATE_SUBSCRIBER_TAKEN,
 	GPU_STATE_ERROR,
+	GPU_STATE_ACTIVITY_TAKEN,
 };
 enum gpu_clock {
 	GPU_CLOCK_UNSPECIFIED, /* not reported */
@@ -203,6 +214,9 @@ struct gpu_proc_status {
 	uint64_t memory_live;	/* allocations tracked as live now */
 	uint64_t memory_live_bytes;
 	uint64_t memory_untracked; /* allocations or releases not kept for the bounds */
+	uint64_t zero_time_records;
+	uint64_t forced_flushes;
+	uint32_t max_delay_ms; /* the library's delay bound; 0: none or not reported */
 };
 /*
  * Fills up to max entries (strings owned by the module, valid until the next call into it) and
