@@ -43,6 +43,8 @@ if(TARGET fake_cupti)
     FAKE_CUPTI_PATH="$<TARGET_FILE:fake_cupti>" FAKE_CUDA_PATH="$<TARGET_FILE:fake_cuda>")
   add_test(NAME unit.test_cupti_nvtx COMMAND test_cupti_nvtx)
   set_tests_properties(unit.test_cupti_nvtx PROPERTIES LABELS unit TIMEOUT 60)
+endif()
+
 # CUPTI behaviours the fake models for the core: another client of the process taking the
 # activity API, one session for the life of the process, records without timestamps, buffers
 # CUPTI withholds while a record in them is incomplete.
