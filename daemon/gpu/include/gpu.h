@@ -75,13 +75,6 @@ struct gpu_stats {
 	uint64_t bytes;		    /* GPU state counted against max_bytes now */
 	uint64_t mem_records;	    /* memory allocation and release records received */
 	uint64_t mem_unmatched;	    /* releases that matched no tracked allocation */
-	uint64_t launches_expired;  /* launches whose records never came */
-	uint64_t held;		    /* CPU samples held right now */
-	uint64_t bad_records;	    /* records that failed validation (end < start, bad string,
-				     * a time outside [now - (TTL + hold), now + 60 s]) */
-	uint64_t refused;	    /* records, ranges and strings not kept: a per-process cap or
-				     * the memory budget (records are charged to the stand-in) */
-	uint64_t bytes;		    /* GPU state counted against max_bytes now */
 	uint64_t zero_time_records; /* kernel and copy records without timestamps (start = end =
 				     * 0, a CUPTI bug): counted by the libraries or found here */
 	uint64_t forced_flushes;    /* flushes the libraries forced for their delay bound */
