@@ -123,6 +123,11 @@ foreach(t bad_input cli_errors lifecycle socket_safety setuid flood losses perf_
           perf_map_budget python_exit export_config export_faults unwind_tables)
   set_property(TEST e2e.${t} APPEND PROPERTY LABELS asan)
 endforeach()
+# The analysis of bench/torch_stacks.py (whole stacks, autograd and ATen frames) on handcrafted
+# stacks of each tool's output.
+add_test(NAME unit.torch_stacks_checks
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/bench/torch_stacks.py --self-check)
+set_tests_properties(unit.torch_stacks_checks PROPERTIES LABELS unit TIMEOUT 60)
 # The stack checks of test_unwind.py on handcrafted stacks: no root, no daemon.
 add_test(NAME unit.unwind_checks
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_unwind.py --self-check)
