@@ -123,6 +123,13 @@ foreach(t bad_input cli_errors lifecycle socket_safety setuid flood losses perf_
           perf_map_budget python_exit export_config export_faults unwind_tables)
   set_property(TEST e2e.${t} APPEND PROPERTY LABELS asan)
 endforeach()
+# numpy's wheel from PyPI (its venv made by scripts/torch-venv --numpy-only on first use):
+# whole stacks through OpenBLAS's kernels, which have no CFI.
+add_test(NAME e2e.numpy_stacks
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_numpy_stacks.py)
+set_tests_properties(e2e.numpy_stacks PROPERTIES
+  LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 600 RUN_SERIAL TRUE
+  ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e;PROFD_SANITIZED=${E2E_SANITIZED}")
 # The analysis of bench/torch_stacks.py (whole stacks, autograd and ATen frames) on handcrafted
 # stacks of each tool's output.
 add_test(NAME unit.torch_stacks_checks
