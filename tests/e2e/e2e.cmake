@@ -113,14 +113,15 @@ set_tests_properties(e2e.unwind_tables PROPERTIES
 # The sanitizer pass of scripts/test (build-asan, several times slower) runs every unit test
 # but only the e2e tests labelled asan. A test gets the label when it drives the daemon, the
 # library or the client through input or events the plain pass cannot judge as well as ASan and
-# UBSan can: bad or hostile input (requests, files, perf maps, processes that vanish), floods,
-# access control and socket safety, export faults, lost samples, start-up refusals and shutdown,
-# table eviction, and the GPU paths (libprofd_cupti.so runs sanitized inside the fixture). It
+# UBSan can: bad or hostile input (requests, files, perf maps, processes that vanish, stacks read
+# from other processes on demand), floods, access control and socket safety, export faults, lost
+# samples, start-up refusals and shutdown, table eviction, and the GPU paths (libprofd_cupti.so
+# runs sanitized inside the fixture). It
 # does not when the plain pass runs the same code on ordinary input and its checks are about
 # results (CPU shares, formats, views, Python version sweeps that unit.test_python already runs
 # under the sanitizers, timing): those pay the slowdown for nothing. A new e2e test says which.
 foreach(t bad_input cli_errors lifecycle socket_safety setuid flood losses perf_maps
-          perf_map_budget python_exit export_config export_faults unwind_tables)
+          perf_map_budget exited python_exit stacks export_config export_faults unwind_tables)
   set_property(TEST e2e.${t} APPEND PROPERTY LABELS asan)
 endforeach()
 # numpy's wheel from PyPI (its venv made by scripts/torch-venv --numpy-only on first use):
