@@ -16,9 +16,9 @@ three at HZ; profd's samples are `profctl dump --tid PID --since SECONDS`. py-sp
 into the venv (pip) when missing, for this benchmark only; perf is used when on PATH.
 
 Figures, over each tool's samples of the main thread in that window (training steps only):
-  whole      the stack reaches its root: its outermost user frame is _start,
-             __libc_start_call_main, __libc_start_main, clone/clone3 or start_thread, and profd did
-             not mark it [truncated]. py-spy leaves out the interpreter's own frames (_start
+  whole      the stack reaches its root: profd did not mark it [truncated] (its mark of a
+             walk that stopped short); for perf and py-spy, its outermost user frame is _start,
+             __libc_start_call_main, __libc_start_main, clone/clone3 or start_thread. py-spy leaves out the interpreter's own frames (_start
              among them) and names libc's by address only, so its whole stacks end in an unnamed
              libc frame (libc's start routine); when its native walk fails it puts the Python
              frames at the root of what it got, which then does not count.
@@ -169,8 +169,13 @@ def perf_stacks(text, tid):
 
 # ---- figures -----------------------------------------------------------------------------------
 
-def whole(frames):
-    return bool(frames) and "[truncated]" not in frames and bool(ROOT.match(frames[0]))
+def whole(frames, tool):
+    """profd marks a walk that did not reach the stack's bottom with a [truncated] root, and may
+    leave out the interpreter's frames below the first Python frame in its default view: its
+    mark is the test. The other tools' stacks must end in a root function."""
+    if tool == "profd":
+        return bool(frames) and "[truncated]" not in frames
+    return bool(frames) and bool(ROOT.match(frames[0]))
 
 
 def backward_shows_engine(frames):
@@ -182,8 +187,8 @@ def backward_shows_engine(frames):
     return True, any(is_engine(f) for f in below) and any(is_aten(f) for f in below)
 
 
-def through_blas(frames):
-    return (whole(frames) and any(MATMUL_LINE.match(f) for f in frames) and
+def through_blas(frames, tool):
+    return (whole(frames, tool) and any(MATMUL_LINE.match(f) for f in frames) and
             any(NUMPY_ENTRY.match(f) for f in frames) and any(BLAS.match(f) for f in frames))
 
 
@@ -193,11 +198,11 @@ def figures(workload, tool, stacks):
          "through": None}
     if not n:
         return m
-    m["whole"] = sum(c for c, f in stacks if whole(f)) / n
+    m["whole"] = sum(c for c, f in stacks if whole(f, tool)) / n
     has_py = tool != "perf"
     if workload == "numpy":
         if has_py:
-            m["through"] = sum(c for c, f in stacks if through_blas(f)) / n
+            m["through"] = sum(c for c, f in stacks if through_blas(f, tool)) / n
     elif has_py:
         bw = ok = 0
         for c, f in stacks:
@@ -250,6 +255,9 @@ def run_workload(name, a, tmp, keep):
     pyspy.raw (and meta.json: the main thread's id) into keep/NAME."""
     out = os.path.join(keep, name)
     os.makedirs(out, exist_ok=True)
+    for stale in ("profd.folded", "perf.txt", "pyspy.raw", "meta.json"):
+        if os.path.exists(os.path.join(out, stale)):  # of an earlier run into the same DIR
+            os.remove(os.path.join(out, stale))
     profd = os.path.join(a.build, "bin", "profd")
     profctl = os.path.join(a.build, "bin", "profctl")
     sock = os.path.join(tmp, f"{name}.sock")
@@ -405,6 +413,9 @@ def self_check():
           f"profd whole: 17 of 20, got {m}")
     check(m["backward_samples"] == 10 and abs(m["backward_engine_aten"] - 0.7) < 1e-9,
           f"profd backward: 7 of 10 show engine and ATen, got {m}")
+    check(whole(["<module> (a.py:1)", "leaf"], "profd") and
+          not whole(["<module> (a.py:1)", "leaf"], "py-spy"),
+          "profd's mark decides, the others' root frame")
     # the engine above the Python line does not count
     check(backward_shows_engine(["torch::autograd::Engine::x", "at::y",
                                  "backward (torch/_tensor.py:1)", "leaf"]) == (True, False),
