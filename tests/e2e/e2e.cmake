@@ -110,6 +110,32 @@ add_test(NAME e2e.unwind_tables
 set_tests_properties(e2e.unwind_tables PROPERTIES
   LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 600 RUN_SERIAL TRUE
   ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e;PROFD_SANITIZED=${E2E_SANITIZED}")
+# The sanitizer pass of scripts/test (build-asan, several times slower) runs every unit test
+# but only the e2e tests labelled asan. A test gets the label when it drives the daemon, the
+# library or the client through input or events the plain pass cannot judge as well as ASan and
+# UBSan can: bad or hostile input (requests, files, perf maps, processes that vanish, stacks read
+# from other processes on demand), floods, access control and socket safety, export faults, lost
+# samples, start-up refusals and shutdown, table eviction, and the GPU paths (libprofd_cupti.so
+# runs sanitized inside the fixture). It
+# does not when the plain pass runs the same code on ordinary input and its checks are about
+# results (CPU shares, formats, views, Python version sweeps that unit.test_python already runs
+# under the sanitizers, timing): those pay the slowdown for nothing. A new e2e test says which.
+foreach(t bad_input cli_errors lifecycle socket_safety setuid flood losses perf_maps
+          perf_map_budget exited python_exit stacks export_config export_faults unwind_tables)
+  set_property(TEST e2e.${t} APPEND PROPERTY LABELS asan)
+endforeach()
+# numpy's wheel from PyPI (its venv made by scripts/torch-venv --numpy-only on first use):
+# whole stacks through OpenBLAS's kernels, which have no CFI.
+add_test(NAME e2e.numpy_stacks
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_numpy_stacks.py)
+set_tests_properties(e2e.numpy_stacks PROPERTIES
+  LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 600 RUN_SERIAL TRUE
+  ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e;PROFD_SANITIZED=${E2E_SANITIZED}")
+# The analysis of bench/torch_stacks.py (whole stacks, autograd and ATen frames) on handcrafted
+# stacks of each tool's output.
+add_test(NAME unit.torch_stacks_checks
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/bench/torch_stacks.py --self-check)
+set_tests_properties(unit.torch_stacks_checks PROPERTIES LABELS unit TIMEOUT 60)
 # The stack checks of test_unwind.py on handcrafted stacks: no root, no daemon.
 add_test(NAME unit.unwind_checks
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_unwind.py --self-check)
@@ -147,7 +173,7 @@ foreach(mode usdt uprobe)
   add_test(NAME e2e.launch_${mode}
            COMMAND test_launch_bpf ${mode} $<TARGET_FILE:fixture_usdt_caller>)
   set_tests_properties(e2e.launch_${mode} PROPERTIES
-    LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 120 RUN_SERIAL TRUE
+    LABELS "e2e;asan" SKIP_RETURN_CODE 77 TIMEOUT 120 RUN_SERIAL TRUE
     ENVIRONMENT "PROFD_MANY_NOTES=$<TARGET_FILE:fixture_many_notes>")
 endforeach()
 
@@ -164,7 +190,7 @@ set_tests_properties(unit.test_launch_file PROPERTIES ENVIRONMENT
 add_test(NAME e2e.launch_pidns
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_launch_pidns.py)
 set_tests_properties(e2e.launch_pidns PROPERTIES
-  LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 120 RUN_SERIAL TRUE
+  LABELS "e2e;asan" SKIP_RETURN_CODE 77 TIMEOUT 120 RUN_SERIAL TRUE
   ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e")
 
 # The whole GPU path without a GPU: a program loads libprofd_cupti.so over the fake libcupti
@@ -183,13 +209,13 @@ if(TARGET fake_cupti AND TARGET profd_cupti)
   add_dependencies(fixture_gpu_app profd_cupti)
   add_test(NAME e2e.gpu COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_gpu.py)
   set_tests_properties(e2e.gpu PROPERTIES
-    LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL TRUE
+    LABELS "e2e;asan" SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL TRUE
     ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e;PROFD_CUPTI_SO=$<TARGET_FILE:profd_cupti>;PROFD_FAKE_CUPTI=$<TARGET_FILE:fake_cupti>")
   foreach(t gpu_child gpu_wall gpu_memory export_gpu)
     add_test(NAME e2e.${t}
              COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_${t}.py)
     set_tests_properties(e2e.${t} PROPERTIES
-      LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL TRUE
+      LABELS "e2e;asan" SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL TRUE
       ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e;PROFD_CUPTI_SO=$<TARGET_FILE:profd_cupti>;PROFD_FAKE_CUPTI=$<TARGET_FILE:fake_cupti>")
   endforeach()
 elseif(DEFINED ENV{CI})
