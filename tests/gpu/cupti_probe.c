@@ -30,7 +30,7 @@
  *   B mono valid records dropped             a completed buffer
  *   D mono                                   a buffer request declined (pool empty)
  *   W mono text                              probe_mark() from the application
- *   X mono callbacks records                 totals at disable
+ *   X mono callbacks records                 totals at disable (probe_stop, a new session)
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -58,6 +58,7 @@ EXPORT void probe_mark(const char *text);
 EXPORT int probe_restart(void);
 EXPORT void probe_flush(int forced);
 EXPORT int probe_enabled(void);
+EXPORT void probe_stop(void);
 
 /* The functions core.c resolves (its syms[] table), resolved the same way: dlsym. */
 static struct {
@@ -545,6 +546,14 @@ int probe_enabled(void)
 	return atomic_load(&enabled);
 }
 
+/* core__disable's steps, then nothing more from the flusher: the end of a workload. */
+void probe_stop(void)
+{
+	pthread_mutex_lock(&ctl_lock);
+	disable_locked();
+	pthread_mutex_unlock(&ctl_lock);
+}
+
 /* The uplink thread's part: a late enable, then a flush every period and a clock line a second. */
 static void *flusher(void *arg)
 {
@@ -579,15 +588,13 @@ static void *flusher(void *arg)
 	return NULL;
 }
 
+/*
+ * Only the file: CUDA may already be torn down when atexit handlers run, and a crash at exit
+ * would fail a check whose records were all in. Workloads call probe_stop before they return.
+ */
 static void at_exit(void)
 {
-	/* A trylock: the flusher may be inside CUPTI when exit() runs on another thread. */
-	if (pthread_mutex_trylock(&ctl_lock) != 0) {
-		out_flush();
-		return;
-	}
-	disable_locked();
-	pthread_mutex_unlock(&ctl_lock);
+	out_flush();
 }
 
 int InitializeInjection(void)

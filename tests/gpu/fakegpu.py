@@ -34,6 +34,7 @@ def mono_ns():
 
 class FakeGpu:
     name = "fake GPU (libcupti_fake)"
+    fake = True
 
     def __init__(self):
         fake = os.environ["PROFD_KIT_FAKE_CUPTI"]

@@ -56,6 +56,10 @@ class Probe:
     def restart(self):
         return self.lib.probe_restart() if self.lib else -1
 
+    def stop(self):
+        if self.lib:
+            self.lib.probe_stop()
+
     def enabled(self):
         return bool(self.lib and self.lib.probe_enabled())
 
@@ -70,9 +74,11 @@ class Probe:
     def settle(self, gpu):
         """Let outstanding records reach the dump: sync, then flushes a period apart."""
         gpu.sync()
+        # The fake GPU hands records over at the sync: no delivery to wait for.
+        pause = 0.02 if getattr(gpu, "fake", False) else 0.3
         for _ in range(3):
             self.flush()
-            time.sleep(0.3)
+            time.sleep(pause)
         self.flush(forced=True)
 
 
@@ -238,27 +244,30 @@ def w_versions(gpu, probe, args):
         t = gpu.torch
         out["torch"] = t.__version__
         out["torch_cuda"] = t.version.cuda
-        out["cuda_available"] = t.cuda.is_available()
         out["dists"] = {d.metadata["Name"]: d.version for d in md.distributions()
                         if d.metadata["Name"] and ("cupti" in d.metadata["Name"].lower()
                                                    or d.metadata["Name"].lower()
                                                    in ("triton", "nvidia-cuda-runtime",
                                                        "nvidia-cuda-runtime-cu13"))}
-        gpu.init()
-        out["device"] = gpu.name
     else:
-        gpu.init()
         out["torch"] = None
+    try:
+        gpu.init()
         out["device"] = gpu.name
+    except Exception as e:   # no driver, no device: the rest of D0 still says what is here
+        out["cuda_error"] = f"{type(e).__name__}: {e}"[:300]
     cupti = mapped("libcupti")
     out["libcupti_mapped"] = cupti
     out["libcudart_mapped"] = mapped("libcudart")
     out["libcuda_mapped"] = mapped("libcuda.so")
-    if cupti:
+    if cupti and "cuda_error" not in out:
         v = ctypes.c_uint32(0)
         lib = ctypes.CDLL(cupti[0])
         r = lib.cuptiGetVersion(ctypes.byref(v))
         out["cuptiGetVersion"] = v.value if r == 0 else f"error {r}"
+    elif cupti:
+        # Without a driver 13.2's cuptiGetVersion recurses until the stack overflows.
+        out["cuptiGetVersion"] = "not asked: CUDA did not initialise"
     return out
 
 
@@ -428,7 +437,7 @@ def w_kineto(gpu, probe, args):
         gpu.add_one()
     gpu.sync()
     probe.mark("before end")
-    probe.flush()
+    probe.settle(gpu)   # these records reach the probe before the profiler starts
     res["profiler"] = gpu.profiler_steps(10)
     probe.mark("after begin")
     end = time.time() + float(args[1])
@@ -483,9 +492,10 @@ def w_procaddr(gpu, probe, args):
 
 
 def w_bench(gpu, probe, args):
-    """D9 without nvcc: launches per second of the framework's smallest kernel."""
+    """D9 without nvcc: ns per launch of the framework's smallest kernel (N [WAIT_S])."""
     n = int(args[0])
     gpu.init()
+    time.sleep(float(args[1]) if len(args) > 1 else 0)   # a daemon attaches meanwhile
     gpu.tiny(100)
     gpu.sync()
     t0 = time.perf_counter_ns()
@@ -623,6 +633,7 @@ def main():
     gpu = make_gpu(fake)
     probe = Probe()
     res = WORKLOADS[argv[0]](gpu, probe, argv[1:])
+    probe.stop()
     print(json.dumps(res, default=str), flush=True)
     return 0
 
