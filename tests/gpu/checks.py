@@ -325,8 +325,12 @@ def kineto_first(d):
         return False, None, "the probe never tried to subscribe"
     s = d.subs[0]
     taken = s["result"] == MULTIPLE_SUBSCRIBERS
-    return True, ("slot taken by " + s["old"]) if taken else f"subscribe {s['result']}", \
-        f"subscribe result {s['result']}, incumbent name {s['old']!r}"
+    # Taken: profd would say SUBSCRIBER_TAKEN and stay out. Free: profd would take CUPTI's
+    # buffers and clock from under a running torch.profiler.
+    why = ("profd stays out of the way" if taken else
+           "the profiler does not hold the subscriber slot, so profd would take CUPTI from it")
+    return taken, ("slot taken by " + s["old"]) if taken else f"subscribe {s['result']}", \
+        f"subscribe result {s['result']}, incumbent name {s['old']!r}: {why}"
 
 
 def kineto_after(d, after_launches):

@@ -601,13 +601,18 @@ def w_train(gpu, probe, args):
 
 
 def w_launches(gpu, probe, args):
-    """B3: launches by the framework, counted by the workload itself, for SECONDS."""
-    out_path, seconds = args[0], float(args[1])
+    """
+    B3: launches by the framework for SECONDS, counted by the workload itself, once the file
+    GO exists (the daemon has attached its uprobes by then; at most a minute's wait).
+    """
+    out_path, seconds, go = args[0], float(args[1]), args[2]
     gpu.init()
     with open(out_path, "w") as f:
         f.write(f"pid {os.getpid()}\n")
         f.flush()
-        time.sleep(float(args[2]))    # the daemon attaches its uprobes meanwhile
+        end = time.time() + 60
+        while not os.path.exists(go) and time.time() < end:
+            time.sleep(0.05)
         n, end = 0, time.time() + seconds
         while time.time() < end:
             gpu.tiny(10)
