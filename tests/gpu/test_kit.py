@@ -8,6 +8,7 @@ traced calls and core.c's kinds)."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -127,4 +128,6 @@ check(r.returncode == 2 and "unknown check" in r.stderr, f"an unknown check is r
 r = subprocess.run([os.path.join(HERE, "device-check"), "--kit", os.path.join(tmp, "none"),
                     "--out", os.path.join(tmp, "bad")], capture_output=True, text=True, timeout=30)
 check(r.returncode == 2 and "no kit" in r.stderr, f"a missing kit is refused ({r.stderr.strip()})")
+# 25 MiB of kit per run: kept only when a check failed (fail() exits before this).
+shutil.rmtree(tmp, ignore_errors=True)
 log("PASS")
