@@ -96,7 +96,7 @@ want = {
     "D7.uprobe_addresses": True, "D3.correlation": True, "D2.clock_at-init": True,
     "D2.clock_late": True, "D4.graphs": True, "D5.nvtx": True, "D5.nvtx_no_device": True,
     "D8.profiler_first": True, "D6.delivery_long": True, "D6.delivery_small": True,
-    "B1.join": True, "B2.stacks": True, "B.gpu_idle": True, "B.trace": True,
+    "B1.join": True, "B2.stacks": True, "B.nvtx": True, "B.gpu_idle": True, "B.trace": True,
     "B3.uprobe_launches": True,
     # The fake takes the buffers and the clock as Kineto does (the review's item 1).
     "D8.profiler_after": False,

@@ -508,7 +508,7 @@ def w_bench(gpu, probe, args):
 
 def w_train(gpu, probe, args):
     """
-    B1-B3: a training loop with a slow data loader. Writes "pid" then, per step, its compute
+    Part B (but B3): a training loop with a slow data loader. Writes "pid" then, per step, its compute
     time; when the file named by args[2] appears it runs torch.profiler over a few steps and
     stops. Functions are named for what the checks look for: load_batch (the loader), forward,
     and the loss.backward() line in train_step.
