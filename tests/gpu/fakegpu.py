@@ -8,7 +8,7 @@ clock checks see them inside the host's brackets.
 
 PROFD_KIT_FAKE_FAULT makes the fake lie the way real CUPTI might, so the kit's own test can see
 a check fail: "corr" gives each kernel the nested driver call's id, not the runtime call's;
-"clock" stamps kernels a second late; "zero" gives every tenth kernel zero timestamps.
+"clock" stamps kernels a second late; "zero" gives every tenth kernel zero timestamps; "hang" never returns from a matmul.
 """
 import ctypes
 import os
@@ -131,6 +131,8 @@ class FakeGpu:
 
     def mm(self):
         self.init()
+        if self.fault == "hang":
+            time.sleep(3600)
         self._call(0, CB_CU_LAUNCH_EX, lambda c: self._kernel(c, "sm90_xmma_gemm", 20000))
 
     def conv(self):

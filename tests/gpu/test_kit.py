@@ -120,6 +120,14 @@ for fault, only, name in (("corr", "D3", "D3.correlation"), ("clock", "D2", "D2.
     check(res.get(name, {}).get("pass") is False,
           f"with the fake's fault {fault!r}, {name} fails ({res.get(name)})")
 
+# ---- a hang costs its check only ------------------------------------------------------------
+t0 = time.time()
+res, _, _ = dry(os.path.join(tmp, "fault-hang"), "--only", "D3,D4", "--check-timeout", "3",
+                env=dict(os.environ, PROFD_KIT_FAKE_FAULT="hang"))
+check(res.get("D3.correlation", {}).get("figure") == "timed out" and time.time() - t0 < 30,
+      f"a hanging workload times out ({res.get('D3.correlation')}, {time.time() - t0:.0f} s)")
+check(res.get("D4.graphs", {}).get("pass") is True, "the next check still runs")
+
 # ---- bad input -------------------------------------------------------------------------------
 r = subprocess.run([os.path.join(HERE, "device-check"), "--dry-run", "--kit", kit, "--out",
                     os.path.join(tmp, "bad"), "--only", "D42"], capture_output=True, text=True,
