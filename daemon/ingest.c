@@ -522,10 +522,32 @@ static bool is_eval_frame(const struct ingest *in, uint32_t frame_id)
 }
 
 /*
+ * The frame standing for a sampled Python frame that could not be named (err from
+ * python__symbolize), so the frames around it keep their places: its activation still holds
+ * one frame and lines up with its own eval loop frame. Kind Python, so views that keep
+ * Python frames (--python-only) keep it too; the name says why, and has no file or line.
+ */
+static uint32_t py_placeholder(struct ingest *in, int err)
+{
+	struct frame_key key = {.kind = FRAME_KIND_PYTHON};
+
+	if (err == -ESRCH || err == -ENODATA)
+		key.name = "[python frame: process exited]";
+	else if (err == -ENOENT)
+		key.name = "[python frame: code unreadable]";
+	else
+		key.name = "[python frame: unreadable]";
+	return store__intern_frame(in->store, &key);
+}
+
+/*
  * Symbolize the Python frames of a sample into in->py_buf and cut them into eval activations,
  * newest first: each _PyEval_EvalFrameDefault on the native stack ran one activation. Up to
  * 3.10 every frame is its own activation; 3.11 marks an activation's oldest frame (is_entry);
- * from 3.12 a C-boundary frame (shim, entry) closes one and is not user code.
+ * from 3.12 a C-boundary frame (shim, entry) closes one and is not user code. A frame that
+ * cannot be named stays as a placeholder: dropping it would empty the activation of a module
+ * being imported (its code object is often freed by the time the sample is read), and from
+ * 3.12 an empty activation merges into the next, shifting every older one by an eval frame.
  * Returns the number of activations.
  */
 static size_t python_frames(struct ingest *in, const struct pid_entry *pe,
@@ -542,6 +564,7 @@ static size_t python_frames(struct ingest *in, const struct pid_entry *pe,
 		bool boundary = ver >= 0x030c && (pf[i].flags & PROFD_PYF_BOUNDARY);
 		bool close = ver < 0x030b || (ver == 0x030b && (pf[i].flags & PROFD_PYF_ENTRY));
 		int err = -ESRCH;
+		uint32_t f = 0;
 
 		/* A process gone before it was ever detected: no use trying every frame. (One
 		 * that was detected still names the frames whose code objects were read.) */
@@ -557,17 +580,18 @@ static size_t python_frames(struct ingest *in, const struct pid_entry *pe,
 				    .file = sym.filename,
 				    .line = sym.line,
 				};
-				uint32_t f = store__intern_frame(in->store, &key);
 
-				if (f)
-					in->py_buf[m++] = f;
+				f = store__intern_frame(in->store, &key);
 				in->stats.py_frames++;
 			}
 		} else if (!boundary) {
 			in->stats.py_frames_bad++;
 			if (err == -ESRCH || err == -ENODATA)
 				in->stats.py_frames_exited++;
+			f = py_placeholder(in, err);
 		}
+		if (f)
+			in->py_buf[m++] = f;
 		/* Up to 3.11 an activation is kept even if empty, to stay aligned with the C
 		 * frames. */
 		if ((boundary && m > start) || close) {
