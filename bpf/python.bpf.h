@@ -255,6 +255,14 @@ static long py_walk_cb(__u32 i, void *arg)
 	}
 	if (py->fr_is_entry != PROFD_PY_NO_FIELD && buf_u8(s, py->fr_is_entry))
 		flags |= PROFD_PYF_ENTRY;
+	/* One 16-byte read: which code object ran, as the daemon can check it later. */
+	if (py->co_filename && py->co_filename != PROFD_PY_NO_FIELD && code) {
+		__u64 fn[2];
+
+		if (!PY_READ(c, fn, sizeof(fn), code + py->co_filename))
+			flags |= PROFD_PYF_CHECKED | PROFD_PY_CODE_CHECK(fn[0], fn[1])
+							 << PROFD_PYF_CHECK_SHIFT;
+	}
 	if (py->fr_owner != PROFD_PY_NO_FIELD && py->boundary_owner &&
 	    buf_u8(s, py->fr_owner) >= py->boundary_owner)
 		flags |= PROFD_PYF_BOUNDARY;
