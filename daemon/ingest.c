@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -433,7 +434,19 @@ static uint32_t intern_sym(struct ingest *in, enum frame_kind kind, const struct
 	    .address = (kind == FRAME_KIND_KERNEL && r->name) || unmapped ? 0 : r->address,
 	    .build_id = r->build_id,
 	};
+	char jit[160];
 
+	/*
+	 * JIT code no perf map names: every address of it would be a frame of its own, none adding
+	 * up. One frame per mapping instead, named by the mapping and where it starts (stable for
+	 * the mapping's life): "[jit] ([anon]@0x7f37fc180000)".
+	 */
+	if (kind == FRAME_KIND_NATIVE && !r->name && r->anon_start && r->module) {
+		snprintf(jit, sizeof(jit), "[jit] (%.100s@0x%" PRIx64 ")", r->module,
+			 r->anon_start);
+		key.name = jit;
+		key.address = r->anon_start;
+	}
 	return store__intern_frame(in->store, &key);
 }
 
@@ -470,6 +483,7 @@ static uint32_t frame_for(struct ingest *in, uint64_t owner, uint32_t pid, uint6
 		r.module = "[unknown]";
 		r.address = addr;
 		r.build_id = NULL;
+		r.anon_start = 0;
 	}
 	frame = intern_sym(in, kernel ? FRAME_KIND_KERNEL : FRAME_KIND_NATIVE, &r);
 	if (!frame)
