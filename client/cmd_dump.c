@@ -28,8 +28,9 @@
 void cmd_dump_usage(FILE *f)
 {
 	fputs("Usage: profctl [--socket PATH] dump flamegraph [--pid N]... [--tid N]\n"
-	      "               [--since DURATION] [--format FORMAT] [-o FILE] [--python-only]\n"
-	      "               [--function | --no-lineno] [--per-thread] [--children]\n"
+	      "               [--since DURATION] [--format FORMAT] [-o FILE]\n"
+	      "               [--python-only | --all-frames] [--function | --no-lineno]\n"
+	      "               [--per-thread] [--children]\n"
 	      "               [--value VALUE] [--gpu-idle] [--nvtx] [--thread-state]\n"
 	      "               [--timeout DURATION]\n"
 	      "       profctl [--socket PATH] dump trace [--pid N]... [--since DURATION]\n"
@@ -69,6 +70,9 @@ void cmd_dump_usage(FILE *f)
 	      "                       between Python frames (the interpreter's) and above the\n"
 	      "                       newest one (their time is its self time); kernel and GPU\n"
 	      "                       frames above, and native frames below (main), stay\n"
+	      "  --all-frames         every frame as sampled: without it, the interpreter's own\n"
+	      "                       native frames between two Python frames (CPython's call\n"
+	      "                       machinery: libpython's, or a static python's) are hidden\n"
 	      "  --function           one frame per Python function, NAME (FILE), its lines\n"
 	      "                       merged; frames without a symbol merge per module,\n"
 	      "                       [unknown] (MODULE)\n"
@@ -269,6 +273,7 @@ static const char *flamegraph_option(const struct dump_args *a, const char *valu
 {
 	return a->format != DUMP_FORMAT_DEFAULT ? "--format"
 	       : a->v.python_only		? "--python-only"
+	       : a->v.all_frames		? "--all-frames"
 	       : a->v.function			? "--function"
 	       : a->v.no_lineno			? "--no-lineno"
 	       : a->v.per_thread		? "--per-thread"
