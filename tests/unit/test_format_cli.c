@@ -820,6 +820,23 @@ static void test_dump_to_file(void)
 	CHECK_EQ_U(fk.dump_pids[1], 6);
 	CHECK(!fk.dump_has_since);
 
+	/* The SVG's title names each process once, also under --children (its root frames
+	 * read "pid N (NAME)"; the title read "pid 5 (pid 5 (app))"). */
+	{
+		static char svg[1 << 16];
+
+		CHECK_EQ_I(fake_start(&fk, SC_NORMAL), 0);
+		g.socket = fk.path;
+		CHECK_EQ_I(run_cmd(cmd_dump, 7,
+				   ARGV("dump", "flamegraph", "--pid", "5", "--children",
+					"--format", "svg"),
+				   &g, svg, sizeof(svg)),
+			   0);
+		fake_stop(&fk);
+		CHECK(strstr(svg, ">CPU flame graph: pid 5 (app)</text>") != NULL);
+		CHECK(strstr(svg, "(pid 5 (app))") == NULL);
+	}
+
 	/* The file gets the mode open() would give it, not mkstemp's 0600. */
 	{
 		struct stat st;
