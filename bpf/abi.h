@@ -90,7 +90,8 @@ enum profd_py_status {
  * PROFD_PY_CODE_CHECK(co_filename, co_name) as the sampler read them. The daemon reads the code
  * object later (up to a drain interval), when the object may have been freed and its address
  * reused by another (the top level of a module being imported lives only during its import):
- * a fingerprint that differs says the code it would name is not the code that ran.
+ * a fingerprint that differs says the code it would name is not the code that ran. Set on the
+ * frames whose code may be short-lived (each activation's first; every frame up to 3.10).
  */
 #define PROFD_PYF_CHECKED (1u << 2)
 #define PROFD_PYF_CHECK_SHIFT 8
