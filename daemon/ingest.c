@@ -794,6 +794,7 @@ static uint32_t merge_python(struct ingest *in, const struct pid_entry *pe,
 {
 	struct py_act acts[PROFD_MAX_PY_FRAMES];
 	size_t nact = 0, next_act = 0;
+	uint32_t unlinked = 0;
 
 	if (rec->py_status == PROFD_PY_NO_TSTATE)
 		in->stats.py_no_tstate++;
@@ -803,11 +804,30 @@ static uint32_t merge_python(struct ingest *in, const struct pid_entry *pe,
 		nact = python_frames(in, pe, rec, acts);
 		in->stats.py_samples++;
 	}
+	/*
+	 * More eval loop frames than activations in a whole walk: the newest eval loop frames ran
+	 * none that the interpreter had linked yet (sampled as it entered or left an activation,
+	 * between its C frame and tstate's current frame). They stay native frames; matched from
+	 * the leaf, each would take the activation of the next and shift the whole stack.
+	 */
+	if (nact && rec->py_status == PROFD_PY_OK && !(rec->flags & PROFD_SAMPLE_PY_TRUNC)) {
+		uint32_t evals = 0;
+
+		for (uint32_t i = 0; i < nuser; i++)
+			evals += is_eval_frame(in, in->user_buf[i]);
+		unlinked = evals > nact ? evals - (uint32_t)nact : 0;
+	}
 	for (uint32_t i = 0; i < nuser; i++) {
-		if (next_act < nact && is_eval_frame(in, in->user_buf[i]))
-			put_act(in, &acts[next_act++], &n);
-		else
+		if (next_act < nact && is_eval_frame(in, in->user_buf[i])) {
+			if (unlinked) {
+				unlinked--;
+				in->frame_buf[n++] = in->user_buf[i];
+			} else {
+				put_act(in, &acts[next_act++], &n);
+			}
+		} else {
 			in->frame_buf[n++] = in->user_buf[i];
+		}
 	}
 	/* Unwinding stopped short of the interpreter: the Python stack still goes below. */
 	while (next_act < nact)

@@ -5,7 +5,8 @@
  * CPython's eval loop and exec builtin, and CPython support is a test double that names code
  * objects from a table, or fails for the ones a sample finds freed. A frame that cannot be
  * named stays where it was as a placeholder; every other Python frame keeps its eval frame, in
- * 3.11 (activations closed by is_entry) and 3.12+ (closed by C-boundary shim frames) alike.
+ * 3.11 (activations closed by is_entry) and 3.12+ (closed by C-boundary shim frames) alike,
+ * also when the newest eval frame had not linked its activation yet.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -261,6 +262,15 @@ int main(void)
 	    {.code = CODE_FREED},
 	    {.code = CODE_SHIM, .flags = PROFD_PYF_BOUNDARY},
 	};
+	/*
+	 * Sampled as the inner eval loop entered its activation, before linking it: the walk
+	 * sees the outer activation only. Its eval frame stays native, nothing shifts.
+	 */
+	const struct profd_py_frame v312_entering[] = {
+	    {.code = 0x4000},
+	    {.code = 0x5000},
+	    {.code = CODE_SHIM, .flags = PROFD_PYF_BOUNDARY},
+	};
 	struct ingest_stats st;
 	char names[1024];
 
@@ -282,5 +292,10 @@ int main(void)
 	CHECK_STREQ(names, "c_leaf;[python frame: code unreadable];builtin_exec;"
 			   "_call_with_frames_removed;[python frame: code unreadable];py_main");
 	CHECK_EQ_U(st.py_frames_bad, 2);
+	/* Before: "c_leaf;_call_with_frames_removed;main;builtin_exec;_PyEval_EvalFrameDefault;
+	 * py_main". */
+	merge(0x030c, v312_entering, 3, names, sizeof(names), &st);
+	CHECK_STREQ(names, "c_leaf;_PyEval_EvalFrameDefault;builtin_exec;"
+			   "_call_with_frames_removed;main;py_main");
 	return CHECK_DONE();
 }
