@@ -375,6 +375,8 @@ int dump_parse_args(int argc, char **argv, struct dump_args *a, struct cli_error
 	err = opt_no_operands("dump", argc, argv, e);
 	if (!err)
 		err = check_options(a, value_opt, e);
+	if (!err)
+		err = view_check("dump", &a->v, e);
 	if (err)
 		return err;
 	if (a->kind == DUMP_KIND_FLAMEGRAPH && a->format == DUMP_FORMAT_DEFAULT)

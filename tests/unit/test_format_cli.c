@@ -93,6 +93,10 @@ static void test_parse_dump_errors(void)
 	    "dump", "flamegraph", "--pid", "2147483648");
 	BAD("dump: --tid '1.5' is not a positive integer; see 'profctl dump --help'", "dump",
 	    "flamegraph", "--tid", "1.5");
+	BAD("dump: --all-frames cannot go with --python-only; see 'profctl dump --help'", "dump",
+	    "flamegraph", "--all-frames", "--python-only");
+	BAD("dump: --all-frames is for flame graphs, not traces; see 'profctl dump --help'", "dump",
+	    "trace", "--all-frames");
 	BAD("dump: --tid '2' comes after another --tid; see 'profctl dump --help'", "dump",
 	    "flamegraph", "--tid", "1", "--tid", "2");
 	BAD("dump: --since '5x' is not a duration (like 30s, 5m, 1h); see 'profctl dump --help'",
