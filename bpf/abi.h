@@ -85,6 +85,17 @@ enum profd_py_status {
 /* Flags of struct profd_py_frame. */
 #define PROFD_PYF_ENTRY (1u << 0)    /* 3.11: is_entry, the oldest frame of a C eval activation */
 #define PROFD_PYF_BOUNDARY (1u << 1) /* 3.12+: owner >= boundary (shim / C-stack entry frame) */
+/*
+ * The frame's code object was fingerprinted when sampled: bits PROFD_PYF_CHECK_SHIFT and up hold
+ * PROFD_PY_CODE_CHECK(co_filename, co_name) as the sampler read them. The daemon reads the code
+ * object later (up to a drain interval), when the object may have been freed and its address
+ * reused by another (the top level of a module being imported lives only during its import):
+ * a fingerprint that differs says the code it would name is not the code that ran. Set on the
+ * frames whose code may be short-lived (each activation's first; every frame up to 3.10).
+ */
+#define PROFD_PYF_CHECKED (1u << 2)
+#define PROFD_PYF_CHECK_SHIFT 8
+#define PROFD_PY_CODE_CHECK(filename, name) ((__u32)((((filename) ^ (name)) >> 4) & 0xffffff))
 
 /*
  * One Python frame as the interpreter holds it: no strings, user space symbolizes. `code` is the
@@ -220,7 +231,8 @@ struct profd_py_proc {
 	 * -1 not created yet) is 8 bytes after it in every version: one 16-byte read gets both.
 	 */
 	__u16 gil_holder;
-	__u16 __pad;
+	/* PyCodeObject.co_filename, co_name 8 bytes on (PROFD_PYF_CHECKED); or NO_FIELD */
+	__u16 co_filename;
 };
 _Static_assert(sizeof(struct profd_py_proc) == 48, "profd_py_proc layout");
 

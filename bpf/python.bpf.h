@@ -226,6 +226,23 @@ static __always_inline __u8 buf_u8(const struct py_scratch *s, __u16 off)
 	return s->buf[off];
 }
 
+/*
+ * Mark f with a fingerprint of its code object as it is now (PROFD_PYF_CHECKED): one 16-byte
+ * read, so the daemon, which reads the code object later, can tell it was freed and its
+ * address reused.
+ */
+static __always_inline void py_fingerprint(struct py_loop_ctx *c, struct profd_py_frame *f)
+{
+	const struct profd_py_proc *py = c->py;
+	__u64 fn[2];
+
+	if (!py->co_filename || py->co_filename == PROFD_PY_NO_FIELD || !f->code)
+		return;
+	if (!PY_READ(c, fn, sizeof(fn), f->code + py->co_filename))
+		f->flags |= PROFD_PYF_CHECKED | PROFD_PY_CODE_CHECK(fn[0], fn[1])
+						    << PROFD_PYF_CHECK_SHIFT;
+}
+
 static long py_walk_cb(__u32 i, void *arg)
 {
 	struct py_loop_ctx *c = arg;
@@ -263,6 +280,15 @@ static long py_walk_cb(__u32 i, void *arg)
 	out->code = code;
 	out->lasti = (__u32)ptr;
 	out->flags = flags;
+	/*
+	 * Code objects freed soon after they ran (a module's top level, exec and eval) run as the
+	 * first frame of an eval activation: 3.11's entry frame, the frame newer than 3.12+'s
+	 * boundary frame. Other code lives as long as its function. Up to 3.10 any frame may be.
+	 */
+	if (py->version < 0x030b || (flags & PROFD_PYF_ENTRY))
+		py_fingerprint(c, out);
+	else if ((flags & PROFD_PYF_BOUNDARY) && n > 0)
+		py_fingerprint(c, &s->frames[(n - 1) & (PROFD_MAX_PY_FRAMES - 1)]);
 	s->n = n + 1;
 	s->frame = buf_u64(s, py->fr_back);
 	return 0;

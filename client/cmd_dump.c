@@ -28,8 +28,9 @@
 void cmd_dump_usage(FILE *f)
 {
 	fputs("Usage: profctl [--socket PATH] dump flamegraph [--pid N]... [--tid N]\n"
-	      "               [--since DURATION] [--format FORMAT] [-o FILE] [--python-only]\n"
-	      "               [--function | --no-lineno] [--per-thread] [--children]\n"
+	      "               [--since DURATION] [--format FORMAT] [-o FILE]\n"
+	      "               [--python-only | --all-frames] [--function | --no-lineno]\n"
+	      "               [--per-thread] [--children]\n"
 	      "               [--value VALUE] [--gpu-idle] [--nvtx] [--thread-state]\n"
 	      "               [--timeout DURATION]\n"
 	      "       profctl [--socket PATH] dump trace [--pid N]... [--since DURATION]\n"
@@ -69,6 +70,9 @@ void cmd_dump_usage(FILE *f)
 	      "                       between Python frames (the interpreter's) and above the\n"
 	      "                       newest one (their time is its self time); kernel and GPU\n"
 	      "                       frames above, and native frames below (main), stay\n"
+	      "  --all-frames         every frame as sampled: without it, the interpreter's own\n"
+	      "                       native frames between two Python frames (CPython's call\n"
+	      "                       machinery: libpython's, or a static python's) are hidden\n"
 	      "  --function           one frame per Python function, NAME (FILE), its lines\n"
 	      "                       merged; frames without a symbol merge per module,\n"
 	      "                       [unknown] (MODULE)\n"
@@ -273,6 +277,7 @@ static const char *flamegraph_option(const struct dump_args *a, const char *valu
 {
 	return a->format != DUMP_FORMAT_DEFAULT ? "--format"
 	       : a->v.python_only		? "--python-only"
+	       : a->v.all_frames		? "--all-frames"
 	       : a->v.function			? "--function"
 	       : a->v.no_lineno			? "--no-lineno"
 	       : a->v.per_thread		? "--per-thread"
@@ -374,6 +379,8 @@ int dump_parse_args(int argc, char **argv, struct dump_args *a, struct cli_error
 	err = opt_no_operands("dump", argc, argv, e);
 	if (!err)
 		err = check_options(a, value_opt, e);
+	if (!err)
+		err = view_check("dump", &a->v, e);
 	if (err)
 		return err;
 	if (a->kind == DUMP_KIND_FLAMEGRAPH && a->format == DUMP_FORMAT_DEFAULT)
@@ -414,31 +421,38 @@ static const char *value_title(int v)
 	}
 }
 
-static int render(const Profd__Profile *p, const struct dump_args *a, uint32_t value_index,
-		  FILE *out)
+/*
+ * The flame graph's title, from p's process names as the daemon sent them (before --children
+ * renames each to its root frame's "pid N (NAME)", which would read "pid N (pid N (NAME))").
+ */
+static void flame_title(const Profd__Profile *p, const struct dump_args *a, char *title, size_t len)
 {
-	struct render_opts ro = {.process_root = a->q.n_pids == 0 || a->children,
-				 .value_index = value_index};
 	const char *what = value_title(a->value);
-	char title[160];
 	size_t pos;
 
 	if (a->q.n_pids == 0) {
-		pos = (size_t)snprintf(title, sizeof(title), "%s flame graph: all processes", what);
+		pos = (size_t)snprintf(title, len, "%s flame graph: all processes", what);
 	} else {
-		pos = (size_t)snprintf(title, sizeof(title), "%s flame graph: pid", what);
-		for (size_t i = 0; i < a->q.n_pids && pos < sizeof(title); i++) {
+		pos = (size_t)snprintf(title, len, "%s flame graph: pid", what);
+		for (size_t i = 0; i < a->q.n_pids && pos < len; i++) {
 			const char *name = profile_process_name(p, a->q.pids[i]);
 
-			pos +=
-			    (size_t)snprintf(title + pos, sizeof(title) - pos,
-					     "%s %" PRIu32 "%s%.32s%s", i ? "," : "", a->q.pids[i],
-					     name ? " (" : "", name ? name : "", name ? ")" : "");
+			pos += (size_t)snprintf(title + pos, len - pos, "%s %" PRIu32 "%s%.32s%s",
+						i ? "," : "", a->q.pids[i], name ? " (" : "",
+						name ? name : "", name ? ")" : "");
 		}
 	}
-	if (a->q.has_tid && pos < sizeof(title))
-		snprintf(title + pos, sizeof(title) - pos, ", tid %" PRIu32, a->q.tid);
-	ro.title = title;
+	if (a->q.has_tid && pos < len)
+		snprintf(title + pos, len - pos, ", tid %" PRIu32, a->q.tid);
+}
+
+static int render(const Profd__Profile *p, const struct dump_args *a, uint32_t value_index,
+		  const char *title, FILE *out)
+{
+	struct render_opts ro = {.process_root = a->q.n_pids == 0 || a->children,
+				 .value_index = value_index,
+				 .title = title};
+
 	switch (a->format) {
 	case DUMP_FORMAT_SVG:
 		return format_svg(p, &ro, out);
@@ -457,13 +471,14 @@ struct render_ctx {
 	const Profd__Profile *p;
 	const struct dump_args *a;
 	uint32_t value_index;
+	const char *title;
 };
 
 static int render_to(FILE *out, void *ctx)
 {
 	const struct render_ctx *rc = ctx;
 
-	return render(rc->p, rc->a, rc->value_index, out);
+	return render(rc->p, rc->a, rc->value_index, rc->title, out);
 }
 
 static int trace_to(FILE *out, void *ctx)
@@ -532,6 +547,7 @@ int dump_flamegraph(struct conn *c, const struct dump_args *a)
 	struct reshape_opts ro;
 	struct render_ctx rc;
 	struct fetch_query q = a->q;
+	char title[160];
 	uint32_t vi = 0;
 	int ret = PROFCTL_EXIT_OK;
 
@@ -555,6 +571,7 @@ int dump_flamegraph(struct conn *c, const struct dump_args *a)
 		profile_strip_nvtx(resp->profile);
 	if (!a->thread_state)
 		profile_strip_states(resp->profile);
+	flame_title(resp->profile, a, title, sizeof(title));
 	if (a->children && profile_name_processes_by_pid(resp->profile)) {
 		cli_error_set(&e, PROFCTL_EXIT_ERROR, "dump: out of memory");
 		ret = cli_error_print(&e);
@@ -570,7 +587,7 @@ int dump_flamegraph(struct conn *c, const struct dump_args *a)
 			goto out;
 		}
 	}
-	rc = (struct render_ctx){shaped ? shaped : resp->profile, a, vi};
+	rc = (struct render_ctx){shaped ? shaped : resp->profile, a, vi, title};
 	if (output_write(a->output, render_to, &rc, &e))
 		ret = cli_error_print(&e);
 out:

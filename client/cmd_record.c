@@ -42,13 +42,15 @@ struct record_args {
 	uint64_t duration_ns;
 	uint64_t timeout_ns;
 	bool python_only;
+	bool all_frames;
 	char **cmd; /* NULL-terminated, argv's */
 };
 
 void cmd_record_usage(FILE *f)
 {
 	fputs("Usage: profctl [--socket PATH] record [-o FILE] [--format FORMAT]\n"
-	      "               [--duration DURATION] [--python-only] [--timeout DURATION]\n"
+	      "               [--duration DURATION] [--python-only | --all-frames]\n"
+	      "               [--timeout DURATION]\n"
 	      "               [--] COMMAND [ARG]...\n"
 	      "\n"
 	      "Run COMMAND, profile it and every process it starts until it exits, then write\n"
@@ -67,6 +69,9 @@ void cmd_record_usage(FILE *f)
 	      "  --duration DURATION    profile only the first DURATION (30s, 5m); the command\n"
 	      "                         runs on and profctl still waits for it\n"
 	      "  --python-only          hide the native frames between Python frames\n"
+	      "  --all-frames           keep every frame: without it, the interpreter's own\n"
+	      "                         frames between two Python frames (CPython's call\n"
+	      "                         machinery) are hidden\n"
 	      "  --timeout DURATION     how long to wait for the daemon's answers (default 60s)\n"
 	      "  -h, --help             show this help\n"
 	      "\n"
@@ -85,6 +90,7 @@ static const struct option record_longopts[] = {
     {"duration", required_argument, NULL, 'd'},
     {"timeout", required_argument, NULL, 't'},
     {"python-only", no_argument, NULL, 'P'},
+    {"all-frames", no_argument, NULL, 'A'}, /* dump's view option, which record passes on */
     {"help", no_argument, NULL, 'h'},
     {0},
 };
@@ -123,6 +129,10 @@ static int record_parse_args(int argc, char **argv, struct record_args *a, struc
 			a->python_only = true;
 			err = 0;
 			break;
+		case 'A':
+			a->all_frames = true;
+			err = 0;
+			break;
 		case 'h':
 			a->help = true;
 			return 0;
@@ -131,6 +141,12 @@ static int record_parse_args(int argc, char **argv, struct record_args *a, struc
 		}
 		if (err)
 			return err;
+	}
+	if (a->python_only && a->all_frames) {
+		cli_error_set(e, PROFCTL_EXIT_USAGE,
+			      "record: --all-frames cannot go with --python-only; see 'profctl "
+			      "record --help'");
+		return -EINVAL;
 	}
 	if (optind >= argc) {
 		cli_error_set(e, PROFCTL_EXIT_USAGE,
@@ -374,6 +390,7 @@ int cmd_record(int argc, char **argv, const struct global_opts *g)
 	d.children = true;
 	d.format = a.format;
 	d.v.python_only = a.python_only;
+	d.v.all_frames = a.all_frames;
 	d.nvtx = true;
 	d.output = a.output;
 	if (!d.output) {

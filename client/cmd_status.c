@@ -186,9 +186,9 @@ static const char *gpu_clock_name(Profd__GpuClock c)
 
 /* The GPU lines, when the daemon has GPU support (it sets the counters). */
 /*
- * Python frames the daemon could not name are left out of their stacks, which therefore show
- * no gap: say how many, and why. A frame is named from its code object, read from the process
- * when the daemon handles the sample (up to a drain interval after it was taken).
+ * Python frames the daemon could not name stand as placeholders in their stacks: say how many,
+ * and why. A frame is named from its code object, read from the process when the daemon
+ * handles the sample (up to a drain interval after it was taken).
  */
 static void print_py_left_out(FILE *out, const Profd__StatusReply *st)
 {
@@ -199,11 +199,11 @@ static void print_py_left_out(FILE *out, const Profd__StatusReply *st)
 	fprintf(out, "%-14s%" PRIu64, "", st->python_frames_dropped);
 	if (st->has_python_frames_exited && exited <= st->python_frames_dropped)
 		fprintf(out,
-			" Python frames left out: %" PRIu64 " (process exited first), %" PRIu64
-			" (code unreadable)\n",
+			" Python frames shown as placeholders: %" PRIu64
+			" (process exited first), %" PRIu64 " (code unreadable)\n",
 			exited, st->python_frames_dropped - exited);
 	else
-		fputs(" Python frames left out (code unreadable)\n", out);
+		fputs(" Python frames shown as placeholders (code unreadable)\n", out);
 }
 
 /* CPU samples of Python threads by the GIL state they were taken in. */

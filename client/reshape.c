@@ -37,6 +37,7 @@ struct build {
 	const struct reshape_opts *o;
 	struct reshaped *r;
 	uint32_t *frame_map;	 /* src frame -> frame of r */
+	uint8_t *interp;	 /* hide_interp: src frame -> enum interp_kind */
 	struct ptrmap thr_frame; /* pid << 32 | tid -> frame of r + 1 */
 	struct ptrmap memo;	 /* (thread frame + 1) << 32 | src stack -> stack of r + 1 */
 	struct ptrmap stack_set; /* hash of the frames, probed -> stack of r + 1 */
@@ -45,15 +46,70 @@ struct build {
 	size_t cap_tmp;
 };
 
-bool reshape_is_noop(const struct reshape_opts *o)
-{
-	return !o->fold_native && !o->python_only && !o->function && !o->no_lineno &&
-	       !o->per_thread;
-}
-
 static const char *str_of(const Profd__Profile *p, uint32_t idx)
 {
 	return idx < p->n_strings && p->strings[idx] ? p->strings[idx] : "";
+}
+
+bool reshape_is_noop(const struct reshape_opts *o)
+{
+	return !o->fold_native && !o->python_only && !o->hide_interp && !o->function &&
+	       !o->no_lineno && !o->per_thread;
+}
+
+/* Whose code a native frame is, for hide_interp (reshape.h says how it is told). */
+enum interp_kind {
+	INTERP_NO = 0,
+	INTERP_LIBPYTHON, /* a libpython*.so */
+	INTERP_EXE,	  /* a process's executable: the interpreter unless libpython is there */
+	INTERP_UNSEEN,	  /* in the per-module memo: not looked at yet */
+};
+
+static enum interp_kind module_interp(const Profd__Profile *p, const char *module)
+{
+	const char *base = strrchr(module, '/');
+
+	base = base ? base + 1 : module;
+	if (!strncmp(base, "libpython", 9))
+		return INTERP_LIBPYTHON;
+	for (size_t i = 0; i < p->n_processes; i++) {
+		const Profd__Process *pr = p->processes[i];
+
+		if (pr->has_exe && pr->exe < p->n_strings && p->strings[pr->exe] &&
+		    !strcmp(p->strings[pr->exe], module))
+			return INTERP_EXE;
+	}
+	return INTERP_NO;
+}
+
+/*
+ * For hide_interp: each native frame's enum interp_kind, its module looked at once (the
+ * processes are compared with each distinct module, not with each frame). Returns 0 or -ENOMEM.
+ */
+static int mark_interp(struct build *b)
+{
+	const Profd__Profile *src = b->src;
+	uint8_t *memo;
+
+	b->interp = calloc(src->n_frames ? src->n_frames : 1, 1);
+	memo = malloc(src->n_strings ? src->n_strings : 1);
+	if (!b->interp || !memo) {
+		free(memo);
+		return -ENOMEM;
+	}
+	memset(memo, INTERP_UNSEEN, src->n_strings);
+	for (size_t i = 0; i < src->n_frames; i++) {
+		const Profd__Frame *f = src->frames[i];
+
+		if (f->kind != PROFD__FRAME_KIND__FRAME_NATIVE || !f->has_module ||
+		    f->module >= src->n_strings)
+			continue;
+		if (memo[f->module] == INTERP_UNSEEN)
+			memo[f->module] = (uint8_t)module_interp(src, str_of(src, f->module));
+		b->interp[i] = memo[f->module];
+	}
+	free(memo);
+	return 0;
 }
 
 char *reshape_thread_name(const Profd__Profile *p, uint32_t pid, uint32_t tid, char *buf,
@@ -237,14 +293,17 @@ static bool stack_eq(const void *ctx, uint32_t idx)
 	return s->n_frames == k->n && !memcmp(s->frames, k->frames, k->n * sizeof(*k->frames));
 }
 
+/* Whether frame j of a stack goes (first, last: its newest and oldest Python frames). */
 static bool dropped(const struct build *b, const Profd__Frame *f, size_t j, size_t first,
-		    size_t last)
+		    size_t last, bool interp)
 {
 	if (f->kind != PROFD__FRAME_KIND__FRAME_NATIVE || first == SIZE_MAX)
 		return false;
 	if (j < first)
 		return b->o->fold_native || b->o->python_only;
-	return b->o->python_only && j < last;
+	if (j >= last)
+		return false;
+	return b->o->python_only || (b->o->hide_interp && interp);
 }
 
 /* The stack of r that src stack si becomes (thread frame tf, or -1). Returns it or -errno. */
@@ -253,6 +312,7 @@ static int64_t map_stack(struct build *b, uint32_t si, int64_t tf)
 	const Profd__Stack *st = b->src->stacks[si];
 	struct reshaped *r = b->r;
 	size_t n = 0, first = SIZE_MAX, last = 0;
+	bool has_libpython = false;
 	struct stack_key k;
 	uint64_t slot = 0;
 	uintptr_t hit;
@@ -264,6 +324,8 @@ static int64_t map_stack(struct build *b, uint32_t si, int64_t tf)
 		return err;
 	/* The Python frames nearest the leaf and the root. */
 	for (size_t j = 0; j < st->n_frames; j++) {
+		if (b->interp && b->interp[st->frames[j]] == INTERP_LIBPYTHON)
+			has_libpython = true;
 		if (b->src->frames[st->frames[j]]->kind != PROFD__FRAME_KIND__FRAME_PYTHON)
 			continue;
 		if (first == SIZE_MAX)
@@ -272,8 +334,10 @@ static int64_t map_stack(struct build *b, uint32_t si, int64_t tf)
 	}
 	for (size_t j = 0; j < st->n_frames; j++) {
 		uint32_t f = b->frame_map[st->frames[j]];
+		uint8_t ik = b->interp ? b->interp[st->frames[j]] : INTERP_NO;
+		bool interp = ik == INTERP_LIBPYTHON || (ik == INTERP_EXE && !has_libpython);
 
-		if (!dropped(b, &r->frames[f], j, first, last))
+		if (!dropped(b, &r->frames[f], j, first, last, interp))
 			b->tmp[n++] = f;
 	}
 	if (tf >= 0)
@@ -433,7 +497,9 @@ Profd__Profile *reshape(const Profd__Profile *src, const struct reshape_opts *o)
 		err = -ENOMEM;
 		goto out;
 	}
-	err = build_frames(&b);
+	err = o->hide_interp ? mark_interp(&b) : 0;
+	if (!err)
+		err = build_frames(&b);
 	if (!err)
 		err = build_samples(&b);
 	if (!err)
@@ -444,6 +510,7 @@ out:
 	ptrmap_fini(&b.stack_set);
 	ptrmap_fini(&b.sample_set);
 	free(b.frame_map);
+	free(b.interp);
 	free(b.tmp);
 	if (err) {
 		reshape_free(&r->p);

@@ -11,6 +11,17 @@
  *                 frame's self time, as py-spy counts it without --native. Kernel frames and
  *                 GPU frames stay: they are the kernel's and the GPU's time, not Python's.
  *   python_only:  fold_native, and the native frames between Python frames go too.
+ *   hide_interp:  the interpreter's own native frames between two Python frames go: CPython's
+ *                 call machinery (_PyObject_MakeTpCall, slot_tp_call, method_vectorcall, the
+ *                 eval loop's leftovers...), which repeats between every two Python frames.
+ *                 The interpreter is told by module, not by a list of names: a module whose
+ *                 file name starts with "libpython", or a process's executable when the stack
+ *                 has no libpython frame (a static interpreter; a program that links libpython
+ *                 keeps its own frames). Only frames between Python frames go, so what the
+ *                 newest Python frame runs (a C extension through the call machinery, a static
+ *                 interpreter's built-in module such as zlib, the GC) and the frames below the
+ *                 oldest (main, Py_RunMain) stay; so do libraries' frames between Python
+ *                 frames (torch's C++ calling back into Python).
  * And to every frame:
  *   function:     Python frames lose their line ("NAME (FILE)"), and frames without a symbol
  *                 their address ("[unknown] (MODULE)"): every line or address of one function
@@ -30,6 +41,7 @@
 struct reshape_opts {
 	bool fold_native;
 	bool python_only;
+	bool hide_interp;
 	bool function;
 	bool no_lineno;
 	bool per_thread;

@@ -63,6 +63,9 @@ bool view_opt(int opt, struct view_opts *v)
 	case VIEW_OPT_PER_THREAD:
 		v->per_thread = true;
 		return true;
+	case VIEW_OPT_ALL_FRAMES:
+		v->all_frames = true;
+		return true;
 	default:
 		return false;
 	}
@@ -75,8 +78,8 @@ int view_check(const char *cmd, const struct view_opts *v, struct cli_error *e)
 	if (v->lines && (v->function || v->no_lineno)) {
 		a = "--lines";
 		b = v->function ? "--function" : "--no-lineno";
-	} else if (v->native && v->python_only) {
-		a = "--native";
+	} else if ((v->native || v->all_frames) && v->python_only) {
+		a = v->native ? "--native" : "--all-frames";
 		b = "--python-only";
 	}
 	if (!a)
@@ -91,6 +94,7 @@ struct reshape_opts view_reshape_opts(const struct view_opts *v, bool table)
 	if (!table)
 		return (struct reshape_opts){
 		    .python_only = v->python_only,
+		    .hide_interp = !v->all_frames,
 		    .function = v->function,
 		    .no_lineno = v->no_lineno,
 		    .per_thread = v->per_thread,
@@ -98,6 +102,7 @@ struct reshape_opts view_reshape_opts(const struct view_opts *v, bool table)
 	return (struct reshape_opts){
 	    .fold_native = !v->native,
 	    .python_only = v->python_only,
+	    .hide_interp = !v->all_frames,
 	    .function = !v->lines,
 	    .no_lineno = v->no_lineno,
 	};

@@ -18,8 +18,8 @@ struct conn;
 
 /*
  * The py-spy-like options of dump, top and table: how Python frames read (--function,
- * --no-lineno, --lines), which native frames show (--native, --python-only) and whether
- * threads are apart (--per-thread). Each command puts VIEW_LONGOPTS in its getopt table.
+ * --no-lineno, --lines), which native frames show (--native, --python-only, --all-frames) and
+ * whether threads are apart (--per-thread). Each command puts VIEW_LONGOPTS in its getopt table.
  */
 struct view_opts {
 	bool function;	  /* --function: a Python function's lines are one frame */
@@ -27,6 +27,7 @@ struct view_opts {
 	bool lines;	  /* --lines (top, table): a row per Python line */
 	bool native;	  /* --native (top, table): native frames above Python stay */
 	bool python_only; /* --python-only: no native frames above or between Python frames */
+	bool all_frames;  /* --all-frames: the interpreter's frames between Python frames too */
 	bool per_thread;  /* --per-thread: a root frame, or a column, per thread */
 };
 
@@ -37,6 +38,7 @@ enum {
 	VIEW_OPT_NATIVE,
 	VIEW_OPT_PYTHON_ONLY,
 	VIEW_OPT_PER_THREAD,
+	VIEW_OPT_ALL_FRAMES,
 };
 
 /* The options dump takes, and the ones only the function tables (top, table) add. */
@@ -44,6 +46,7 @@ enum {
 	{"function", no_argument, NULL, VIEW_OPT_FUNCTION},                                        \
 	    {"no-lineno", no_argument, NULL, VIEW_OPT_NO_LINENO},                                  \
 	    {"python-only", no_argument, NULL, VIEW_OPT_PYTHON_ONLY},                              \
+	    {"all-frames", no_argument, NULL, VIEW_OPT_ALL_FRAMES},                                \
 	{                                                                                          \
 		"per-thread", no_argument, NULL, VIEW_OPT_PER_THREAD                               \
 	}
@@ -57,13 +60,15 @@ enum {
 bool view_opt(int opt, struct view_opts *v);
 /*
  * Options that each parse but do not go together (--lines with --function or --no-lineno,
- * --native with --python-only). Returns 0 or -EINVAL with e filled (PROFCTL_EXIT_USAGE).
+ * --native or --all-frames with --python-only). Returns 0 or -EINVAL with e filled
+ * (PROFCTL_EXIT_USAGE).
  */
 int view_check(const char *cmd, const struct view_opts *v, struct cli_error *e);
 /*
  * What v asks of the profile: for a flame graph (table false) frames as they are unless an
  * option says; for the function tables (table true) native frames above Python folded into
- * it unless --native, lines merged unless --lines. Per-thread tables split rows, not stacks.
+ * it unless --native, lines merged unless --lines. Both without the interpreter's frames
+ * between Python frames unless --all-frames. Per-thread tables split rows, not stacks.
  */
 struct reshape_opts view_reshape_opts(const struct view_opts *v, bool table);
 

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -433,7 +434,19 @@ static uint32_t intern_sym(struct ingest *in, enum frame_kind kind, const struct
 	    .address = (kind == FRAME_KIND_KERNEL && r->name) || unmapped ? 0 : r->address,
 	    .build_id = r->build_id,
 	};
+	char jit[160];
 
+	/*
+	 * JIT code no perf map names: every address of it would be a frame of its own, none adding
+	 * up. One frame per mapping instead, named by the mapping and where it starts (stable for
+	 * the mapping's life): "[jit] ([anon]@0x7f37fc180000)".
+	 */
+	if (kind == FRAME_KIND_NATIVE && !r->name && r->anon_start && r->module) {
+		snprintf(jit, sizeof(jit), "[jit] (%.100s@0x%" PRIx64 ")", r->module,
+			 r->anon_start);
+		key.name = jit;
+		key.address = r->anon_start;
+	}
 	return store__intern_frame(in->store, &key);
 }
 
@@ -470,6 +483,7 @@ static uint32_t frame_for(struct ingest *in, uint64_t owner, uint32_t pid, uint6
 		r.module = "[unknown]";
 		r.address = addr;
 		r.build_id = NULL;
+		r.anon_start = 0;
 	}
 	frame = intern_sym(in, kernel ? FRAME_KIND_KERNEL : FRAME_KIND_NATIVE, &r);
 	if (!frame)
@@ -522,10 +536,32 @@ static bool is_eval_frame(const struct ingest *in, uint32_t frame_id)
 }
 
 /*
+ * The frame standing for a sampled Python frame that could not be named (err from
+ * python__symbolize), so the frames around it keep their places: its activation still holds
+ * one frame and lines up with its own eval loop frame. Kind Python, so views that keep
+ * Python frames (--python-only) keep it too; the name says why, and has no file or line.
+ */
+static uint32_t py_placeholder(struct ingest *in, int err)
+{
+	struct frame_key key = {.kind = FRAME_KIND_PYTHON};
+
+	if (err == -ESRCH || err == -ENODATA)
+		key.name = "[python frame: process exited]";
+	else if (err == -ENOENT)
+		key.name = "[python frame: code unreadable]";
+	else
+		key.name = "[python frame: unreadable]";
+	return store__intern_frame(in->store, &key);
+}
+
+/*
  * Symbolize the Python frames of a sample into in->py_buf and cut them into eval activations,
  * newest first: each _PyEval_EvalFrameDefault on the native stack ran one activation. Up to
  * 3.10 every frame is its own activation; 3.11 marks an activation's oldest frame (is_entry);
- * from 3.12 a C-boundary frame (shim, entry) closes one and is not user code.
+ * from 3.12 a C-boundary frame (shim, entry) closes one and is not user code. A frame that
+ * cannot be named stays as a placeholder: dropping it would empty the activation of a module
+ * being imported (its code object is often freed by the time the sample is read), and from
+ * 3.12 an empty activation merges into the next, shifting every older one by an eval frame.
  * Returns the number of activations.
  */
 static size_t python_frames(struct ingest *in, const struct pid_entry *pe,
@@ -542,6 +578,7 @@ static size_t python_frames(struct ingest *in, const struct pid_entry *pe,
 		bool boundary = ver >= 0x030c && (pf[i].flags & PROFD_PYF_BOUNDARY);
 		bool close = ver < 0x030b || (ver == 0x030b && (pf[i].flags & PROFD_PYF_ENTRY));
 		int err = -ESRCH;
+		uint32_t f = 0;
 
 		/* A process gone before it was ever detected: no use trying every frame. (One
 		 * that was detected still names the frames whose code objects were read.) */
@@ -557,17 +594,18 @@ static size_t python_frames(struct ingest *in, const struct pid_entry *pe,
 				    .file = sym.filename,
 				    .line = sym.line,
 				};
-				uint32_t f = store__intern_frame(in->store, &key);
 
-				if (f)
-					in->py_buf[m++] = f;
+				f = store__intern_frame(in->store, &key);
 				in->stats.py_frames++;
 			}
 		} else if (!boundary) {
 			in->stats.py_frames_bad++;
 			if (err == -ESRCH || err == -ENODATA)
 				in->stats.py_frames_exited++;
+			f = py_placeholder(in, err);
 		}
+		if (f)
+			in->py_buf[m++] = f;
 		/* Up to 3.11 an activation is kept even if empty, to stay aligned with the C
 		 * frames. */
 		if ((boundary && m > start) || close) {
@@ -756,6 +794,7 @@ static uint32_t merge_python(struct ingest *in, const struct pid_entry *pe,
 {
 	struct py_act acts[PROFD_MAX_PY_FRAMES];
 	size_t nact = 0, next_act = 0;
+	uint32_t unlinked = 0;
 
 	if (rec->py_status == PROFD_PY_NO_TSTATE)
 		in->stats.py_no_tstate++;
@@ -765,11 +804,30 @@ static uint32_t merge_python(struct ingest *in, const struct pid_entry *pe,
 		nact = python_frames(in, pe, rec, acts);
 		in->stats.py_samples++;
 	}
+	/*
+	 * More eval loop frames than activations in a whole walk: the newest eval loop frames ran
+	 * none that the interpreter had linked yet (sampled as it entered or left an activation,
+	 * between its C frame and tstate's current frame). They stay native frames; matched from
+	 * the leaf, each would take the activation of the next and shift the whole stack.
+	 */
+	if (nact && rec->py_status == PROFD_PY_OK && !(rec->flags & PROFD_SAMPLE_PY_TRUNC)) {
+		uint32_t evals = 0;
+
+		for (uint32_t i = 0; i < nuser; i++)
+			evals += is_eval_frame(in, in->user_buf[i]);
+		unlinked = evals > nact ? evals - (uint32_t)nact : 0;
+	}
 	for (uint32_t i = 0; i < nuser; i++) {
-		if (next_act < nact && is_eval_frame(in, in->user_buf[i]))
-			put_act(in, &acts[next_act++], &n);
-		else
+		if (next_act < nact && is_eval_frame(in, in->user_buf[i])) {
+			if (unlinked) {
+				unlinked--;
+				in->frame_buf[n++] = in->user_buf[i];
+			} else {
+				put_act(in, &acts[next_act++], &n);
+			}
+		} else {
 			in->frame_buf[n++] = in->user_buf[i];
+		}
 	}
 	/* Unwinding stopped short of the interpreter: the Python stack still goes below. */
 	while (next_act < nact)

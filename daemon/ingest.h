@@ -65,7 +65,7 @@ struct ingest_stats {
 	uint64_t unwind_cut;	   /* user stacks cut at a return address outside every mapping */
 	uint64_t py_samples;	   /* samples that carried Python frames */
 	uint64_t py_frames;	   /* Python frames symbolized */
-	uint64_t py_frames_bad;	   /* frames that could not be named: left out of their stacks */
+	uint64_t py_frames_bad;	   /* frames that could not be named: placeholders instead */
 	uint64_t py_frames_exited; /* of those, of a process that exited before they were read */
 	uint64_t py_no_tstate;	   /* samples of a Python process with no matching thread state */
 	uint64_t py_read_errors;   /* samples whose frame walk hit unreadable memory */

@@ -91,7 +91,7 @@ _profctl()
 				-- "$cur")
 		else
 			mapfile -t COMPREPLY < <(compgen -W "--pid --tid --since --format -o --output --python-only
-				--function --no-lineno --per-thread --children --value --gpu-idle --nvtx --thread-state --timeout --help" -- "$cur")
+				--all-frames --function --no-lineno --per-thread --children --value --gpu-idle --nvtx --thread-state --timeout --help" -- "$cur")
 		fi
 		;;
 	record)
@@ -100,7 +100,7 @@ _profctl()
 			mapfile -t COMPREPLY < <(compgen -c -- "$cur")
 		else
 			mapfile -t COMPREPLY < <(compgen -W "-o --output --format --duration
-				--python-only --timeout --help --" -- "$cur")
+				--python-only --all-frames --timeout --help --" -- "$cur")
 		fi
 		;;
 	report)
@@ -109,12 +109,13 @@ _profctl()
 		;;
 	top)
 		mapfile -t COMPREPLY < <(compgen -W "--pid --interval --window --sort --limit
-			--function --no-lineno --lines --native --python-only --per-thread --value
-			--timeout --help" -- "$cur")
+			--function --no-lineno --lines --native --python-only --all-frames --per-thread
+			--value --timeout --help" -- "$cur")
 		;;
 	table)
 		mapfile -t COMPREPLY < <(compgen -W "--pid --tid --since --sort --limit --function
-			--no-lineno --lines --native --python-only --per-thread --value --timeout --help" \
+			--no-lineno --lines --native --python-only --all-frames --per-thread --value
+			--timeout --help" \
 			-- "$cur")
 		;;
 	diff)

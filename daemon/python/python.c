@@ -368,6 +368,17 @@ static uint32_t code_line(const struct py_layout *l, const struct py_code *c, ui
 	return line < 0 ? 0 : (uint32_t)line;
 }
 
+/*
+ * Whether a code object whose co_filename and co_name are these is the one the sampler saw
+ * (PROFD_PYF_CHECKED): when the frame was fingerprinted, the fingerprints must agree.
+ */
+static bool code_matches(const struct profd_py_frame *frame, uint64_t filename, uint64_t name)
+{
+	if (!(frame->flags & PROFD_PYF_CHECKED))
+		return true;
+	return frame->flags >> PROFD_PYF_CHECK_SHIFT == PROFD_PY_CODE_CHECK(filename, name);
+}
+
 int python__symbolize(struct python *py, uint32_t pid, const struct profd_py_frame *frame,
 		      struct py_frame_sym *out)
 {
@@ -408,6 +419,8 @@ int python__symbolize(struct python *py, uint32_t pid, const struct profd_py_fra
 		 */
 		if (!c)
 			return -ENODATA;
+		if (!code_matches(frame, c->filename_ptr, c->name_ptr))
+			return -ENOENT; /* the cache holds a later code object at the address */
 		lru_unlink(c);
 		lru_push_front(p, c);
 		goto found;
@@ -416,6 +429,11 @@ int python__symbolize(struct python *py, uint32_t pid, const struct profd_py_fra
 		err = -ENOENT; /* unmapped: a stale or torn frame */
 	if (!err && get_u64(head + l->ob_type) != p->code_type)
 		err = -ENOENT;
+	/* Freed since the sample, and the address holds another code object now: the frame's
+	 * own is gone (the cache entry, if any, may still be right for later samples). */
+	if (!err &&
+	    !code_matches(frame, get_u64(head + l->co_filename), get_u64(head + l->co_name)))
+		return -ENOENT;
 	if (err) {
 		if (c)
 			code_drop(p, c);

@@ -350,6 +350,7 @@ void py_layout_to_cfg(const struct py_layout *l, uint64_t runtime_addr, struct p
 	cfg->gil_off = l->gil_off;
 	cfg->ts_interp = l->ts_interp;
 	cfg->gil_holder = l->gil_holder;
+	cfg->co_filename = l->co_name == l->co_filename + 8 ? l->co_filename : PROFD_PY_NO_FIELD;
 }
 
 size_t py_layout_code_span(const struct py_layout *l)

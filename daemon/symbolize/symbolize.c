@@ -1027,6 +1027,8 @@ int symbolizer__user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct s
 		if (se) {
 			out->name = sym_table__name(&ps->perf->syms, se);
 			out->module = ps->perf->display;
+		} else {
+			out->anon_start = m->start;
 		}
 		break;
 	default:

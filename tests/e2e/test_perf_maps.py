@@ -2,7 +2,7 @@
 # Perf maps of a user's JIT processes, as that user (made by the test) writes them: one written
 # only after its code has run for a while is still used (the daemon looks again when it
 # changes), and one that is a symbolic link to a file only root may read is not followed: none of
-# that file's lines comes back as a frame name.
+# that file's lines comes back as a frame name. JIT code no map names is one frame per mapping.
 import os
 import subprocess
 import tempfile
@@ -58,6 +58,10 @@ try:
         log(f"linked map's process: {sorted(frames)[:10]}")
         check(any("anon" in f for f in frames),
               "the linked map's process was sampled in its JIT code")
+        # Its JIT code stays unnamed: one frame for the mapping, not one per address.
+        jit = sorted(f for f in frames if "anon" in f)
+        check(jit == [f"[jit] ([anon]@0x{linked_code:x})"],
+              f"the unnamed JIT code is one frame, named by its mapping: {jit[:6]}")
         check(not any("secret" in f for f in frames),
               "no line of the root-only file behind the link names a frame")
         r = d.ctl("dump", "flamegraph", "--format", "folded")

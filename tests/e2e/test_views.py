@@ -6,7 +6,8 @@
 #   burn_loop under pv_loop; the same dump without it has no thread roots;
 # - dump --function: no Python frame keeps a line, burn_math reads "burn_math (named_threads.py)";
 # - table: burn_math's interpreter time is its self time (most of its total), while --native
-#   gives it back to the interpreter's frames; --per-thread names the thread in a column.
+#   gives it back to the interpreter's frames; --per-thread names the thread in a column;
+# - dump: no interpreter frame between two Python frames, unless --all-frames.
 import os
 import re
 import subprocess
@@ -18,6 +19,10 @@ from profd_e2e import *
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "..", "fixtures", "python", "named_threads.py")
 LINE = re.compile(r"\([^()]*\.py:\d+\)$")
+PYFRAME = re.compile(r"^.+ \(([^()]*\.py|<[^()]*>)(:\d+)?\)$")
+# CPython's own functions, as this test tells them by name (the views tell them by module).
+CPYTHON = re.compile(r"^(_?Py[A-Z_]|_PyEval_|slot_tp_|method_vectorcall|cfunction_|"
+                     r"vectorcall_|object_vacall|thread_run)")
 
 require_root()
 
@@ -87,6 +92,26 @@ with Daemon("--frequency", "499") as d:
         plain = d.folded("--pid", pid, "--since", "4s")
         check(not any(s.startswith("thread ") for s in plain),
               "without --per-thread no stack has a thread root")
+
+        # The interpreter's call machinery between Python frames: gone by default, there with
+        # --all-frames (threading's run() calls the target through CPython's C call path).
+        def between(folded):
+            """Frames strictly between a stack's oldest and newest Python frame that are
+            CPython's (by name: folded text has no modules), summed over samples."""
+            n = 0
+            for s, c in folded.items():
+                fr = s.split(";")
+                py = [i for i, x in enumerate(fr) if PYFRAME.match(x)]
+                if py:
+                    n += c * sum(1 for x in fr[py[0] + 1:py[-1]] if CPYTHON.match(x))
+            return n
+
+        every = d.folded("--pid", pid, "--since", "4s", "--all-frames")
+        log(f"CPython frames between Python frames: {between(plain)} by default, "
+            f"{between(every)} with --all-frames")
+        check(between(every) > 0, "--all-frames keeps the interpreter between Python frames")
+        check(between(plain) == 0, "by default no interpreter frame is between Python frames")
+        check(total(every) == total(plain), "--all-frames counts the same samples")
 
         # --function
         f = d.folded("--pid", pid, "--since", "4s", "--function")

@@ -22,10 +22,10 @@
 
 #include "profd.pb-c.h"
 
-#define FX_NSTR 64
-#define FX_NFRAME 16
+#define FX_NSTR 96
+#define FX_NFRAME 32
 #define FX_NSTACK 12
-#define FX_DEPTH 8 /* frames in one stack */
+#define FX_DEPTH 12 /* frames in one stack */
 #define FX_NSAMPLE 24
 #define FX_NVALUE 8 /* value columns */
 #define FX_NPROC 4

@@ -93,6 +93,10 @@ static void test_parse_dump_errors(void)
 	    "dump", "flamegraph", "--pid", "2147483648");
 	BAD("dump: --tid '1.5' is not a positive integer; see 'profctl dump --help'", "dump",
 	    "flamegraph", "--tid", "1.5");
+	BAD("dump: --all-frames cannot go with --python-only; see 'profctl dump --help'", "dump",
+	    "flamegraph", "--all-frames", "--python-only");
+	BAD("dump: --all-frames is for flame graphs, not traces; see 'profctl dump --help'", "dump",
+	    "trace", "--all-frames");
 	BAD("dump: --tid '2' comes after another --tid; see 'profctl dump --help'", "dump",
 	    "flamegraph", "--tid", "1", "--tid", "2");
 	BAD("dump: --since '5x' is not a duration (like 30s, 5m, 1h); see 'profctl dump --help'",
@@ -835,6 +839,23 @@ static void test_dump_to_file(void)
 	CHECK_EQ_U(fk.dump_pids[0], 5);
 	CHECK_EQ_U(fk.dump_pids[1], 6);
 	CHECK(!fk.dump_has_since);
+
+	/* The SVG's title names each process once, also under --children (its root frames
+	 * read "pid N (NAME)"; the title read "pid 5 (pid 5 (app))"). */
+	{
+		static char svg[1 << 16];
+
+		CHECK_EQ_I(fake_start(&fk, SC_NORMAL), 0);
+		g.socket = fk.path;
+		CHECK_EQ_I(run_cmd(cmd_dump, 7,
+				   ARGV("dump", "flamegraph", "--pid", "5", "--children",
+					"--format", "svg"),
+				   &g, svg, sizeof(svg)),
+			   0);
+		fake_stop(&fk);
+		CHECK(strstr(svg, ">CPU flame graph: pid 5 (app)</text>") != NULL);
+		CHECK(strstr(svg, "(pid 5 (app))") == NULL);
+	}
 
 	/* The file gets the mode open() would give it, not mkstemp's 0600. */
 	{

@@ -392,7 +392,8 @@ out:
 
 /*
  * JIT code whose perf map is written after the code first ran (and was sampled): the address,
- * unnamed at first, gets its name from the map within a second or so, not never.
+ * unnamed at first (one frame for the whole mapping, whatever the address in it), gets its
+ * name from the map within a second or so, not never.
  */
 static void test_late_perf_map(void)
 {
@@ -400,7 +401,7 @@ static void test_late_perf_map(void)
 	struct symbolizer *sym = symbolizer__new(&(struct symbolizer_opts){.no_kernel = true});
 	struct ingest *in = NULL;
 	uint32_t me = (uint32_t)getpid();
-	char perf[64], names[256];
+	char perf[64], names[256], want[64];
 	uint64_t count;
 	void *jit = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	FILE *f;
@@ -415,12 +416,17 @@ static void test_late_perf_map(void)
 	snprintf(perf, sizeof(perf), "/tmp/perf-%u.map", me);
 	unlink(perf);
 
+	/* Unnamed, two addresses of one mapping are one frame: the mapping's. */
 	fill(me, 0, 1);
 	rec.tid = me + 50;
 	rec.ips[0] = (uint64_t)(uintptr_t)jit + 0x10;
 	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	rec.ips[0] = (uint64_t)(uintptr_t)jit + 0x7f0;
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
 	stack_names(store, me, me + 50, names, sizeof(names), &count);
-	CHECK_STREQ(names, "[unknown]");
+	snprintf(want, sizeof(want), "[jit] ([anon]@0x%llx)", (unsigned long long)(uintptr_t)jit);
+	CHECK_STREQ(names, want);
+	CHECK_EQ_U(count, 2);
 
 	f = fopen(perf, "w");
 	CHECK(f != NULL);

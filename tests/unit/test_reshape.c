@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * The py-spy-like views: --function, --no-lineno, native frames folded into Python self time,
- * --python-only at the leaf, --per-thread roots and rows; and that what they merge really sums.
+ * --python-only at the leaf, --per-thread roots and rows, the interpreter's frames between
+ * Python frames hidden unless --all-frames; and that what they merge really sums.
  */
 #include "check.h"
 #include "format.h"
@@ -340,6 +341,159 @@ static void test_table_lines(void)
 	functable__free(t);
 }
 
+/* A process whose executable is exe (the path its frames' module names). */
+static void fx_proc_exe(struct fixture *fx, uint32_t pid, const char *name, const char *exe)
+{
+	fx_proc(fx, pid, name);
+	fx->procs[fx->p.n_processes - 1].has_exe = 1;
+	fx->procs[fx->p.n_processes - 1].exe = fx_str(fx, exe);
+}
+
+#define LIBPY "/opt/py/lib/libpython3.12.so.1.0"
+#define STATIC_PY "/usr/bin/python3.11"
+#define EMBED "/opt/app/embed"
+
+/*
+ * CPython's call machinery between Python frames: a shared libpython (pid 9: a torch-like
+ * step, and torch's C++ calling a Python hook), a static interpreter whose built-in zlib
+ * module runs above the newest Python frame (pid 7), and a program that links libpython and
+ * whose own callback sits between Python frames (pid 10).
+ */
+static void interp_fixture(struct fixture *fx)
+{
+	uint32_t main9, runmain, mod9, tpcall, slotcall, eval9, fwd, thp, aten, page, cfcall,
+	    engine, pycall, hook, main7, mod7, methvc, eval7, compress, zlibc, deflate, emain,
+	    runstr, mod10, objcall, cb, objcall2, handler;
+
+	fx_init_samples(fx, 10000000);
+	fx_proc_exe(fx, 9, "python3.12", "/opt/py/bin/python3.12");
+	fx_proc_exe(fx, 7, "python3.11", STATIC_PY);
+	fx_proc_exe(fx, 10, "embed", EMBED);
+	main9 = fx_frame_full(fx, NAT, "main", "/opt/py/bin/python3.12", 0x1100, NULL, 0);
+	runmain = fx_frame_full(fx, NAT, "Py_RunMain", LIBPY, 0x2000, NULL, 0);
+	mod9 = fx_frame_full(fx, PY, "<module>", NULL, 0, "/srv/train.py", 30);
+	tpcall = fx_frame_full(fx, NAT, "_PyObject_MakeTpCall", LIBPY, 0x3000, NULL, 0);
+	slotcall = fx_frame_full(fx, NAT, "slot_tp_call", LIBPY, 0x3100, NULL, 0);
+	eval9 = fx_frame_full(fx, NAT, "_PyEval_EvalFrameDefault", LIBPY, 0x4000, NULL, 0);
+	fwd = fx_frame_full(fx, PY, "forward", NULL, 0, "/srv/model.py", 12);
+	thp = fx_frame_full(fx, NAT, "THPVariable_add", "/venv/torch/lib/libtorch_python.so", 0x10,
+			    NULL, 0);
+	aten = fx_frame_full(fx, NAT, "at::native::add", "/venv/torch/lib/libtorch_cpu.so", 0x20,
+			     NULL, 0);
+	page = fx_frame(fx, KER, "clear_page");
+	cfcall = fx_frame_full(fx, NAT, "cfunction_call", LIBPY, 0x3200, NULL, 0);
+	engine = fx_frame_full(fx, NAT, "torch::autograd::Engine::execute",
+			       "/venv/torch/lib/libtorch_cpu.so", 0x30, NULL, 0);
+	pycall = fx_frame_full(fx, NAT, "PyObject_Call", LIBPY, 0x3300, NULL, 0);
+	hook = fx_frame_full(fx, PY, "hook", NULL, 0, "/srv/train.py", 7);
+	main7 = fx_frame_full(fx, NAT, "main", STATIC_PY, 0x100, NULL, 0);
+	mod7 = fx_frame_full(fx, PY, "<module>", NULL, 0, "/srv/pack.py", 5);
+	methvc = fx_frame_full(fx, NAT, "method_vectorcall", STATIC_PY, 0x200, NULL, 0);
+	eval7 = fx_frame_full(fx, NAT, "_PyEval_EvalFrameDefault", STATIC_PY, 0x300, NULL, 0);
+	compress = fx_frame_full(fx, PY, "pack", NULL, 0, "/srv/pack.py", 2);
+	zlibc = fx_frame_full(fx, NAT, "zlib_compress", STATIC_PY, 0x400, NULL, 0);
+	deflate = fx_frame_full(fx, NAT, "deflate", "/usr/lib/libz.so.1", 0x500, NULL, 0);
+	emain = fx_frame_full(fx, NAT, "main", EMBED, 0x10, NULL, 0);
+	runstr = fx_frame_full(fx, NAT, "PyRun_SimpleString", LIBPY, 0x5000, NULL, 0);
+	mod10 = fx_frame_full(fx, PY, "<module>", NULL, 0, "<string>", 1);
+	objcall = fx_frame_full(fx, NAT, "PyObject_Vectorcall", LIBPY, 0x5100, NULL, 0);
+	cb = fx_frame_full(fx, NAT, "app_callback", EMBED, 0x20, NULL, 0);
+	objcall2 = fx_frame_full(fx, NAT, "PyObject_CallObject", LIBPY, 0x5200, NULL, 0);
+	handler = fx_frame_full(fx, PY, "handler", NULL, 0, "/srv/app.py", 4);
+	fx_sample(fx,
+		  fx_stack(fx, 11,
+			   (uint32_t[]){main9, runmain, mod9, tpcall, slotcall, eval9, fwd, tpcall,
+					thp, aten, page}),
+		  9, 5);
+	fx_sample(fx, fx_stack(fx, 6, (uint32_t[]){main9, mod9, cfcall, engine, pycall, hook}), 9,
+		  2);
+	fx_sample(
+	    fx, fx_stack(fx, 7, (uint32_t[]){main7, mod7, methvc, eval7, compress, zlibc, deflate}),
+	    7, 3);
+	fx_sample(
+	    fx, fx_stack(fx, 7, (uint32_t[]){emain, runstr, mod10, objcall, cb, objcall2, handler}),
+	    10, 1);
+}
+
+/* By default the interpreter's frames between Python frames go; --all-frames keeps them. */
+static void test_hide_interp(void)
+{
+	struct view_opts v = {0};
+	struct reshape_opts ro;
+	struct functable *t;
+	struct fixture fx;
+	Profd__Profile *p;
+	char err[128], *out;
+
+	interp_fixture(&fx);
+	ro = view_reshape_opts(&v, false);
+	CHECK(ro.hide_interp);
+	p = reshape(&fx.p, &ro);
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	CHECK_EQ_I(profile_check(p, err, sizeof(err)), 0);
+	out = folded(p, true);
+	/*
+	 * pid 9: the machinery between <module> and forward goes, what forward calls (through
+	 * _PyObject_MakeTpCall) and Py_RunMain below stay, and so does torch's C++ between
+	 * Python frames. pid 7: method_vectorcall and the eval loop go, zlib's module stays.
+	 * pid 10: libpython's frames go, the program's own callback stays.
+	 */
+	CHECK_STREQ(
+	    out, "embed;main;PyRun_SimpleString;<module> (<string>:1);app_callback;"
+		 "handler (app.py:4) 1\n"
+		 "python3.11;main;<module> (pack.py:5);pack (pack.py:2);zlib_compress;deflate 3\n"
+		 "python3.12;main;<module> (train.py:30);torch::autograd::Engine::execute;"
+		 "hook (train.py:7) 2\n"
+		 "python3.12;main;Py_RunMain;<module> (train.py:30);forward (model.py:12);"
+		 "_PyObject_MakeTpCall;THPVariable_add;at::native::add;clear_page_[k] 5\n");
+	free(out);
+	reshape_free(p);
+
+	/* --all-frames: as sampled. */
+	v.all_frames = true;
+	ro = view_reshape_opts(&v, false);
+	CHECK(!ro.hide_interp);
+	CHECK(reshape_is_noop(&ro));
+	p = reshape(&fx.p, &(struct reshape_opts){.per_thread = false});
+	out = p ? folded(p, true) : NULL;
+	CHECK(out && strstr(out, "python3.12;main;Py_RunMain;<module> (train.py:30);"
+				 "_PyObject_MakeTpCall;slot_tp_call;_PyEval_EvalFrameDefault;"
+				 "forward (model.py:12);") != NULL);
+	CHECK(out && strstr(out, "python3.11;main;<module> (pack.py:5);method_vectorcall;"
+				 "_PyEval_EvalFrameDefault;pack (pack.py:2)") != NULL);
+	free(out);
+	reshape_free(p);
+
+	/* The tables: the machinery is no row by default, one with --all-frames. */
+	v = (struct view_opts){0};
+	t = view_functable(&fx.p, &v);
+	CHECK(t != NULL);
+	CHECK(row(t, "slot_tp_call", NULL) == NULL);
+	CHECK(row(t, "method_vectorcall", NULL) == NULL);
+	CHECK(row(t, "app_callback", NULL) != NULL);
+	CHECK(row(t, "torch::autograd::Engine::execute", NULL) != NULL);
+	functable__free(t);
+	v.all_frames = true;
+	t = view_functable(&fx.p, &v);
+	CHECK(t != NULL);
+	CHECK(row(t, "slot_tp_call", NULL) != NULL && row(t, "slot_tp_call", NULL)->total[0] == 5);
+	functable__free(t);
+
+	/* --python-only still hides every native frame between Python frames. */
+	p = reshape(&fx.p, &(struct reshape_opts){.python_only = true, .hide_interp = true});
+	out = p ? folded(p, true) : NULL;
+	CHECK_STREQ(out,
+		    "embed;main;PyRun_SimpleString;<module> (<string>:1);handler (app.py:4) 1\n"
+		    "python3.11;main;<module> (pack.py:5);pack (pack.py:2) 3\n"
+		    "python3.12;main;<module> (train.py:30);hook (train.py:7) 2\n"
+		    "python3.12;main;Py_RunMain;<module> (train.py:30);forward (model.py:12);"
+		    "clear_page_[k] 5\n");
+	free(out);
+	reshape_free(p);
+}
+
 static void test_check_opts(void)
 {
 	struct cli_error e = {0};
@@ -350,6 +504,10 @@ static void test_check_opts(void)
 	CHECK_EQ_I(view_check("top", &(struct view_opts){.native = true, .python_only = true}, &e),
 		   -EINVAL);
 	CHECK(strstr(e.msg, "--native cannot go with --python-only") != NULL);
+	CHECK_EQ_I(
+	    view_check("dump", &(struct view_opts){.all_frames = true, .python_only = true}, &e),
+	    -EINVAL);
+	CHECK(strstr(e.msg, "--all-frames cannot go with --python-only") != NULL);
 	CHECK_EQ_I(view_check("top", &(struct view_opts){.function = true, .per_thread = true}, &e),
 		   0);
 }
@@ -361,6 +519,7 @@ int main(void)
 	test_fold_native();
 	test_per_thread();
 	test_table_lines();
+	test_hide_interp();
 	test_check_opts();
 	return CHECK_DONE();
 }

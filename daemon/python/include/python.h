@@ -67,7 +67,8 @@ int python__detect(struct python *py, uint32_t pid, struct profd_py_proc *cfg);
  * Symbolize one frame of pid (detected first if it was not). Once pid's memory cannot be read
  * any more (it exited before its last samples were handled), frames are named from the code
  * objects read while it lived. Returns 0 (out filled), -ENOENT when the address does not hold a
- * code object (stale or torn frame, 3.13+ entry frame: drop it), -ENODATA when pid has exited
+ * code object (stale or torn frame, 3.13+ entry frame) or holds another than the sampler saw
+ * (PROFD_PYF_CHECKED: freed and reused since), -ENODATA when pid has exited
  * and its code object at the address was never read, -ESRCH when pid is gone and was never
  * detected, -EOPNOTSUPP when pid is not a supported CPython process, or another negative errno.
  */

@@ -24,6 +24,11 @@ struct sym_result {
 			     * when no mapping covers the address */
 	uint64_t address;   /* user: ELF virtual address within module; kernel: the address */
 	const char *build_id; /* hex, NULL if none */
+	/*
+	 * user: the start of the anonymous executable mapping (JIT code) that holds the address
+	 * when no perf map entry names it, so its frames can add up per mapping; else 0
+	 */
+	uint64_t anon_start;
 };
 
 struct symbolizer_opts {
