@@ -37,8 +37,10 @@ enum { R_UNSET, R_SAME, R_UNDEF, R_OFFSET, R_VAL_OFFSET, R_REG, R_EXPR, R_VAL_EX
 
 struct rule {
 	uint8_t type;
-	int64_t off;  /* R_OFFSET, R_VAL_OFFSET */
-	uint64_t reg; /* R_REG */
+	int64_t off;	     /* R_OFFSET, R_VAL_OFFSET */
+	uint64_t reg;	     /* R_REG */
+	const uint8_t *expr; /* R_EXPR: into the section */
+	uint64_t expr_len;
 };
 
 struct vm_state {
@@ -84,7 +86,7 @@ static void set_rule(struct vm *m, uint64_t reg, uint8_t type, int64_t off, uint
 	struct rule *r = vm_rule(m, reg);
 
 	if (r)
-		*r = (struct rule){type, off, r2};
+		*r = (struct rule){type, off, r2, NULL, 0};
 }
 
 static bool mul_ok(int64_t a, int64_t b, int64_t *out)
@@ -223,8 +225,15 @@ static int vm_run(struct vm *m, struct cur c, struct rows *out)
 		case 0x10: /* expression */
 		case 0x16: /* val_expression */
 			reg = cfi_rd_uleb(&c);
-			cfi_skip(&c, cfi_rd_uleb(&c));
+			v = cfi_rd_uleb(&c);
 			set_rule(m, reg, op == 0x10 ? R_EXPR : R_VAL_EXPR, 0, 0);
+			/* Kept for the shapes rule_row() knows (GCC's realigned frames). */
+			r = vm_rule(m, reg);
+			if (r && op == 0x10 && v <= (uint64_t)(c.end - c.p)) {
+				r->expr = c.p;
+				r->expr_len = v;
+			}
+			cfi_skip(&c, v);
 			break;
 		case 0x11: /* offset_extended_sf */
 			reg = cfi_rd_uleb(&c);
@@ -361,6 +370,71 @@ static bool deref_expr(const uint8_t *e, uint64_t len, int64_t *n, int64_t *m)
 	return !c.bad && c.p == c.end;
 }
 
+/* breg6 N[; deref]: rbp + N, read from memory when deref. */
+static bool rbp_expr(const uint8_t *e, uint64_t len, bool deref, int64_t *n)
+{
+	struct cur c = {e, e + len, false};
+
+	if (!e || cfi_rd_u8(&c) != 0x76)
+		return false;
+	*n = cfi_rd_sleb(&c);
+	if (deref && cfi_rd_u8(&c) != 0x06)
+		return false;
+	return !c.bad && c.p == c.end;
+}
+
+/*
+ * GCC's dynamically realigned frames (DRAP): CFA = *(rbp + N), the pointer to the incoming
+ * arguments that the prologue saved below the new frame; rbp saved at rbp + M
+ * (DW_CFA_expression r6: breg6 M), or unchanged. See docs/unwinding.md.
+ */
+static bool drap_row(const struct vm_state *st, struct profd_unwind_row *row)
+{
+	int64_t n, m = 0;
+	bool saved = false;
+
+	if (!rbp_expr(st->expr, st->expr_len, true, &n) || !units8(n, INT8_MIN, INT8_MAX, &n))
+		return false;
+	switch (st->rbp.type) {
+	case R_UNSET:
+	case R_SAME:
+	case R_UNDEF:
+		break;
+	case R_EXPR:
+		if (!rbp_expr(st->rbp.expr, st->rbp.expr_len, false, &m) ||
+		    !units8(m, INT8_MIN, INT8_MAX, &m))
+			return false;
+		saved = true;
+		break;
+	default:
+		return false;
+	}
+	*row = (struct profd_unwind_row){
+	    .kind = PROFD_UW_DRAP,
+	    .reg = (int8_t)n,
+	    .cfa = (uint16_t)((uint8_t)(int8_t)m | (saved ? PROFD_UW_DRAP_SAVED : 0))};
+	return true;
+}
+
+/*
+ * The few instructions of a DRAP frame around its body: the CFA is the DRAP register (r10 + 0)
+ * or rsp + 8 at the ret, and rbp's rule still says "at rbp + M". GCC never withdraws that rule
+ * after the epilogue's pop %rbp, so at the ret it is stale; there, and wherever the CFA is not
+ * rbp-based, rbp is taken as unchanged. It is wrong only between the prologue's mov %rsp,%rbp
+ * and the push of the DRAP register (and the matching pops): the caller's own CFI then goes on,
+ * and a caller that needs rbp stops there (bad frame).
+ */
+static bool drap_edge(const struct vm_state *st, int8_t *slot)
+{
+	int64_t m;
+
+	if (st->rbp.type != R_EXPR || !rbp_expr(st->rbp.expr, st->rbp.expr_len, false, &m) ||
+	    st->cfa_type != CFA_REGOFF || st->cfa_reg == REG_RBP)
+		return false;
+	*slot = 0;
+	return true;
+}
+
 /* The row for one state (a signal FDE is handled by the caller). */
 static struct profd_unwind_row rule_row(const struct vm_state *st)
 {
@@ -379,7 +453,11 @@ static struct profd_unwind_row rule_row(const struct vm_state *st)
 		return (struct profd_unwind_row){
 		    .kind = PROFD_UW_RA_REG, .reg = (int8_t)st->ra.reg, .cfa = (uint16_t)u};
 	}
-	if (st->ra.type != R_OFFSET || st->ra.off != -8 || !rbp_slot(&st->rbp, &slot))
+	if (st->ra.type != R_OFFSET || st->ra.off != -8)
+		return row_invalid;
+	if (st->cfa_type == CFA_EXPR && drap_row(st, &row))
+		return row;
+	if (!rbp_slot(&st->rbp, &slot) && !drap_edge(st, &slot))
 		return row_invalid;
 	if (st->cfa_type == CFA_REGOFF) {
 		if (st->cfa_reg == REG_RSP || st->cfa_reg == REG_RBP) {
@@ -770,6 +848,7 @@ const char *cfi_kind_name(unsigned int kind)
 	    [PROFD_UW_SIGNAL] = "SIGNAL",   [PROFD_UW_STOP] = "STOP",
 	    [PROFD_UW_CFA_REG] = "CFA_REG", [PROFD_UW_RA_REG] = "RA_REG",
 	    [PROFD_UW_DEREF] = "DEREF",	    [PROFD_UW_GAP] = "GAP",
+	    [PROFD_UW_DRAP] = "DRAP",
 	};
 
 	return kind < sizeof(names) / sizeof(names[0]) && names[kind] ? names[kind] : "?";

@@ -20,7 +20,9 @@
 # For every run: a stack that does not reach its root is marked [truncated] (honest stacks), and
 # `profctl status` shows the walks' end reasons, the same in its text and its JSON.
 #
-# Usage: test_unwind.py [chain|signal|recurse|spawn|stripped|python]...   (default: all)
+#  - drap: the chain whose c3 realigns its stack with a DRAP register (gcc: CFA = *(rbp - 24),
+#    rbp at rbp + 0): whole as the chain;
+# Usage: test_unwind.py [chain|drap|signal|recurse|spawn|stripped|python]...   (default: all)
 # `test_unwind.py --self-check` runs the stack checks on handcrafted stacks (no root, no daemon):
 # each must pass on a whole stack and fail on stacks broken the ways walks break.
 # PROFD_UNWIND_COMPILERS=gcc,clang picks the fixtures' compilers.
@@ -372,6 +374,18 @@ def run_chain(cc):
                 lambda fr: True, 0.90)
 
 
+def run_drap(cc):
+    # gcc's build of c3 has DRAP CFI (CFA = *(rbp - N)); without DRAP rows the test proves nothing.
+    path = fixture_path("drap", cc)
+    if cc == "gcc":
+        rows = subprocess.run([os.path.join(BUILD, "bin", "profd-cfi"), path], check=True,
+                              capture_output=True, text=True).stdout
+        expect(" DRAP " in rows, f"drap {cc}: the fixture's table has DRAP rows")
+    label = f"drap {cc}"
+    r = profile(label, [path], after=lambda d, run: check_status(label, d))
+    measure(label, r.folded, "whole stacks", chain_whole, lambda fr: True, WHOLE)
+
+
 def run_signal(cc):
     label = f"signal {cc}"
     r = profile(label, [fixture_path("signal", cc)],
@@ -605,8 +619,9 @@ def main():
     if sys.argv[1:] == ["--self-check"]:
         sys.exit(self_check())
     require_root()
-    groups = sys.argv[1:] or ["chain", "signal", "recurse", "spawn", "stripped", "python"]
-    known = {"chain": run_chain, "signal": run_signal, "recurse": run_recurse,
+    groups = sys.argv[1:] or ["chain", "drap", "signal", "recurse", "spawn", "stripped",
+                              "python"]
+    known = {"chain": run_chain, "drap": run_drap, "signal": run_signal, "recurse": run_recurse,
              "spawn": run_spawn, "stripped": run_stripped, "python": None}
     bad = [g for g in groups if g not in known]
     if bad:

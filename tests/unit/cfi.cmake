@@ -25,12 +25,33 @@ add_custom_command(
 add_custom_target(cfifix_variants ALL
   DEPENDS ${CFIFIX_DIR}/libcfidbg.debug ${CFIFIX_DIR}/libcfidbg_stripped.so)
 
+# GCC's realigned frames (DRAP): the unwinding fixture whose c3 has an AVX local and a VLA, as
+# gcc builds it (clang realigns without DRAP; the test then checks the hand-written CFI only).
+find_program(CFIFIX_GCC gcc)
+if(CFIFIX_GCC)
+  add_custom_command(OUTPUT ${CFIFIX_DIR}/cfidrap
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${CFIFIX_DIR}
+    COMMAND ${CFIFIX_GCC} -O2 -fomit-frame-pointer -o ${CFIFIX_DIR}/cfidrap
+            ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/unwind_drap.c
+    DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/unwind_drap.c
+            ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/unwind_chain.h
+    COMMENT "unwind fixtures: a DRAP frame built by gcc" VERBATIM)
+  add_custom_target(cfifix_drap ALL DEPENDS ${CFIFIX_DIR}/cfidrap)
+  set(CFIFIX_DRAP ${CFIFIX_DIR}/cfidrap)
+else()
+  set(CFIFIX_DRAP "")
+endif()
+
 profd_unit(test_cfi)
 target_link_libraries(test_cfi PRIVATE profd_unwind)
 add_dependencies(test_cfi cfifix_asm cfifix_dbg cfifix_variants)
 target_compile_definitions(test_cfi PRIVATE
   CFI_ASM="${CFIFIX_DIR}/libcfiasm.so" CFI_DBG="${CFIFIX_DIR}/libcfidbg.so"
-  CFI_DBG_STRIPPED="${CFIFIX_DIR}/libcfidbg_stripped.so" CFI_DBG_DEBUG="${CFIFIX_DIR}/libcfidbg.debug")
+  CFI_DBG_STRIPPED="${CFIFIX_DIR}/libcfidbg_stripped.so" CFI_DBG_DEBUG="${CFIFIX_DIR}/libcfidbg.debug"
+  CFI_DRAP="${CFIFIX_DRAP}")
+if(CFIFIX_GCC)
+  add_dependencies(test_cfi cfifix_drap)
+endif()
 
 # Row by row against readelf --debug-dump=frames-interp (Debian 12's packages: libc6,
 # libpython3.11, libssl3, python3.11-minimal; scripts/install-deps).

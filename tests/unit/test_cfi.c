@@ -155,12 +155,24 @@ static void test_kinds(void)
 	CHECK_ROW(&t, e, "cfi_odd_1", 0, INVALID, 0, 0);
 	CHECK_ROW(&t, e, "cfi_odd_1", 4, RSP, 1, 0);
 	CHECK_ROW(&t, e, "cfi_expr", 0, INVALID, 0, 0);
+	/*
+	 * A DRAP frame: CFA = *(rbp - 8), rbp at rbp + 0 (cfa = SAVED | 0), then at rbp + 8; around
+	 * it the DRAP register's rows with rbp taken as unchanged; an rbp-based CFA without deref
+	 * is not DRAP.
+	 */
+	CHECK_ROW(&t, e, "cfi_drap_1", 0, CFA_REG, 0, 10);
+	CHECK_ROW(&t, e, "cfi_drap_2", 0, CFA_REG, 0, 10);
+	CHECK_ROW(&t, e, "cfi_drap_3", 0, DRAP, PROFD_UW_DRAP_SAVED, -1);
+	CHECK_ROW(&t, e, "cfi_drap_4", 0, DRAP, PROFD_UW_DRAP_SAVED | 1, -1);
+	CHECK_ROW(&t, e, "cfi_drap_5", 0, INVALID, 0, 0);
+	CHECK_ROW(&t, e, "cfi_drap_6", 0, CFA_REG, 0, 10);
+	CHECK_ROW(&t, e, "cfi_drap_7", 0, RSP, 1, 0);
 	/* The signal FDE starts on the nop before the label: a pc-1 look-up still finds it. */
 	CHECK_ROW(&t, e, "cfi_signal", -1, SIGNAL, 0, 0);
 	CHECK_ROW(&t, e, "cfi_signal", 3, SIGNAL, 0, 0);
 	CHECK_ROW(&t, e, "cfi_last_end", 0, GAP, 0, 0);
 	CHECK_EQ_U(t.stats.fdes_invalid, 0);
-	CHECK_EQ_U(t.stats.rows_invalid, 3);
+	CHECK_EQ_U(t.stats.rows_invalid, 4);
 	CHECK(t.stats.fdes >= 12);
 
 	/* FDE ranges: what the symbolizer names unnamed code by. */
@@ -228,6 +240,44 @@ out:
 	elf_close(&full);
 	elf_close(&stripped);
 	elf_close(&dbg);
+}
+
+/* gcc's own DRAP frame (c3 of tests/fixtures/unwind_drap.c): DRAP rows, none INVALID. */
+static void test_drap_gcc(void)
+{
+	struct elf_file f;
+	struct cfi_table t = {0};
+	const struct cfi_fde *fde;
+	size_t drap = 0, invalid = 0;
+
+	if (!CFI_DRAP[0]) {
+		fprintf(stderr, "no gcc: gcc's DRAP frames not checked\n");
+		return;
+	}
+	if (!CHECK(elf_open(&f, CFI_DRAP)))
+		return;
+	if (!CHECK_EQ_I(cfi_table__build(f.e, NULL, &t), 0))
+		goto out;
+	CHECK(table_sane(&t));
+	fde = cfi_fde_find(t.fdes, t.nfdes, sym(f.e, "c3"));
+	if (!CHECK(fde != NULL))
+		goto out;
+	for (size_t i = 0; i < t.nrows; i++) {
+		const struct profd_unwind_row *r = &t.rows[i];
+
+		if (r->pc < fde->start || r->pc >= fde->end)
+			continue;
+		invalid += r->kind == PROFD_UW_INVALID;
+		/* rbp restored from rbp + 0, the CFA read below rbp where the DRAP reg was pushed
+		 */
+		drap += r->kind == PROFD_UW_DRAP && r->cfa == PROFD_UW_DRAP_SAVED && r->reg < 0;
+	}
+	CHECK(drap >= 1);
+	CHECK_EQ_U(invalid, 0);
+	CHECK_EQ_U(t.stats.rows_invalid, 0);
+out:
+	cfi_table__fini(&t);
+	elf_close(&f);
 }
 
 static bool read_file(const char *path, uint8_t **buf, size_t *size)
@@ -375,6 +425,7 @@ int main(void)
 	elf_version(EV_CURRENT);
 	test_kinds();
 	test_debug_frame();
+	test_drap_gcc();
 	test_damaged();
 	return CHECK_DONE();
 }
