@@ -647,6 +647,11 @@ static long table_get(struct unwinder *u, const struct file_id *f, int fd, const
 	} else {
 		u->st.builds++;
 		u->st.build_ns += mono_ns() - t0;
+		u->st.insn_functions += ct.stats.insn_functions;
+		u->st.insn_rows += ct.stats.insn_rows;
+		u->st.insn_partial += ct.stats.insn_partial;
+		u->st.insn_skipped += ct.stats.insn_skipped;
+		u->st.insn_insns += ct.stats.insn_insns;
 		pr_debug("unwind: %s: %zu rows (%u FDEs, %u invalid) in %.1f ms", path, ct.nrows,
 			 ct.stats.fdes, ct.stats.fdes_invalid, (mono_ns() - t0) / 1e6);
 	}

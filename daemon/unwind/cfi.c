@@ -61,17 +61,6 @@ struct vm {
 	uint64_t loc, end;
 };
 
-/* One row in the making: its pc and rule. */
-struct prow {
-	uint64_t pc;
-	struct profd_unwind_row row;
-};
-
-struct rows {
-	struct prow *v;
-	size_t n, cap;
-};
-
 static struct rule *vm_rule(struct vm *m, uint64_t reg)
 {
 	if (reg == REG_RBP)
@@ -511,11 +500,7 @@ static int vm_emit(struct rows *out, uint64_t pc, const struct profd_unwind_row 
 	return 0;
 }
 
-/*
- * Append to the table: one row per pc (the later wins), equal neighbours merged. pc must not
- * be below the last row's.
- */
-static int table_push(struct rows *t, uint64_t pc, const struct profd_unwind_row *row)
+int cfi_rows_push(struct rows *t, uint64_t pc, const struct profd_unwind_row *row)
 {
 	if (t->n && t->v[t->n - 1].pc == pc) {
 		t->n--;
@@ -734,14 +719,14 @@ static int build_rows(const struct fde_list *l, struct rows *t, struct cfi_stats
 				goto out;
 		}
 		for (size_t k = 0; k < tmp.n && tmp.v[k].pc < eff_end; k++) {
-			err = table_push(t, tmp.v[k].pc, &tmp.v[k].row);
+			err = cfi_rows_push(t, tmp.v[k].pc, &tmp.v[k].row);
 			if (err)
 				goto out;
 		}
 		if (gap) {
 			static const struct profd_unwind_row g = {.kind = PROFD_UW_GAP};
 
-			err = table_push(t, f->end, &g);
+			err = cfi_rows_push(t, f->end, &g);
 			if (err)
 				goto out;
 		}
@@ -774,7 +759,7 @@ int cfi_fdes(Elf *elf, Elf *debug, struct cfi_fde **out, size_t *n)
 int cfi_table__build(Elf *elf, Elf *debug, struct cfi_table *out)
 {
 	struct fde_list l = {0};
-	struct rows t = {0};
+	struct rows t = {0}, a = {0};
 	struct sources src;
 	int err;
 
@@ -782,31 +767,36 @@ int cfi_table__build(Elf *elf, Elf *debug, struct cfi_table *out)
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -EINVAL;
 	err = collect_all(elf, debug, &src, &l, &out->stats);
-	if (err)
+	if (err && err != -ENOENT)
 		goto out;
-	err = build_rows(&l, &t, &out->stats);
-	if (err)
-		goto out;
-	err = fdes_out(&l, &out->fdes, &out->nfdes);
-	if (err)
-		goto out;
-	if (t.n) {
-		out->rows = malloc(t.n * sizeof(*out->rows));
-		if (!out->rows) {
-			err = -ENOMEM;
+	if (!err) {
+		err = build_rows(&l, &t, &out->stats);
+		if (err)
 			goto out;
-		}
+		err = fdes_out(&l, &out->fdes, &out->nfdes);
+		if (err)
+			goto out;
 	}
-	for (size_t i = 0; i < t.n; i++) {
-		out->rows[i] = t.v[i].row;
-		out->rows[i].pc = (uint32_t)t.v[i].pc;
-		out->stats.rows_invalid += t.v[i].row.kind == PROFD_UW_INVALID;
+	/* Functions without CFI, from their code: also in a file with no CFI at all. */
+	err = cfi_insn_add(elf, debug, out->fdes, out->nfdes, &a, &out->insn, &out->ninsn,
+			   &out->stats);
+	if (!err)
+		err = cfi_insn_merge(&t, &a, out->insn, out->ninsn, &out->rows, &out->nrows);
+	if (err)
+		goto out;
+	if (!out->nrows) {
+		err = -ENOENT;
+		goto out;
 	}
-	out->nrows = t.n;
-	out->stats.rows = (uint32_t)t.n;
+	for (size_t i = 0; i < out->nrows; i++) {
+		out->stats.rows_invalid += out->rows[i].kind == PROFD_UW_INVALID;
+		out->stats.insn_rows += !!cfi_fde_find(out->insn, out->ninsn, out->rows[i].pc);
+	}
+	out->stats.rows = (uint32_t)out->nrows;
 out:
 	free(l.v);
 	free(t.v);
+	free(a.v);
 	if (err) {
 		struct cfi_stats st = out->stats;
 
@@ -820,6 +810,7 @@ void cfi_table__fini(struct cfi_table *t)
 {
 	free(t->rows);
 	free(t->fdes);
+	free(t->insn);
 	memset(t, 0, sizeof(*t));
 }
 

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cfi.h"
+
 struct cur {
 	const uint8_t *p, *end;
 	bool bad;
@@ -75,6 +77,38 @@ struct sources {
 	struct frame_sec sec[3];
 	size_t n;
 };
+
+/* One row in the making: its pc and rule. */
+struct prow {
+	uint64_t pc;
+	struct profd_unwind_row row;
+};
+
+struct rows {
+	struct prow *v;
+	size_t n, cap;
+};
+
+/*
+ * Append to a table: one row per pc (the later wins), equal neighbours merged. pc must not be
+ * below the last row's. Returns 0 or -ENOMEM.
+ */
+int cfi_rows_push(struct rows *t, uint64_t pc, const struct profd_unwind_row *row);
+
+/*
+ * Rows from machine code for the functions that a symbol of elf or debug names and no FDE
+ * covers (cfi_insn.c). fdes: the FDE ranges, sorted. a gets the analysed rows, sorted, and
+ * *ranges (malloc'd, sorted) the analysed functions' ranges; counts go to st. Returns 0 or
+ * -ENOMEM; what cannot be analysed is left out.
+ */
+int cfi_insn_add(Elf *elf, Elf *debug, const struct cfi_fde *fdes, size_t nfdes, struct rows *a,
+		 struct cfi_fde **ranges, size_t *nranges, struct cfi_stats *st);
+/*
+ * The final table (*out malloc'd, *nout rows): t's rows with a's in place of t's within the
+ * ranges fns; at each range's end t's rule there holds again. Returns 0 or -ENOMEM.
+ */
+int cfi_insn_merge(const struct rows *t, const struct rows *a, const struct cfi_fde *fns,
+		   size_t nfns, struct profd_unwind_row **out, size_t *nout);
 
 bool cfi_cur_need(struct cur *c, size_t n);
 uint8_t cfi_rd_u8(struct cur *c);

@@ -4,6 +4,9 @@
  *   CFI_ASM     hand-written CFI (tests/fixtures/cfi/cfi_asm.c): every row kind, at labels
  *   CFI_DBG*    a library built with -g -fno-asynchronous-unwind-tables (CFI in .debug_frame
  *               only): the unstripped file, its stripped copy and the separate debug file
+ *   CFI_DRAP    gcc's realigned frame (DRAP), tests/fixtures/unwind_drap.c
+ *   CFI_INSN*   kernels in assembly (tests/fixtures/cfi/insn_asm.c) with exact CFI, and a copy
+ *               without .eh_frame whose rows come from the machine code
  * and on damaged copies of CFI_ASM: truncated and corrupted .eh_frame, no section headers.
  * readelf's view of the big system libraries is checked by check_cfi_readelf.py.
  */
@@ -11,6 +14,7 @@
 
 #include "cfi.h"
 
+#include <capstone/capstone.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -280,6 +284,135 @@ out:
 	elf_close(&f);
 }
 
+/* The value and size of a function symbol; false when absent. */
+static bool func_sym(Elf *e, const char *name, uint64_t *start, uint64_t *size)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	GElf_Sym s;
+
+	while ((scn = elf_nextscn(e, scn))) {
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || !sh.sh_entsize)
+			continue;
+		d = elf_getdata(scn, NULL);
+		for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
+			const char *n;
+
+			if (!gelf_getsym(d, (int)i, &s) || GELF_ST_TYPE(s.st_info) != STT_FUNC)
+				continue;
+			n = elf_strptr(e, sh.sh_link, s.st_name);
+			if (n && !strcmp(n, name)) {
+				*start = s.st_value;
+				*size = s.st_size;
+				return true;
+			}
+		}
+	}
+	fprintf(stderr, "no function %s\n", name);
+	return false;
+}
+
+/*
+ * One fixture kernel: at each of its instruction boundaries, the row analysed from the copy
+ * without CFI (b) equals the CFI row of the original (a), or is a GAP (not followed). Returns
+ * the number of GAP boundaries.
+ */
+static size_t insn_vs_cfi(csh h, Elf *e, const struct cfi_table *a, const struct cfi_table *b,
+			  const char *name)
+{
+	uint64_t start, size, addr;
+	const uint8_t *code;
+	size_t csize, gaps = 0, n = 0;
+	cs_insn *in = cs_malloc(h);
+	uint8_t buf[512];
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	if (!CHECK(in != NULL) || !CHECK(func_sym(e, name, &start, &size)) ||
+	    !CHECK(size > 0 && size <= sizeof(buf)))
+		goto out;
+	/* the function's bytes, from its section */
+	while ((scn = elf_nextscn(e, scn)))
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_PROGBITS && start >= sh.sh_addr &&
+		    start + size <= sh.sh_addr + sh.sh_size) {
+			Elf_Data *d = elf_getdata(scn, NULL);
+
+			if (CHECK(d && d->d_size == sh.sh_size))
+				memcpy(buf, (const uint8_t *)d->d_buf + (start - sh.sh_addr), size);
+			break;
+		}
+	CHECK(cfi_fde_find(b->insn, b->ninsn, start) != NULL);
+	CHECK(cfi_fde_find(a->insn, a->ninsn, start) == NULL);
+	code = buf;
+	csize = size;
+	addr = start;
+	while (csize) {
+		const struct profd_unwind_row *ra = lookup(a, addr), *rb = lookup(b, addr);
+		uint64_t at = addr;
+
+		if (!CHECK(ra && rb))
+			break;
+		n++;
+		if (rb->kind == PROFD_UW_GAP)
+			gaps++;
+		else if (ra->kind != PROFD_UW_RSP && ra->kind != PROFD_UW_RBP)
+			; /* a CFA in another register (insn_regsp's rbx): another equal rule */
+		else if (!CHECK_STREQ(cfi_kind_name(rb->kind), cfi_kind_name(ra->kind)) ||
+			 !CHECK_EQ_U(rb->cfa, ra->cfa) || !CHECK_EQ_I(rb->reg, ra->reg))
+			fprintf(stderr,
+				"  %s+%u: analysed %s cfa=%u reg=%d, CFI %s cfa=%u reg=%d\n", name,
+				(unsigned)(at - start), cfi_kind_name(rb->kind), rb->cfa, rb->reg,
+				cfi_kind_name(ra->kind), ra->cfa, ra->reg);
+		if (!CHECK(cs_disasm_iter(h, &code, &csize, &addr, in)))
+			break;
+	}
+	CHECK(n >= 4);
+out:
+	if (in)
+		cs_free(in, 1);
+	return gaps;
+}
+
+/* Rows from machine code where no FDE is, checked against the CFI the same code has. */
+static void test_insn(void)
+{
+	static const char *const whole[] = {"insn_mkl",	 "insn_openblas", "insn_early",
+					    "insn_back", "insn_realign",  "insn_enter"};
+	struct elf_file fa, fb;
+	struct cfi_table a = {0}, b = {0};
+	csh h = 0;
+
+	if (!CHECK(elf_open(&fa, CFI_INSN)) | !CHECK(elf_open(&fb, CFI_INSN_NOCFI)))
+		goto out;
+	if (!CHECK_EQ_I(cfi_table__build(fa.e, NULL, &a), 0) ||
+	    !CHECK_EQ_I(cfi_table__build(fb.e, NULL, &b), 0) ||
+	    !CHECK(cs_open(CS_ARCH_X86, CS_MODE_64, &h) == CS_ERR_OK))
+		goto out;
+	CHECK(table_sane(&b));
+	CHECK_EQ_U(b.stats.fdes, 0);
+	CHECK(b.stats.insn_functions >= 6);
+	CHECK(b.stats.insn_rows > 30);
+	CHECK(b.stats.insn_partial >= 1); /* insn_regsp */
+	CHECK_EQ_U(b.stats.insn_skipped, 0);
+	/* every boundary of these is followed, and agrees with the CFI */
+	for (size_t i = 0; i < sizeof(whole) / sizeof(whole[0]); i++)
+		CHECK_EQ_U(insn_vs_cfi(h, fa.e, &a, &b, whole[i]), 0);
+	/* rsp moved by a register without a frame pointer: a GAP from there, no wrong rule */
+	CHECK(insn_vs_cfi(h, fa.e, &a, &b, "insn_regsp") >= 2);
+	CHECK_ROW(&b, fa.e, "insn_regsp_1", 0, GAP, 0, 0);
+	/* the MKL frame: CFA = rsp + 0x88, rbp at CFA - 0x80 */
+	CHECK_ROW(&b, fa.e, "insn_mkl", 20, RSP, 0x88 / 8, -0x80 / 8);
+out:
+	if (h)
+		cs_close(&h);
+	cfi_table__fini(&a);
+	cfi_table__fini(&b);
+	elf_close(&fa);
+	elf_close(&fb);
+}
+
 static bool read_file(const char *path, uint8_t **buf, size_t *size)
 {
 	struct stat st;
@@ -366,9 +499,23 @@ static void test_damaged(void)
 		h->e_shoff = 0;
 		h->e_shnum = 0;
 		h->e_shstrndx = 0;
-		if (CHECK_EQ_I(build_mem(img, size, &t), 0))
-			CHECK(t.nrows == good.nrows &&
-			      !memcmp(t.rows, good.rows, t.nrows * sizeof(*t.rows)));
+		/*
+		 * The same rules where CFI gives them; without section headers there are no
+		 * symbols, so no function is analysed from its code.
+		 */
+		if (CHECK_EQ_I(build_mem(img, size, &t), 0)) {
+			CHECK_EQ_U(t.ninsn, 0);
+			CHECK(good.ninsn > 0);
+			for (size_t i = 0; i < t.nrows; i++) {
+				const struct profd_unwind_row *g = lookup(&good, t.rows[i].pc);
+
+				if (cfi_fde_find(good.insn, good.ninsn, t.rows[i].pc))
+					continue;
+				if (!CHECK(g && g->kind == t.rows[i].kind &&
+					   g->cfa == t.rows[i].cfa && g->reg == t.rows[i].reg))
+					fprintf(stderr, "  at 0x%x\n", t.rows[i].pc);
+			}
+		}
 		cfi_table__fini(&t);
 	}
 
@@ -426,6 +573,7 @@ int main(void)
 	test_kinds();
 	test_debug_frame();
 	test_drap_gcc();
+	test_insn();
 	test_damaged();
 	return CHECK_DONE();
 }
