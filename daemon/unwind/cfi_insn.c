@@ -6,9 +6,11 @@
  * Each function is decoded (Capstone) from its first instruction to its end, in address order,
  * following what the stack pointer does: push/pop, sub/add rsp with an immediate, lea rsp
  * relative to rsp or rbp, enter/leave, mov rbp,rsp and mov rsp,rbp, and where rbp is saved
- * (push rbp, or mov rbp to [rsp + N] after a sub rsp). Every instruction boundary gets the rule
- * of the state before it, as an RSP or RBP row (bpf/abi.h). An epilogue (pops, stack loads,
- * add rsp, leave) ending in a ret or an unconditional jmp leaves the state it undid for the
+ * (push rbp, or mov rbp to [rsp + N] after a sub rsp), and a copy of rsp kept in another
+ * register while rsp is aligned (OpenBLAS's mov %rsp,%rbx; and $-4096,%rsp). Every instruction
+ * boundary gets the rule of the state before it, as an RSP, RBP or CFA_REG row (bpf/abi.h; the
+ * last only in the first frame, as the walker has registers only there). An epilogue (pops, stack
+ * loads, add rsp, leave) ending in a ret or an unconditional jmp leaves the state it undid for the
  * code after it: as LLDB's x86 assembly inspection does, the state from before the epilogue
  * is taken up again there, since that code is reached by a jump from the body (an early
  * return in the middle of a function). A conditional jump or a call changes nothing.
@@ -51,6 +53,13 @@ struct ax_state {
 	bool sp_ok, fp_ok;
 	int64_t sp, fp;
 	int64_t rbp;
+	/*
+	 * A copy of rsp in another register (OpenBLAS: mov %rsp,%rbx before aligning rsp):
+	 * CFA = alt + alt_off, a CFA_REG row (the first frame only) while rsp is not known.
+	 * alt: its DWARF number, -1 none.
+	 */
+	int alt;
+	int64_t alt_off;
 };
 
 static bool is_rsp(unsigned int r)
@@ -79,6 +88,47 @@ static bool op_mem(const cs_x86_op *o, unsigned int base, int64_t *disp)
 }
 
 /* An explicit operand that writes rsp (wsp) or rbp (!wsp). */
+/* The DWARF number (x86-64 psABI) of a general register or any part of it; -1 for others. */
+static int dwarf_reg(unsigned int r)
+{
+	static const unsigned int fam[][5] = {
+	    {X86_REG_RAX, X86_REG_EAX, X86_REG_AX, X86_REG_AL, X86_REG_AH},
+	    {X86_REG_RDX, X86_REG_EDX, X86_REG_DX, X86_REG_DL, X86_REG_DH},
+	    {X86_REG_RCX, X86_REG_ECX, X86_REG_CX, X86_REG_CL, X86_REG_CH},
+	    {X86_REG_RBX, X86_REG_EBX, X86_REG_BX, X86_REG_BL, X86_REG_BH},
+	    {X86_REG_RSI, X86_REG_ESI, X86_REG_SI, X86_REG_SIL, X86_REG_SIL},
+	    {X86_REG_RDI, X86_REG_EDI, X86_REG_DI, X86_REG_DIL, X86_REG_DIL},
+	    {X86_REG_RBP, X86_REG_EBP, X86_REG_BP, X86_REG_BPL, X86_REG_BPL},
+	    {X86_REG_RSP, X86_REG_ESP, X86_REG_SP, X86_REG_SPL, X86_REG_SPL},
+	    {X86_REG_R8, X86_REG_R8D, X86_REG_R8W, X86_REG_R8B, X86_REG_R8B},
+	    {X86_REG_R9, X86_REG_R9D, X86_REG_R9W, X86_REG_R9B, X86_REG_R9B},
+	    {X86_REG_R10, X86_REG_R10D, X86_REG_R10W, X86_REG_R10B, X86_REG_R10B},
+	    {X86_REG_R11, X86_REG_R11D, X86_REG_R11W, X86_REG_R11B, X86_REG_R11B},
+	    {X86_REG_R12, X86_REG_R12D, X86_REG_R12W, X86_REG_R12B, X86_REG_R12B},
+	    {X86_REG_R13, X86_REG_R13D, X86_REG_R13W, X86_REG_R13B, X86_REG_R13B},
+	    {X86_REG_R14, X86_REG_R14D, X86_REG_R14W, X86_REG_R14B, X86_REG_R14B},
+	    {X86_REG_R15, X86_REG_R15D, X86_REG_R15W, X86_REG_R15B, X86_REG_R15B},
+	};
+
+	for (int i = 0; i < 16; i++)
+		for (int k = 0; k < 5; k++)
+			if (fam[i][k] == r)
+				return i;
+	return -1;
+}
+
+/* An explicit operand that writes the register of DWARF number reg. */
+static bool writes_dwarf(const cs_x86 *x, int reg)
+{
+	for (int i = 0; i < x->op_count; i++) {
+		const cs_x86_op *o = &x->operands[i];
+
+		if (o->type == X86_OP_REG && (o->access & CS_AC_WRITE) && dwarf_reg(o->reg) == reg)
+			return true;
+	}
+	return false;
+}
+
 static bool writes(const cs_x86 *x, bool wsp)
 {
 	for (int i = 0; i < x->op_count; i++) {
@@ -140,6 +190,8 @@ static int ax_apply(struct ax_state *s, const cs_insn *in)
 		return 0;
 	case X86_INS_POP:
 	case X86_INS_POPFQ:
+		if (one && a->type == X86_OP_REG && dwarf_reg(a->reg) == s->alt)
+			s->alt = -1;
 		if (one && is_rbp(a->reg)) {
 			s->fp_ok = false;
 			if (s->sp_ok && s->rbp == -s->sp)
@@ -181,6 +233,19 @@ static int ax_apply(struct ax_state *s, const cs_insn *in)
 			s->sp = s->fp;
 			return 1;
 		}
+		/* rsp kept in another register, and taken back from it */
+		if (b->type == X86_OP_REG && b->reg == X86_REG_RSP && a->type == X86_OP_REG &&
+		    dwarf_reg(a->reg) >= 0 && dwarf_reg(a->reg) != 6 && a->size == 8) {
+			s->alt = s->sp_ok ? dwarf_reg(a->reg) : -1;
+			s->alt_off = s->sp;
+			return 0;
+		}
+		if (op_reg(a, X86_REG_RSP) && b->type == X86_OP_REG && s->alt >= 0 &&
+		    dwarf_reg(b->reg) == s->alt) {
+			s->sp_ok = true;
+			s->sp = s->alt_off;
+			return 1;
+		}
 		/* MKL saves rbp into the frame it made with sub rsp: mov %rbp,N(%rsp). */
 		if (op_reg(b, X86_REG_RBP) && op_mem(a, X86_REG_RSP, &d) && s->sp_ok && !s->rbp &&
 		    !s->fp_ok) {
@@ -220,6 +285,8 @@ static int ax_apply(struct ax_state *s, const cs_insn *in)
 		s->sp_ok = false;
 	if (writes(x, false))
 		s->fp_ok = false;
+	if (s->alt >= 0 && writes_dwarf(x, s->alt))
+		s->alt = -1;
 	return 0;
 }
 
@@ -229,8 +296,19 @@ static struct profd_unwind_row ax_row(const struct ax_state *s)
 	static const struct profd_unwind_row gap = {.kind = PROFD_UW_GAP};
 	int64_t off = s->fp_ok ? s->fp : s->sp;
 
-	if ((!s->fp_ok && !s->sp_ok) || off < 8 || off % 8 || off / 8 > UINT16_MAX || s->rbp % 8 ||
-	    s->rbp / 8 < INT8_MIN || s->rbp / 8 > INT8_MAX)
+	if (s->rbp % 8 || s->rbp / 8 < INT8_MIN || s->rbp / 8 > INT8_MAX)
+		return gap;
+	if (!s->fp_ok && !s->sp_ok) {
+		/* CFA = reg + 8 * (cfa & 0xff), rbp at CFA + 8 * (s8)(cfa >> 8) */
+		if (s->alt < 0 || s->alt_off < 8 || s->alt_off % 8 || s->alt_off / 8 > UINT8_MAX)
+			return gap;
+		return (struct profd_unwind_row){
+		    .kind = PROFD_UW_CFA_REG,
+		    .reg = (int8_t)s->alt,
+		    .cfa = (uint16_t)((uint64_t)(s->alt_off / 8) |
+				      (uint64_t)(uint8_t)(int8_t)(s->rbp / 8) << 8)};
+	}
+	if (off < 8 || off % 8 || off / 8 > UINT16_MAX)
 		return gap;
 	return (struct profd_unwind_row){.kind = s->fp_ok ? PROFD_UW_RBP : PROFD_UW_RSP,
 					 .reg = (int8_t)(s->rbp / 8),
@@ -258,7 +336,7 @@ struct target {
 static int analyse(csh h, cs_insn *in, const uint8_t *code, size_t size, uint64_t start,
 		   struct rows *out, uint64_t *budget, struct cfi_stats *st)
 {
-	struct ax_state s = {.sp_ok = true, .sp = 8}, pre = s;
+	struct ax_state s = {.sp_ok = true, .sp = 8, .alt = -1}, pre = s;
 	struct target tg[TARGETS_MAX];
 	size_t ntg = 0;
 	bool in_epi = false, after_exit = false;
