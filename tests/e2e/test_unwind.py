@@ -22,7 +22,9 @@
 #
 #  - drap: the chain whose c3 realigns its stack with a DRAP register (gcc: CFA = *(rbp - 24),
 #    rbp at rbp + 0): whole as the chain;
-# Usage: test_unwind.py [chain|drap|signal|recurse|spawn|stripped|python]...   (default: all)
+#  - lld: the chain linked by lld, whose executable segment starts in the page where the
+#    read-only one ends (as numpy's OpenBLAS after auditwheel): whole as the chain;
+# Usage: test_unwind.py [chain|drap|lld|signal|recurse|spawn|stripped|python]...   (default: all)
 # `test_unwind.py --self-check` runs the stack checks on handcrafted stacks (no root, no daemon):
 # each must pass on a whole stack and fail on stacks broken the ways walks break.
 # PROFD_UNWIND_COMPILERS=gcc,clang picks the fixtures' compilers.
@@ -386,6 +388,23 @@ def run_drap(cc):
     measure(label, r.folded, "whole stacks", chain_whole, lambda fr: True, WHOLE)
 
 
+def run_lld(cc):
+    # lld packs the segments: the executable one starts in the read-only one's last page, at an
+    # address a page further. A wrong bias for that mapping breaks every walk through it.
+    if cc != "clang":
+        return
+    path = fixture("unwind_chain_lld")
+    loads = subprocess.run(["readelf", "-lW", path], check=True, capture_output=True,
+                           text=True).stdout
+    segs = [ln.split() for ln in loads.splitlines() if ln.split()[:1] == ["LOAD"]]
+    x = [sg for sg in segs if "E" in sg[6:-1]]
+    expect(x and int(x[0][1], 16) & ~4095 != int(x[0][2], 16) & ~4095,
+           "lld: the executable segment's page offset and address differ (the layout tested)")
+    label = "chain lld"
+    r = profile(label, [path, "2000"], after=lambda d, run: check_status(label, d))
+    measure(label, r.folded, "whole stacks", chain_whole, lambda fr: True, WHOLE)
+
+
 def run_signal(cc):
     label = f"signal {cc}"
     r = profile(label, [fixture_path("signal", cc)],
@@ -619,9 +638,10 @@ def main():
     if sys.argv[1:] == ["--self-check"]:
         sys.exit(self_check())
     require_root()
-    groups = sys.argv[1:] or ["chain", "drap", "signal", "recurse", "spawn", "stripped",
+    groups = sys.argv[1:] or ["chain", "drap", "lld", "signal", "recurse", "spawn", "stripped",
                               "python"]
-    known = {"chain": run_chain, "drap": run_drap, "signal": run_signal, "recurse": run_recurse,
+    known = {"chain": run_chain, "drap": run_drap, "lld": run_lld, "signal": run_signal,
+             "recurse": run_recurse,
              "spawn": run_spawn, "stripped": run_stripped, "python": None}
     bad = [g for g in groups if g not in known]
     if bad:
