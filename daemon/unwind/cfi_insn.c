@@ -60,6 +60,7 @@ struct ax_state {
 	 */
 	int alt;
 	int64_t alt_off;
+	bool rbp_lost; /* rbp written before it was saved: a later save holds no caller's value */
 };
 
 static bool is_rsp(unsigned int r)
@@ -174,7 +175,19 @@ static void sp_move(struct ax_state *s, int64_t delta)
  * Apply one instruction to s. Returns 1 when it undoes part of the frame (an epilogue step),
  * 0 otherwise. What cannot be followed clears sp_ok or fp_ok.
  */
+static int ax_step(struct ax_state *s, const cs_insn *in);
+
 static int ax_apply(struct ax_state *s, const cs_insn *in)
+{
+	bool saved = s->rbp != 0;
+	int r = ax_step(s, in);
+
+	if (!saved && !s->rbp && writes(&in->detail->x86, false))
+		s->rbp_lost = true;
+	return r;
+}
+
+static int ax_step(struct ax_state *s, const cs_insn *in)
 {
 	const cs_x86 *x = &in->detail->x86;
 	const cs_x86_op *a = &x->operands[0], *b = &x->operands[1];
@@ -185,7 +198,8 @@ static int ax_apply(struct ax_state *s, const cs_insn *in)
 	case X86_INS_PUSH:
 	case X86_INS_PUSHFQ:
 		sp_move(s, -8);
-		if (one && op_reg(a, X86_REG_RBP) && !s->rbp && s->sp_ok && !s->fp_ok)
+		if (one && op_reg(a, X86_REG_RBP) && !s->rbp && !s->rbp_lost && s->sp_ok &&
+		    !s->fp_ok)
 			s->rbp = -s->sp;
 		return 0;
 	case X86_INS_POP:
@@ -248,7 +262,7 @@ static int ax_apply(struct ax_state *s, const cs_insn *in)
 		}
 		/* MKL saves rbp into the frame it made with sub rsp: mov %rbp,N(%rsp). */
 		if (op_reg(b, X86_REG_RBP) && op_mem(a, X86_REG_RSP, &d) && s->sp_ok && !s->rbp &&
-		    !s->fp_ok) {
+		    !s->rbp_lost && !s->fp_ok) {
 			s->rbp = d - s->sp;
 			return 0;
 		}
@@ -268,7 +282,7 @@ static int ax_apply(struct ax_state *s, const cs_insn *in)
 		return 1;
 	case X86_INS_ENTER:
 		sp_move(s, -8);
-		if (!s->rbp && s->sp_ok)
+		if (!s->rbp && !s->rbp_lost && s->sp_ok)
 			s->rbp = -s->sp;
 		s->fp_ok = s->sp_ok;
 		s->fp = s->sp;
@@ -320,8 +334,10 @@ static bool is_branch_away(const cs_insn *in)
 	return in->id == X86_INS_RET || in->id == X86_INS_JMP || in->id == X86_INS_UD2;
 }
 
-/* Forward jumps of one function remembered with their state: the code after a ret may be one's
- * target (an early exit taken before the prologue), better known than by the LLDB rule. */
+/*
+ * Forward jumps of one function remembered with their state: the code after a ret may be one's
+ * target (an early exit taken before the prologue), better known than by the LLDB rule.
+ */
 #define TARGETS_MAX 64
 
 struct target {

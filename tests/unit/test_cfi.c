@@ -402,6 +402,8 @@ static void test_insn(void)
 	CHECK_ROW(&b, fa.e, "insn_lost", 0, RSP, 1, 0);
 	CHECK_ROW(&b, fa.e, "insn_lost_1", 0, GAP, 0, 0);
 	CHECK_ROW(&b, fa.e, "insn_lost_1", 4, GAP, 0, 0);
+	/* a store of an rbp already overwritten is not its save slot */
+	CHECK_ROW(&b, fa.e, "insn_clobber_1", 0, RSP, 4, 0);
 	/* OpenBLAS: after and rsp, CFA = rbx + 16 (cfa = 2, rbp unchanged) */
 	CHECK_ROW(&b, fa.e, "insn_regsp", 11, CFA_REG, 2, 3);
 	/* the MKL frame: CFA = rsp + 0x88, rbp at CFA - 0x80 */
