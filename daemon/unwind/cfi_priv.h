@@ -78,6 +78,35 @@ struct sources {
 	size_t n;
 };
 
+/* DWARF register numbers (x86-64 psABI). */
+#define REG_RBP 6
+#define REG_RSP 7
+#define REG_RIP 16
+
+/* The CFA machine's state (cfi.c): what the walker uses, the CFA, rbp and the return address. */
+enum { CFA_REGOFF, CFA_EXPR, CFA_BAD };
+enum { R_UNSET, R_SAME, R_UNDEF, R_OFFSET, R_VAL_OFFSET, R_REG, R_EXPR, R_VAL_EXPR };
+
+struct rule {
+	uint8_t type;
+	int64_t off;	     /* R_OFFSET, R_VAL_OFFSET */
+	uint64_t reg;	     /* R_REG */
+	const uint8_t *expr; /* R_EXPR: into the section */
+	uint64_t expr_len;
+};
+
+struct vm_state {
+	uint8_t cfa_type;
+	uint64_t cfa_reg;
+	int64_t cfa_off;
+	const uint8_t *expr; /* CFA_EXPR: into the section */
+	uint64_t expr_len;
+	struct rule rbp, ra;
+};
+
+/* The row of one state (cfi_rule.c; a signal FDE is handled by the caller). */
+struct profd_unwind_row cfi_rule_row(const struct vm_state *st);
+
 /* One row in the making: its pc and rule. */
 struct prow {
 	uint64_t pc;
