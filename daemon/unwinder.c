@@ -333,8 +333,8 @@ static int use_debug_build(void *arg, Elf *debug)
 /*
  * The executable PT_LOAD headers of e (all of them if none is) into *loads (malloc'd): only
  * executable mappings are described, and a read-only segment may end in the page where the
- * executable one starts (lld, patchelf), which would give that page's mapping the wrong bias.
- * Returns 0 or a negative errno.
+ * executable one starts (lld, numpy's OpenBLAS), which would give that page's mapping the
+ * wrong bias. Returns 0 or a negative errno.
  */
 static int read_loads(Elf *e, struct elf_load **loads, size_t *n)
 {
