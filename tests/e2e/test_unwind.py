@@ -307,6 +307,15 @@ def check_status(label, d, need_truncated=False):
         expect(text == js, f"{label}: status text and JSON give the same walk counts "
                f"({text} vs {js})")
     expect(text.get("bottom", 0) > 0, f"{label}: walks reached the bottom ({text.get('bottom')})")
+    # Functions without CFI analysed from their code (the fixtures' _init, _fini, frame_dummy...):
+    # counted apart, text and JSON alike.
+    m = re.search(r"from machine code: (\d+) functions without CFI, (\d+) rows", t.stdout)
+    ju = json.loads(j.stdout).get("unwind", {}) if js is not None else {}
+    if expect(m is not None, f"{label}: status shows a 'from machine code:' line"):
+        got = (int(m.group(1)), int(m.group(2)))
+        expect(got[0] > 0 and got == (ju.get("insn_functions"), ju.get("insn_rows")),
+               f"{label}: functions analysed from their code, text {got} and JSON "
+               f"({ju.get('insn_functions')}, {ju.get('insn_rows')})")
     if need_truncated:
         expect(text.get("truncated", 0) > 0,
                f"{label}: status counts truncated walks ({text.get('truncated')})")
