@@ -274,7 +274,13 @@ enum profd_unwind_kind {
 	PROFD_UW_DEREF = 8,
 	/* No FDE covers the pc (code without CFI between functions): step with frame pointers. */
 	PROFD_UW_GAP = 9,
+	/*
+	 * GCC's realigned stack (DRAP): CFA = *(rbp + 8 * reg); with PROFD_UW_DRAP_SAVED in cfa,
+	 * rbp is restored from rbp + 8 * (s8)(cfa & 0xff), else it keeps its value.
+	 */
+	PROFD_UW_DRAP = 10,
 };
+#define PROFD_UW_DRAP_SAVED 0x100
 
 /*
  * One row: its rule holds from pc (an ELF virtual address) up to the next row's pc. reg: for

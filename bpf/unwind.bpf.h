@@ -289,8 +289,9 @@ static __always_inline __u64 uw_reg(struct uw_state *st, __s8 reg)
 /* One CFI step by the row r that covers the frame's pc. */
 static __always_inline long uw_step_row(struct uw_state *st, const struct profd_unwind_row *r)
 {
-	__u64 cfa, ra, rbp_slot = 0;
+	__u64 cfa, ra, rbp_slot = 0, drap_bp = 0;
 	__s8 rbp_off = 0;
+	bool drap_saved = false;
 
 	switch (r->kind) {
 	case PROFD_UW_RSP:
@@ -309,6 +310,18 @@ static __always_inline long uw_step_row(struct uw_state *st, const struct profd_
 			return uw_stop(st, PROFD_UNWIND_READ_FAULT);
 		cfa += 8 * (__s64)(__s8)(r->cfa >> 8);
 		rbp_off = r->reg;
+		break;
+	case PROFD_UW_DRAP:
+		/* Both slots are below this frame's rbp: read them before rbp changes. */
+		if (bpf_probe_read_user(&cfa, sizeof(cfa), (void *)(st->bp + 8 * (__s64)r->reg)))
+			return uw_stop(st, PROFD_UNWIND_READ_FAULT);
+		if (r->cfa & PROFD_UW_DRAP_SAVED) {
+			if (bpf_probe_read_user(
+				&drap_bp, sizeof(drap_bp),
+				(void *)(st->bp + 8 * (__s64)(__s8)(r->cfa & 0xff))))
+				return uw_stop(st, PROFD_UNWIND_READ_FAULT);
+			drap_saved = true;
+		}
 		break;
 	case PROFD_UW_CFA_REG:
 		if (!st->exact)
@@ -343,6 +356,8 @@ static __always_inline long uw_step_row(struct uw_state *st, const struct profd_
 			return uw_stop(st, PROFD_UNWIND_READ_FAULT);
 		st->bp = rbp_slot;
 	}
+	if (drap_saved)
+		st->bp = drap_bp;
 	st->sp = cfa;
 	st->pc = ra;
 	st->exact = 0;

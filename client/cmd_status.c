@@ -358,6 +358,14 @@ static void print_unwind(FILE *out, const Profd__StatusReply *st)
 		fprintf(out, "; %" PRIu64 " mappings over the 512 a process may have",
 			u->mappings_dropped);
 	fputc('\n', out);
+	/* Apart from the CFI's: rows of functions without CFI, analysed from their code. */
+	if (u->has_insn_functions)
+		fprintf(out,
+			"%-14sfrom machine code: %" PRIu64 " functions without CFI, %" PRIu64
+			" rows, %" PRIu64 " followed in part, %" PRIu64
+			" left out (size, budget), %" PRIu64 " instructions\n",
+			"", u->insn_functions, u->insn_rows, u->insn_partial, u->insn_skipped,
+			u->insn_instructions);
 }
 
 static void status_print_text(FILE *out, const Profd__StatusReply *st)

@@ -229,6 +229,11 @@ static void status_unwind(struct daemon *d, const uint64_t *cnt, Profd__UnwindSt
 	SET(too_big, us.too_big);
 	SET(evictions, us.evictions);
 	SET(over_budget, us.over_budget);
+	SET(insn_functions, us.insn_functions);
+	SET(insn_rows, us.insn_rows);
+	SET(insn_partial, us.insn_partial);
+	SET(insn_skipped, us.insn_skipped);
+	SET(insn_instructions, us.insn_insns);
 	SET(cache_hits, us.cache_hits);
 	SET(processes, us.procs);
 	SET(queued, us.queued);

@@ -330,10 +330,16 @@ static int use_debug_build(void *arg, Elf *debug)
 	return cfi_table__build(a[0], debug, a[1]);
 }
 
-/* PT_LOAD headers of e into *loads (malloc'd). Returns 0 or a negative errno. */
+/*
+ * The executable PT_LOAD headers of e (all of them if none is) into *loads (malloc'd): only
+ * executable mappings are described, and a read-only segment may end in the page where the
+ * executable one starts (lld, numpy's OpenBLAS), which would give that page's mapping the
+ * wrong bias. Returns 0 or a negative errno.
+ */
 static int read_loads(Elf *e, struct elf_load **loads, size_t *n)
 {
 	size_t phnum, k = 0;
+	bool any_x = false;
 	GElf_Phdr ph;
 
 	if (elf_getphdrnum(e, &phnum) || phnum == 0 || phnum > 256)
@@ -341,8 +347,12 @@ static int read_loads(Elf *e, struct elf_load **loads, size_t *n)
 	*loads = calloc(phnum, sizeof(**loads));
 	if (!*loads)
 		return -ENOMEM;
+	for (size_t i = 0; i < phnum; i++)
+		if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD && (ph.p_flags & PF_X))
+			any_x = true;
 	for (size_t i = 0; i < phnum; i++) {
-		if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD)
+		if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD ||
+		    (any_x && !(ph.p_flags & PF_X)))
 			continue;
 		(*loads)[k++] = (struct elf_load){.offset = ph.p_offset,
 						  .filesz = ph.p_filesz,
@@ -647,6 +657,11 @@ static long table_get(struct unwinder *u, const struct file_id *f, int fd, const
 	} else {
 		u->st.builds++;
 		u->st.build_ns += mono_ns() - t0;
+		u->st.insn_functions += ct.stats.insn_functions;
+		u->st.insn_rows += ct.stats.insn_rows;
+		u->st.insn_partial += ct.stats.insn_partial;
+		u->st.insn_skipped += ct.stats.insn_skipped;
+		u->st.insn_insns += ct.stats.insn_insns;
 		pr_debug("unwind: %s: %zu rows (%u FDEs, %u invalid) in %.1f ms", path, ct.nrows,
 			 ct.stats.fdes, ct.stats.fdes_invalid, (mono_ns() - t0) / 1e6);
 	}

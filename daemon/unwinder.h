@@ -40,6 +40,8 @@ struct unwinder_stats {
 	uint64_t too_big;      /* files whose table alone exceeds the budget */
 	uint64_t evictions;    /* tables dropped for the budget */
 	uint64_t over_budget;  /* tables not loaded: the budget held only the process's own */
+	/* of the tables built: functions without CFI analysed from their code (struct cfi_stats) */
+	uint64_t insn_functions, insn_rows, insn_partial, insn_skipped, insn_insns;
 	uint64_t cache_hits;   /* mappings whose file's table was loaded already */
 	uint64_t procs;	       /* processes described to the kernel now */
 	uint64_t described;    /* descriptions written (first ones and refreshes) */

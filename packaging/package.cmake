@@ -65,7 +65,9 @@ set(CPACK_DEBIAN_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_RELEASE 1)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
-# Library dependencies from the binaries (dpkg-shlibdeps); then what they do not show: kill(1)
+# Library dependencies from the binaries (dpkg-shlibdeps: libcapstone4 for the unwind rows from
+# machine code, libelf1, libbpf1, ...; building needs libcapstone-dev, scripts/install-deps);
+# then what they do not show: kill(1)
 # for `systemctl reload profd`, and the CA bundle for HTTPS export with the system's CAs.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "procps")

@@ -5,7 +5,8 @@
  *   profd-cfi [--fdes] FILE [DEBUGFILE]
  *
  * One row per line, "0x<pc> <KIND> cfa=<cfa> reg=<reg>" (the raw fields of struct
- * profd_unwind_row), then "# " lines with the counts. --fdes prints the FDE ranges instead,
+ * profd_unwind_row), " insn" after a row that comes from the machine code of a function without
+ * CFI, then "# " lines with the counts. --fdes prints the FDE ranges instead,
  * "0x<start> 0x<end>". Exits 1 with one line on stderr when a file cannot be used.
  */
 #include "cfi.h"
@@ -108,12 +109,16 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		for (size_t k = 0; k < t.nrows; k++)
-			printf("0x%x %s cfa=%u reg=%d\n", t.rows[k].pc,
-			       cfi_kind_name(t.rows[k].kind), t.rows[k].cfa, t.rows[k].reg);
+			printf("0x%x %s cfa=%u reg=%d%s\n", t.rows[k].pc,
+			       cfi_kind_name(t.rows[k].kind), t.rows[k].cfa, t.rows[k].reg,
+			       cfi_fde_find(t.insn, t.ninsn, t.rows[k].pc) ? " insn" : "");
 		printf("# cies %u fdes %u fdes_debug_frame %u fdes_invalid %u rows %u "
 		       "rows_invalid %u bytes %zu\n",
 		       t.stats.cies, t.stats.fdes, t.stats.fdes_debug_frame, t.stats.fdes_invalid,
 		       t.stats.rows, t.stats.rows_invalid, t.nrows * sizeof(*t.rows));
+		printf("# insn functions %u rows %u partial %u skipped %u instructions %llu\n",
+		       t.stats.insn_functions, t.stats.insn_rows, t.stats.insn_partial,
+		       t.stats.insn_skipped, (unsigned long long)t.stats.insn_insns);
 		cfi_table__fini(&t);
 	}
 	ret = 0;

@@ -3,7 +3,8 @@
  * CFI to compact unwind rows. Two passes: the FDEs of .eh_frame (and of .debug_frame for ranges
  * .eh_frame lacks) are collected and sorted by start; then each one's CIE and CFA program run
  * on a small machine that tracks only what the BPF walker uses (the CFA, rbp and the return
- * address), and each state maps to one row kind (see rule_row() and docs/unwinding.md).
+ * address), and each state maps to one row kind (cfi_rule.c, docs/unwinding.md). Functions
+ * without an FDE get rows from their machine code (cfi_insn.c).
  *
  * Every read goes through struct cur, which stops at its end: lengths, offsets and CIE
  * pointers from the file never reach memory outside their section.
@@ -19,10 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* DWARF register numbers (x86-64 psABI). */
-#define REG_RBP 6
-#define REG_RSP 7
-#define REG_RIP 16
 /* Saved states one FDE may stack with DW_CFA_remember_state. */
 #define STATE_STACK_MAX 32
 /* Next FDE more than this many bytes after one's end: a GAP row at the end (alignment pads). */
@@ -32,24 +29,6 @@
 
 /* --- the CFA machine -------------------------------------------------------------------------- */
 
-enum { CFA_REGOFF, CFA_EXPR, CFA_BAD };
-enum { R_UNSET, R_SAME, R_UNDEF, R_OFFSET, R_VAL_OFFSET, R_REG, R_EXPR, R_VAL_EXPR };
-
-struct rule {
-	uint8_t type;
-	int64_t off;  /* R_OFFSET, R_VAL_OFFSET */
-	uint64_t reg; /* R_REG */
-};
-
-struct vm_state {
-	uint8_t cfa_type;
-	uint64_t cfa_reg;
-	int64_t cfa_off;
-	const uint8_t *expr; /* CFA_EXPR: into the section */
-	uint64_t expr_len;
-	struct rule rbp, ra;
-};
-
 struct vm {
 	const struct cie *cie;
 	const struct frame_sec *sec;
@@ -57,17 +36,6 @@ struct vm {
 	struct vm_state stack[STATE_STACK_MAX];
 	unsigned int depth;
 	uint64_t loc, end;
-};
-
-/* One row in the making: its pc and rule. */
-struct prow {
-	uint64_t pc;
-	struct profd_unwind_row row;
-};
-
-struct rows {
-	struct prow *v;
-	size_t n, cap;
 };
 
 static struct rule *vm_rule(struct vm *m, uint64_t reg)
@@ -84,7 +52,7 @@ static void set_rule(struct vm *m, uint64_t reg, uint8_t type, int64_t off, uint
 	struct rule *r = vm_rule(m, reg);
 
 	if (r)
-		*r = (struct rule){type, off, r2};
+		*r = (struct rule){type, off, r2, NULL, 0};
 }
 
 static bool mul_ok(int64_t a, int64_t b, int64_t *out)
@@ -93,7 +61,6 @@ static bool mul_ok(int64_t a, int64_t b, int64_t *out)
 }
 
 static int vm_emit(struct rows *out, uint64_t pc, const struct profd_unwind_row *row);
-static struct profd_unwind_row rule_row(const struct vm_state *st);
 
 /*
  * Run a CFA program. init: the CIE's instructions (no rows, no location). Rows go to out (NULL
@@ -135,7 +102,7 @@ static int vm_run(struct vm *m, struct cur c, struct rows *out)
 				return -EINVAL;
 			delta = 0;
 			if (m->loc < m->end) {
-				row = rule_row(&m->st);
+				row = cfi_rule_row(&m->st);
 				err = vm_emit(out, m->loc, &row);
 				if (err)
 					return err;
@@ -223,8 +190,15 @@ static int vm_run(struct vm *m, struct cur c, struct rows *out)
 		case 0x10: /* expression */
 		case 0x16: /* val_expression */
 			reg = cfi_rd_uleb(&c);
-			cfi_skip(&c, cfi_rd_uleb(&c));
+			v = cfi_rd_uleb(&c);
 			set_rule(m, reg, op == 0x10 ? R_EXPR : R_VAL_EXPR, 0, 0);
+			/* Kept for the shapes cfi_rule_row() knows (GCC's realigned frames). */
+			r = vm_rule(m, reg);
+			if (r && op == 0x10 && v <= (uint64_t)(c.end - c.p)) {
+				r->expr = c.p;
+				r->expr_len = v;
+			}
+			cfi_skip(&c, v);
 			break;
 		case 0x11: /* offset_extended_sf */
 			reg = cfi_rd_uleb(&c);
@@ -263,7 +237,7 @@ advance:
 		if (c.bad || !out)
 			return -EINVAL; /* a CIE has no location */
 		if (m->loc < m->end) {
-			row = rule_row(&m->st);
+			row = cfi_rule_row(&m->st);
 			err = vm_emit(out, m->loc, &row);
 			if (err)
 				return err;
@@ -283,137 +257,9 @@ restore:
 	return c.bad ? -EINVAL : 0;
 }
 
-/* --- rules to rows ---------------------------------------------------------------------------- */
+/* --- rows ---------------------------------------------------------------------------------- */
 
 static const struct profd_unwind_row row_invalid = {.kind = PROFD_UW_INVALID};
-
-/* A byte offset in units of 8 within [lo, hi]. */
-static bool units8(int64_t off, int64_t lo, int64_t hi, int64_t *out)
-{
-	if (off % 8)
-		return false;
-	*out = off / 8;
-	return *out >= lo && *out <= hi;
-}
-
-/* rbp's save slot, CFA + 8 * *slot; 0 unchanged. false: a rule the walker cannot apply. */
-static bool rbp_slot(const struct rule *r, int8_t *slot)
-{
-	int64_t u;
-
-	switch (r->type) {
-	case R_UNSET:
-	case R_SAME:
-	case R_UNDEF:
-		*slot = 0;
-		return true;
-	case R_OFFSET:
-		if (!units8(r->off, INT8_MIN, INT8_MAX, &u) || u == 0)
-			return false;
-		*slot = (int8_t)u;
-		return true;
-	default:
-		return false;
-	}
-}
-
-/*
- * .plt's CFA: rsp + 8 + (((rip & 15) >= T) << 3), the bytes gcc and ld emit for T 10 or 11:
- * breg7 8; breg16 0; lit15; and; litT; ge; lit3; shl; plus.
- */
-static bool plt_threshold(const uint8_t *e, uint64_t len, uint8_t *thr)
-{
-	static const uint8_t pat[] = {0x77, 0x08, 0x80, 0x00, 0x3f, 0x1a,
-				      0x00, 0x2a, 0x33, 0x24, 0x22};
-
-	if (len != sizeof(pat))
-		return false;
-	for (size_t i = 0; i < sizeof(pat); i++)
-		if (i != 6 && e[i] != pat[i])
-			return false;
-	if (e[6] != 0x30 + 10 && e[6] != 0x30 + 11)
-		return false;
-	*thr = e[6] - 0x30;
-	return true;
-}
-
-/* breg7 N; deref[; plus_uconst M]: CFA = *(rsp + N) + M. */
-static bool deref_expr(const uint8_t *e, uint64_t len, int64_t *n, int64_t *m)
-{
-	struct cur c = {e, e + len, false};
-
-	if (cfi_rd_u8(&c) != 0x77)
-		return false;
-	*n = cfi_rd_sleb(&c);
-	if (cfi_rd_u8(&c) != 0x06)
-		return false;
-	*m = 0;
-	if (c.p < c.end) {
-		uint64_t v;
-
-		if (cfi_rd_u8(&c) != 0x23)
-			return false;
-		v = cfi_rd_uleb(&c);
-		if (v > INT32_MAX)
-			return false;
-		*m = (int64_t)v;
-	}
-	return !c.bad && c.p == c.end;
-}
-
-/* The row for one state (a signal FDE is handled by the caller). */
-static struct profd_unwind_row rule_row(const struct vm_state *st)
-{
-	struct profd_unwind_row row = {0};
-	int64_t u, n, m;
-	int8_t slot;
-	uint8_t thr;
-
-	if (st->ra.type == R_UNDEF)
-		return (struct profd_unwind_row){.kind = PROFD_UW_STOP};
-	if (st->ra.type == R_REG) {
-		/* __vfork: the return address waits in a register, the CFA is rsp + N. */
-		if (st->cfa_type != CFA_REGOFF || st->cfa_reg != REG_RSP || st->ra.reg > REG_RIP ||
-		    !units8(st->cfa_off, 0, UINT16_MAX, &u) || !rbp_slot(&st->rbp, &slot) || slot)
-			return row_invalid;
-		return (struct profd_unwind_row){
-		    .kind = PROFD_UW_RA_REG, .reg = (int8_t)st->ra.reg, .cfa = (uint16_t)u};
-	}
-	if (st->ra.type != R_OFFSET || st->ra.off != -8 || !rbp_slot(&st->rbp, &slot))
-		return row_invalid;
-	if (st->cfa_type == CFA_REGOFF) {
-		if (st->cfa_reg == REG_RSP || st->cfa_reg == REG_RBP) {
-			if (!units8(st->cfa_off, 0, UINT16_MAX, &u))
-				return row_invalid;
-			row.kind = st->cfa_reg == REG_RSP ? PROFD_UW_RSP : PROFD_UW_RBP;
-			row.reg = slot;
-			row.cfa = (uint16_t)u;
-			return row;
-		}
-		if (st->cfa_reg > REG_RIP || !units8(st->cfa_off, 0, UINT8_MAX, &u))
-			return row_invalid;
-		row.kind = PROFD_UW_CFA_REG;
-		row.reg = (int8_t)st->cfa_reg;
-		row.cfa = (uint16_t)((uint64_t)u | (uint64_t)(uint8_t)slot << 8);
-		return row;
-	}
-	if (st->cfa_type != CFA_EXPR)
-		return row_invalid;
-	if (plt_threshold(st->expr, st->expr_len, &thr)) {
-		if (slot)
-			return row_invalid;
-		return (struct profd_unwind_row){.kind = PROFD_UW_PLT, .reg = (int8_t)thr};
-	}
-	if (deref_expr(st->expr, st->expr_len, &n, &m)) {
-		if (!units8(n, 0, UINT8_MAX, &n) || !units8(m, INT8_MIN, INT8_MAX, &m))
-			return row_invalid;
-		row.kind = PROFD_UW_DEREF;
-		row.reg = slot;
-		row.cfa = (uint16_t)((uint64_t)n | (uint64_t)(uint8_t)(int8_t)m << 8);
-		return row;
-	}
-	return row_invalid;
-}
 
 static bool row_eq(const struct profd_unwind_row *a, const struct profd_unwind_row *b)
 {
@@ -433,11 +279,7 @@ static int vm_emit(struct rows *out, uint64_t pc, const struct profd_unwind_row 
 	return 0;
 }
 
-/*
- * Append to the table: one row per pc (the later wins), equal neighbours merged. pc must not
- * be below the last row's.
- */
-static int table_push(struct rows *t, uint64_t pc, const struct profd_unwind_row *row)
+int cfi_rows_push(struct rows *t, uint64_t pc, const struct profd_unwind_row *row)
 {
 	if (t->n && t->v[t->n - 1].pc == pc) {
 		t->n--;
@@ -615,7 +457,7 @@ static int fde_rows(const struct fde_ref *f, struct rows *tmp, struct cfi_stats 
 	if (err)
 		goto out;
 	if (m->loc < end) {
-		row = rule_row(&m->st);
+		row = cfi_rule_row(&m->st);
 		err = vm_emit(tmp, m->loc, &row);
 	}
 out:
@@ -656,14 +498,14 @@ static int build_rows(const struct fde_list *l, struct rows *t, struct cfi_stats
 				goto out;
 		}
 		for (size_t k = 0; k < tmp.n && tmp.v[k].pc < eff_end; k++) {
-			err = table_push(t, tmp.v[k].pc, &tmp.v[k].row);
+			err = cfi_rows_push(t, tmp.v[k].pc, &tmp.v[k].row);
 			if (err)
 				goto out;
 		}
 		if (gap) {
 			static const struct profd_unwind_row g = {.kind = PROFD_UW_GAP};
 
-			err = table_push(t, f->end, &g);
+			err = cfi_rows_push(t, f->end, &g);
 			if (err)
 				goto out;
 		}
@@ -696,7 +538,7 @@ int cfi_fdes(Elf *elf, Elf *debug, struct cfi_fde **out, size_t *n)
 int cfi_table__build(Elf *elf, Elf *debug, struct cfi_table *out)
 {
 	struct fde_list l = {0};
-	struct rows t = {0};
+	struct rows t = {0}, a = {0};
 	struct sources src;
 	int err;
 
@@ -704,31 +546,36 @@ int cfi_table__build(Elf *elf, Elf *debug, struct cfi_table *out)
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -EINVAL;
 	err = collect_all(elf, debug, &src, &l, &out->stats);
-	if (err)
+	if (err && err != -ENOENT)
 		goto out;
-	err = build_rows(&l, &t, &out->stats);
-	if (err)
-		goto out;
-	err = fdes_out(&l, &out->fdes, &out->nfdes);
-	if (err)
-		goto out;
-	if (t.n) {
-		out->rows = malloc(t.n * sizeof(*out->rows));
-		if (!out->rows) {
-			err = -ENOMEM;
+	if (!err) {
+		err = build_rows(&l, &t, &out->stats);
+		if (err)
 			goto out;
-		}
+		err = fdes_out(&l, &out->fdes, &out->nfdes);
+		if (err)
+			goto out;
 	}
-	for (size_t i = 0; i < t.n; i++) {
-		out->rows[i] = t.v[i].row;
-		out->rows[i].pc = (uint32_t)t.v[i].pc;
-		out->stats.rows_invalid += t.v[i].row.kind == PROFD_UW_INVALID;
+	/* Functions without CFI, from their code: also in a file with no CFI at all. */
+	err = cfi_insn_add(elf, debug, out->fdes, out->nfdes, &a, &out->insn, &out->ninsn,
+			   &out->stats);
+	if (!err)
+		err = cfi_insn_merge(&t, &a, out->insn, out->ninsn, &out->rows, &out->nrows);
+	if (err)
+		goto out;
+	if (!out->nrows) {
+		err = -ENOENT;
+		goto out;
 	}
-	out->nrows = t.n;
-	out->stats.rows = (uint32_t)t.n;
+	for (size_t i = 0; i < out->nrows; i++) {
+		out->stats.rows_invalid += out->rows[i].kind == PROFD_UW_INVALID;
+		out->stats.insn_rows += !!cfi_fde_find(out->insn, out->ninsn, out->rows[i].pc);
+	}
+	out->stats.rows = (uint32_t)out->nrows;
 out:
 	free(l.v);
 	free(t.v);
+	free(a.v);
 	if (err) {
 		struct cfi_stats st = out->stats;
 
@@ -742,6 +589,7 @@ void cfi_table__fini(struct cfi_table *t)
 {
 	free(t->rows);
 	free(t->fdes);
+	free(t->insn);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -770,6 +618,7 @@ const char *cfi_kind_name(unsigned int kind)
 	    [PROFD_UW_SIGNAL] = "SIGNAL",   [PROFD_UW_STOP] = "STOP",
 	    [PROFD_UW_CFA_REG] = "CFA_REG", [PROFD_UW_RA_REG] = "RA_REG",
 	    [PROFD_UW_DEREF] = "DEREF",	    [PROFD_UW_GAP] = "GAP",
+	    [PROFD_UW_DRAP] = "DRAP",
 	};
 
 	return kind < sizeof(names) / sizeof(names[0]) && names[kind] ? names[kind] : "?";

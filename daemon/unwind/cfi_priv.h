@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cfi.h"
+
 struct cur {
 	const uint8_t *p, *end;
 	bool bad;
@@ -75,6 +77,67 @@ struct sources {
 	struct frame_sec sec[3];
 	size_t n;
 };
+
+/* DWARF register numbers (x86-64 psABI). */
+#define REG_RBP 6
+#define REG_RSP 7
+#define REG_RIP 16
+
+/* The CFA machine's state (cfi.c): what the walker uses, the CFA, rbp and the return address. */
+enum { CFA_REGOFF, CFA_EXPR, CFA_BAD };
+enum { R_UNSET, R_SAME, R_UNDEF, R_OFFSET, R_VAL_OFFSET, R_REG, R_EXPR, R_VAL_EXPR };
+
+struct rule {
+	uint8_t type;
+	int64_t off;	     /* R_OFFSET, R_VAL_OFFSET */
+	uint64_t reg;	     /* R_REG */
+	const uint8_t *expr; /* R_EXPR: into the section */
+	uint64_t expr_len;
+};
+
+struct vm_state {
+	uint8_t cfa_type;
+	uint64_t cfa_reg;
+	int64_t cfa_off;
+	const uint8_t *expr; /* CFA_EXPR: into the section */
+	uint64_t expr_len;
+	struct rule rbp, ra;
+};
+
+/* The row of one state (cfi_rule.c; a signal FDE is handled by the caller). */
+struct profd_unwind_row cfi_rule_row(const struct vm_state *st);
+
+/* One row in the making: its pc and rule. */
+struct prow {
+	uint64_t pc;
+	struct profd_unwind_row row;
+};
+
+struct rows {
+	struct prow *v;
+	size_t n, cap;
+};
+
+/*
+ * Append to a table: one row per pc (the later wins), equal neighbours merged. pc must not be
+ * below the last row's. Returns 0 or -ENOMEM.
+ */
+int cfi_rows_push(struct rows *t, uint64_t pc, const struct profd_unwind_row *row);
+
+/*
+ * Rows from machine code for the functions that a symbol of elf or debug names and no FDE
+ * covers (cfi_insn.c). fdes: the FDE ranges, sorted. a gets the analysed rows, sorted, and
+ * *ranges (malloc'd, sorted) the analysed functions' ranges; counts go to st. Returns 0 or
+ * -ENOMEM; what cannot be analysed is left out.
+ */
+int cfi_insn_add(Elf *elf, Elf *debug, const struct cfi_fde *fdes, size_t nfdes, struct rows *a,
+		 struct cfi_fde **ranges, size_t *nranges, struct cfi_stats *st);
+/*
+ * The final table (*out malloc'd, *nout rows): t's rows with a's in place of t's within the
+ * ranges fns; at each range's end t's rule there holds again. Returns 0 or -ENOMEM.
+ */
+int cfi_insn_merge(const struct rows *t, const struct rows *a, const struct cfi_fde *fns,
+		   size_t nfns, struct profd_unwind_row **out, size_t *nout);
 
 bool cfi_cur_need(struct cur *c, size_t n);
 uint8_t cfi_rd_u8(struct cur *c);

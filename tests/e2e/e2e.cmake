@@ -36,7 +36,7 @@ else()
 endif()
 while(unwind_compilers)
   list(POP_FRONT unwind_compilers cc_name cc_path)
-  foreach(fx chain signal recurse spawn)
+  foreach(fx chain drap signal recurse spawn)
     set(out ${UNWIND_FIXTURE_DIR}/unwind_${fx}_${cc_name})
     add_custom_command(OUTPUT ${out}
       COMMAND ${cc_path} ${UNWIND_FIXTURE_FLAGS} -o ${out} ${UNWIND_FIXTURE_SRC}/unwind_${fx}.c
@@ -75,6 +75,19 @@ while(unwind_compilers)
     VERBATIM)
   list(APPEND unwind_fixtures ${out})
 endwhile()
+# The chain linked by lld: its read-only segment ends in the page where its executable one
+# starts, at an address one page further (unwind_chain_lld, test_unwind.py lld).
+find_program(FIXTURE_LLD ld.lld)
+if(FIXTURE_LLD)
+  set(out ${UNWIND_FIXTURE_DIR}/unwind_chain_lld)
+  add_custom_command(OUTPUT ${out}
+    COMMAND ${CLANG} ${UNWIND_FIXTURE_FLAGS} -fuse-ld=lld -o ${out} ${UNWIND_FIXTURE_SRC}/unwind_chain.c
+    DEPENDS ${UNWIND_FIXTURE_SRC}/unwind_chain.c ${UNWIND_FIXTURE_SRC}/unwind_chain.h
+    COMMENT "Building unwind_chain_lld (clang, lld, no frame pointers)" VERBATIM)
+  list(APPEND unwind_fixtures ${out})
+else()
+  message(WARNING "no ld.lld: unwind_chain_lld is not built (test_unwind.py lld fails)")
+endif()
 add_custom_target(unwind_fixtures ALL DEPENDS ${unwind_fixtures})
 
 # Memory and latency bounds mean little under the sanitizers (ASan's quarantine holds freed

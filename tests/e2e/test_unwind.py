@@ -20,7 +20,11 @@
 # For every run: a stack that does not reach its root is marked [truncated] (honest stacks), and
 # `profctl status` shows the walks' end reasons, the same in its text and its JSON.
 #
-# Usage: test_unwind.py [chain|signal|recurse|spawn|stripped|python]...   (default: all)
+#  - drap: the chain whose c3 realigns its stack with a DRAP register (gcc: CFA = *(rbp - 24),
+#    rbp at rbp + 0): whole as the chain;
+#  - lld: the chain linked by lld, whose executable segment starts in the page where the
+#    read-only one ends (as numpy's OpenBLAS after auditwheel): whole as the chain;
+# Usage: test_unwind.py [chain|drap|lld|signal|recurse|spawn|stripped|python]...   (default: all)
 # `test_unwind.py --self-check` runs the stack checks on handcrafted stacks (no root, no daemon):
 # each must pass on a whole stack and fail on stacks broken the ways walks break.
 # PROFD_UNWIND_COMPILERS=gcc,clang picks the fixtures' compilers.
@@ -303,6 +307,15 @@ def check_status(label, d, need_truncated=False):
         expect(text == js, f"{label}: status text and JSON give the same walk counts "
                f"({text} vs {js})")
     expect(text.get("bottom", 0) > 0, f"{label}: walks reached the bottom ({text.get('bottom')})")
+    # Functions without CFI analysed from their code (the fixtures' _init, _fini, frame_dummy...):
+    # counted apart, text and JSON alike.
+    m = re.search(r"from machine code: (\d+) functions without CFI, (\d+) rows", t.stdout)
+    ju = json.loads(j.stdout).get("unwind", {}) if js is not None else {}
+    if expect(m is not None, f"{label}: status shows a 'from machine code:' line"):
+        got = (int(m.group(1)), int(m.group(2)))
+        expect(got[0] > 0 and got == (ju.get("insn_functions"), ju.get("insn_rows")),
+               f"{label}: functions analysed from their code, text {got} and JSON "
+               f"({ju.get('insn_functions')}, {ju.get('insn_rows')})")
     if need_truncated:
         expect(text.get("truncated", 0) > 0,
                f"{label}: status counts truncated walks ({text.get('truncated')})")
@@ -370,6 +383,35 @@ def run_chain(cc):
         measure(label, r.folded, "whole stacks", chain_whole, lambda fr: True, WHOLE)
         measure(label, r.folded, "main;c1;c2;c3 (in leaf, c3 or libc)", full_chain,
                 lambda fr: True, 0.90)
+
+
+def run_drap(cc):
+    # gcc's build of c3 has DRAP CFI (CFA = *(rbp - N)); without DRAP rows the test proves nothing.
+    path = fixture_path("drap", cc)
+    if cc == "gcc":
+        rows = subprocess.run([os.path.join(BUILD, "bin", "profd-cfi"), path], check=True,
+                              capture_output=True, text=True).stdout
+        expect(" DRAP " in rows, f"drap {cc}: the fixture's table has DRAP rows")
+    label = f"drap {cc}"
+    r = profile(label, [path], after=lambda d, run: check_status(label, d))
+    measure(label, r.folded, "whole stacks", chain_whole, lambda fr: True, WHOLE)
+
+
+def run_lld(cc):
+    # lld packs the segments: the executable one starts in the read-only one's last page, at an
+    # address a page further. A wrong bias for that mapping breaks every walk through it.
+    if cc != "clang":
+        return
+    path = fixture("unwind_chain_lld")
+    loads = subprocess.run(["readelf", "-lW", path], check=True, capture_output=True,
+                           text=True).stdout
+    segs = [ln.split() for ln in loads.splitlines() if ln.split()[:1] == ["LOAD"]]
+    x = [sg for sg in segs if "E" in sg[6:-1]]
+    expect(x and int(x[0][1], 16) & ~4095 != int(x[0][2], 16) & ~4095,
+           "lld: the executable segment's page offset and address differ (the layout tested)")
+    label = "chain lld"
+    r = profile(label, [path, "2000"], after=lambda d, run: check_status(label, d))
+    measure(label, r.folded, "whole stacks", chain_whole, lambda fr: True, WHOLE)
 
 
 def run_signal(cc):
@@ -605,8 +647,10 @@ def main():
     if sys.argv[1:] == ["--self-check"]:
         sys.exit(self_check())
     require_root()
-    groups = sys.argv[1:] or ["chain", "signal", "recurse", "spawn", "stripped", "python"]
-    known = {"chain": run_chain, "signal": run_signal, "recurse": run_recurse,
+    groups = sys.argv[1:] or ["chain", "drap", "lld", "signal", "recurse", "spawn", "stripped",
+                              "python"]
+    known = {"chain": run_chain, "drap": run_drap, "lld": run_lld, "signal": run_signal,
+             "recurse": run_recurse,
              "spawn": run_spawn, "stripped": run_stripped, "python": None}
     bad = [g for g in groups if g not in known]
     if bad:

@@ -4,6 +4,9 @@
  *   CFI_ASM     hand-written CFI (tests/fixtures/cfi/cfi_asm.c): every row kind, at labels
  *   CFI_DBG*    a library built with -g -fno-asynchronous-unwind-tables (CFI in .debug_frame
  *               only): the unstripped file, its stripped copy and the separate debug file
+ *   CFI_DRAP    gcc's realigned frame (DRAP), tests/fixtures/unwind_drap.c
+ *   CFI_INSN*   kernels in assembly (tests/fixtures/cfi/insn_asm.c) with exact CFI, and a copy
+ *               without .eh_frame whose rows come from the machine code
  * and on damaged copies of CFI_ASM: truncated and corrupted .eh_frame, no section headers.
  * readelf's view of the big system libraries is checked by check_cfi_readelf.py.
  */
@@ -11,6 +14,7 @@
 
 #include "cfi.h"
 
+#include <capstone/capstone.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -155,12 +159,24 @@ static void test_kinds(void)
 	CHECK_ROW(&t, e, "cfi_odd_1", 0, INVALID, 0, 0);
 	CHECK_ROW(&t, e, "cfi_odd_1", 4, RSP, 1, 0);
 	CHECK_ROW(&t, e, "cfi_expr", 0, INVALID, 0, 0);
+	/*
+	 * A DRAP frame: CFA = *(rbp - 8), rbp at rbp + 0 (cfa = SAVED | 0), then at rbp + 8; around
+	 * it the DRAP register's rows with rbp taken as unchanged; an rbp-based CFA without deref
+	 * is not DRAP.
+	 */
+	CHECK_ROW(&t, e, "cfi_drap_1", 0, CFA_REG, 0, 10);
+	CHECK_ROW(&t, e, "cfi_drap_2", 0, CFA_REG, 0, 10);
+	CHECK_ROW(&t, e, "cfi_drap_3", 0, DRAP, PROFD_UW_DRAP_SAVED, -1);
+	CHECK_ROW(&t, e, "cfi_drap_4", 0, DRAP, PROFD_UW_DRAP_SAVED | 1, -1);
+	CHECK_ROW(&t, e, "cfi_drap_5", 0, INVALID, 0, 0);
+	CHECK_ROW(&t, e, "cfi_drap_6", 0, CFA_REG, 0, 10);
+	CHECK_ROW(&t, e, "cfi_drap_7", 0, RSP, 1, 0);
 	/* The signal FDE starts on the nop before the label: a pc-1 look-up still finds it. */
 	CHECK_ROW(&t, e, "cfi_signal", -1, SIGNAL, 0, 0);
 	CHECK_ROW(&t, e, "cfi_signal", 3, SIGNAL, 0, 0);
 	CHECK_ROW(&t, e, "cfi_last_end", 0, GAP, 0, 0);
 	CHECK_EQ_U(t.stats.fdes_invalid, 0);
-	CHECK_EQ_U(t.stats.rows_invalid, 3);
+	CHECK_EQ_U(t.stats.rows_invalid, 4);
 	CHECK(t.stats.fdes >= 12);
 
 	/* FDE ranges: what the symbolizer names unnamed code by. */
@@ -228,6 +244,177 @@ out:
 	elf_close(&full);
 	elf_close(&stripped);
 	elf_close(&dbg);
+}
+
+/* gcc's own DRAP frame (c3 of tests/fixtures/unwind_drap.c): DRAP rows, none INVALID. */
+static void test_drap_gcc(void)
+{
+	struct elf_file f;
+	struct cfi_table t = {0};
+	const struct cfi_fde *fde;
+	size_t drap = 0, invalid = 0;
+
+	if (!CFI_DRAP[0]) {
+		fprintf(stderr, "no gcc: gcc's DRAP frames not checked\n");
+		return;
+	}
+	if (!CHECK(elf_open(&f, CFI_DRAP)))
+		return;
+	if (!CHECK_EQ_I(cfi_table__build(f.e, NULL, &t), 0))
+		goto out;
+	CHECK(table_sane(&t));
+	fde = cfi_fde_find(t.fdes, t.nfdes, sym(f.e, "c3"));
+	if (!CHECK(fde != NULL))
+		goto out;
+	for (size_t i = 0; i < t.nrows; i++) {
+		const struct profd_unwind_row *r = &t.rows[i];
+
+		if (r->pc < fde->start || r->pc >= fde->end)
+			continue;
+		invalid += r->kind == PROFD_UW_INVALID;
+		/* rbp restored from rbp + 0, the CFA read below rbp where the DRAP reg was pushed
+		 */
+		drap += r->kind == PROFD_UW_DRAP && r->cfa == PROFD_UW_DRAP_SAVED && r->reg < 0;
+	}
+	CHECK(drap >= 1);
+	CHECK_EQ_U(invalid, 0);
+	CHECK_EQ_U(t.stats.rows_invalid, 0);
+out:
+	cfi_table__fini(&t);
+	elf_close(&f);
+}
+
+/* The value and size of a function symbol; false when absent. */
+static bool func_sym(Elf *e, const char *name, uint64_t *start, uint64_t *size)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	GElf_Sym s;
+
+	while ((scn = elf_nextscn(e, scn))) {
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || !sh.sh_entsize)
+			continue;
+		d = elf_getdata(scn, NULL);
+		for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
+			const char *n;
+
+			if (!gelf_getsym(d, (int)i, &s) || GELF_ST_TYPE(s.st_info) != STT_FUNC)
+				continue;
+			n = elf_strptr(e, sh.sh_link, s.st_name);
+			if (n && !strcmp(n, name)) {
+				*start = s.st_value;
+				*size = s.st_size;
+				return true;
+			}
+		}
+	}
+	fprintf(stderr, "no function %s\n", name);
+	return false;
+}
+
+/*
+ * One fixture kernel: at each of its instruction boundaries, the row analysed from the copy
+ * without CFI (b) equals the CFI row of the original (a), or is a GAP (not followed). Returns
+ * the number of GAP boundaries.
+ */
+static size_t insn_vs_cfi(csh h, Elf *e, const struct cfi_table *a, const struct cfi_table *b,
+			  const char *name)
+{
+	uint64_t start, size, addr;
+	const uint8_t *code;
+	size_t csize, gaps = 0, n = 0;
+	cs_insn *in = cs_malloc(h);
+	uint8_t buf[512];
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	if (!CHECK(in != NULL) || !CHECK(func_sym(e, name, &start, &size)) ||
+	    !CHECK(size > 0 && size <= sizeof(buf)))
+		goto out;
+	/* the function's bytes, from its section */
+	while ((scn = elf_nextscn(e, scn)))
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_PROGBITS && start >= sh.sh_addr &&
+		    start + size <= sh.sh_addr + sh.sh_size) {
+			Elf_Data *d = elf_getdata(scn, NULL);
+
+			if (CHECK(d && d->d_size == sh.sh_size))
+				memcpy(buf, (const uint8_t *)d->d_buf + (start - sh.sh_addr), size);
+			break;
+		}
+	CHECK(cfi_fde_find(b->insn, b->ninsn, start) != NULL);
+	CHECK(cfi_fde_find(a->insn, a->ninsn, start) == NULL);
+	code = buf;
+	csize = size;
+	addr = start;
+	while (csize) {
+		const struct profd_unwind_row *ra = lookup(a, addr), *rb = lookup(b, addr);
+		uint64_t at = addr;
+
+		if (!CHECK(ra && rb))
+			break;
+		n++;
+		if (rb->kind == PROFD_UW_GAP)
+			gaps++;
+		else if (!CHECK_STREQ(cfi_kind_name(rb->kind), cfi_kind_name(ra->kind)) ||
+			 !CHECK_EQ_U(rb->cfa, ra->cfa) || !CHECK_EQ_I(rb->reg, ra->reg))
+			fprintf(stderr,
+				"  %s+%u: analysed %s cfa=%u reg=%d, CFI %s cfa=%u reg=%d\n", name,
+				(unsigned)(at - start), cfi_kind_name(rb->kind), rb->cfa, rb->reg,
+				cfi_kind_name(ra->kind), ra->cfa, ra->reg);
+		if (!CHECK(cs_disasm_iter(h, &code, &csize, &addr, in)))
+			break;
+	}
+	CHECK(n >= 4);
+out:
+	if (in)
+		cs_free(in, 1);
+	return gaps;
+}
+
+/* Rows from machine code where no FDE is, checked against the CFI the same code has. */
+static void test_insn(void)
+{
+	static const char *const whole[] = {"insn_mkl",	 "insn_openblas", "insn_early",
+					    "insn_back", "insn_realign",  "insn_enter",
+					    "insn_regsp"};
+	struct elf_file fa, fb;
+	struct cfi_table a = {0}, b = {0};
+	csh h = 0;
+
+	if (!CHECK(elf_open(&fa, CFI_INSN)) | !CHECK(elf_open(&fb, CFI_INSN_NOCFI)))
+		goto out;
+	if (!CHECK_EQ_I(cfi_table__build(fa.e, NULL, &a), 0) ||
+	    !CHECK_EQ_I(cfi_table__build(fb.e, NULL, &b), 0) ||
+	    !CHECK(cs_open(CS_ARCH_X86, CS_MODE_64, &h) == CS_ERR_OK))
+		goto out;
+	CHECK(table_sane(&b));
+	CHECK_EQ_U(b.stats.fdes, 0);
+	CHECK(b.stats.insn_functions >= 6);
+	CHECK(b.stats.insn_rows > 30);
+	CHECK(b.stats.insn_partial >= 1); /* insn_lost */
+	CHECK_EQ_U(b.stats.insn_skipped, 0);
+	/* every boundary of these is followed, and agrees with the CFI */
+	for (size_t i = 0; i < sizeof(whole) / sizeof(whole[0]); i++)
+		CHECK_EQ_U(insn_vs_cfi(h, fa.e, &a, &b, whole[i]), 0);
+	/* rsp moved by a register, no frame pointer, no copy: a GAP from there, no wrong rule */
+	CHECK_ROW(&b, fa.e, "insn_lost", 0, RSP, 1, 0);
+	CHECK_ROW(&b, fa.e, "insn_lost_1", 0, GAP, 0, 0);
+	CHECK_ROW(&b, fa.e, "insn_lost_1", 4, GAP, 0, 0);
+	/* a store of an rbp already overwritten is not its save slot */
+	CHECK_ROW(&b, fa.e, "insn_clobber_1", 0, RSP, 4, 0);
+	/* OpenBLAS: after and rsp, CFA = rbx + 16 (cfa = 2, rbp unchanged) */
+	CHECK_ROW(&b, fa.e, "insn_regsp", 11, CFA_REG, 2, 3);
+	/* the MKL frame: CFA = rsp + 0x88, rbp at CFA - 0x80 */
+	CHECK_ROW(&b, fa.e, "insn_mkl", 20, RSP, 0x88 / 8, -0x80 / 8);
+out:
+	if (h)
+		cs_close(&h);
+	cfi_table__fini(&a);
+	cfi_table__fini(&b);
+	elf_close(&fa);
+	elf_close(&fb);
 }
 
 static bool read_file(const char *path, uint8_t **buf, size_t *size)
@@ -316,9 +503,23 @@ static void test_damaged(void)
 		h->e_shoff = 0;
 		h->e_shnum = 0;
 		h->e_shstrndx = 0;
-		if (CHECK_EQ_I(build_mem(img, size, &t), 0))
-			CHECK(t.nrows == good.nrows &&
-			      !memcmp(t.rows, good.rows, t.nrows * sizeof(*t.rows)));
+		/*
+		 * The same rules where CFI gives them; without section headers there are no
+		 * symbols, so no function is analysed from its code.
+		 */
+		if (CHECK_EQ_I(build_mem(img, size, &t), 0)) {
+			CHECK_EQ_U(t.ninsn, 0);
+			CHECK(good.ninsn > 0);
+			for (size_t i = 0; i < t.nrows; i++) {
+				const struct profd_unwind_row *g = lookup(&good, t.rows[i].pc);
+
+				if (cfi_fde_find(good.insn, good.ninsn, t.rows[i].pc))
+					continue;
+				if (!CHECK(g && g->kind == t.rows[i].kind &&
+					   g->cfa == t.rows[i].cfa && g->reg == t.rows[i].reg))
+					fprintf(stderr, "  at 0x%x\n", t.rows[i].pc);
+			}
+		}
 		cfi_table__fini(&t);
 	}
 
@@ -375,6 +576,8 @@ int main(void)
 	elf_version(EV_CURRENT);
 	test_kinds();
 	test_debug_frame();
+	test_drap_gcc();
+	test_insn();
 	test_damaged();
 	return CHECK_DONE();
 }

@@ -2,7 +2,8 @@
 /*
  * Compact unwind tables from an ELF file's call frame information (.eh_frame, .debug_frame):
  * one struct profd_unwind_row per change of rule, sorted by pc, as the BPF walker reads them
- * (bpf/abi.h). Also the bare FDE ranges, which name functions that have no symbol.
+ * (bpf/abi.h). Functions that a symbol names and no FDE covers get rows from their machine
+ * code. Also the bare FDE ranges, which name functions that have no symbol.
  *
  * The input is a file the profiled user controls: every length and offset is bounded by its
  * section; what cannot be parsed or expressed becomes INVALID rows, never a crash.
@@ -29,6 +30,12 @@ struct cfi_stats {
 	uint32_t fdes_invalid;	   /* FDEs (or damaged entries) that could not be parsed */
 	uint32_t rows;		   /* rows of the table */
 	uint32_t rows_invalid;	   /* of those, PROFD_UW_INVALID */
+	/* Functions without an FDE, their rows from their machine code (cfi_insn.c): */
+	uint32_t insn_functions; /* analysed */
+	uint32_t insn_rows;	 /* rows of the table within them */
+	uint32_t insn_partial;	 /* stopped at code the analysis cannot follow (GAP after it) */
+	uint32_t insn_skipped;	 /* left out: over the size cap or the file's budget */
+	uint64_t insn_insns;	 /* instructions decoded */
 };
 
 struct cfi_table {
@@ -36,6 +43,8 @@ struct cfi_table {
 	size_t nrows;
 	struct cfi_fde *fdes; /* malloc'd, sorted by start */
 	size_t nfdes;
+	struct cfi_fde *insn; /* malloc'd, sorted: the functions whose rows come from their code */
+	size_t ninsn;
 	struct cfi_stats stats;
 };
 
