@@ -9,6 +9,7 @@
 #   gives it back to the interpreter's frames; --per-thread names the thread in a column;
 # - dump: no interpreter frame between two Python frames, unless --all-frames.
 import os
+import signal
 import re
 import subprocess
 import sys
@@ -106,12 +107,21 @@ with Daemon("--frequency", "499") as d:
                     n += c * sum(1 for x in fr[py[0] + 1:py[-1]] if CPYTHON.match(x))
             return n
 
-        every = d.folded("--pid", pid, "--since", "4s", "--all-frames")
-        log(f"CPython frames between Python frames: {between(plain)} by default, "
+        # The same samples both ways: the process is stopped and the window covers its whole
+        # run, so the two dumps cannot see different windows of a moving clock.
+        os.kill(py.pid, signal.SIGSTOP)
+        try:
+            time.sleep(0.3)  # the ring buffer is drained every 100 ms
+            whole = d.folded("--pid", pid, "--since", "10m")
+            every = d.folded("--pid", pid, "--since", "10m", "--all-frames")
+        finally:
+            os.kill(py.pid, signal.SIGCONT)
+        log(f"CPython frames between Python frames: {between(whole)} by default, "
             f"{between(every)} with --all-frames")
         check(between(every) > 0, "--all-frames keeps the interpreter between Python frames")
-        check(between(plain) == 0, "by default no interpreter frame is between Python frames")
-        check(total(every) == total(plain), "--all-frames counts the same samples")
+        check(between(whole) == 0, "by default no interpreter frame is between Python frames")
+        check(total(every) == total(whole), "--all-frames counts the same samples "
+              f"({total(every)} and {total(whole)})")
 
         # --function
         f = d.folded("--pid", pid, "--since", "4s", "--function")
