@@ -323,8 +323,9 @@ static int table_load(const struct profd_unwind_row *rows, size_t n, int *fd_out
 	return 0;
 }
 
-static int use_debug_build(void *arg, Elf *debug)
+static int use_debug_build(void *arg, Elf *debug, int fd)
 {
+	(void)fd;
 	void **a = arg;
 
 	return cfi_table__build(a[0], debug, a[1]);

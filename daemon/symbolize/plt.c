@@ -19,6 +19,7 @@
 
 #include "demangle.h"
 #include "grow.h"
+#include "sym_index.h"
 
 #include <errno.h>
 #include <gelf.h>
@@ -127,17 +128,21 @@ static int add_relocs(struct plt_relocs *rs, Elf *e, Elf_Scn *scn, const GElf_Sh
 }
 
 /* The name a relocation gives its stub: "memcpy@plt", NULL when it names nothing. */
-static int reloc_name(struct sym_table *t, const struct plt_reloc *r, char *buf, size_t size)
+static int reloc_name(const struct sym_index *ix, const struct plt_reloc *r, char *buf, size_t size)
 {
 	const char *target = r->name;
+	char resolver[PLT_NAME_MAX];
 	char *dm = NULL;
+	long i;
 	int n;
 
 	if (r->irelative) {
 		/* An ifunc of this file: the addend is its resolver, whose symbol is its name. */
-		struct sym_entry *se = sym_table__find(t, r->addend);
-
-		target = se && se->addr == r->addend ? t->pool + se->name : NULL;
+		i = sym_index__find(ix, r->addend);
+		target = i >= 0 && sym_index__addr(ix, (size_t)i) == r->addend &&
+				 !sym_index__name(ix, (size_t)i, resolver, sizeof(resolver))
+			     ? resolver
+			     : NULL;
 	}
 	if (!target || !target[0])
 		return -ENOENT;
@@ -185,8 +190,8 @@ int plt_decode_x86_64(const uint8_t *b, size_t len, uint64_t addr, uint64_t *slo
 	return -ENOENT;
 }
 
-static int add_entries(struct sym_table *t, Elf *e, Elf_Scn *scn, const GElf_Shdr *sh,
-		       bool has_header, const struct plt_relocs *rs)
+static int add_entries(struct sym_table *t, const struct sym_index *ix, Elf *e, Elf_Scn *scn,
+		       const GElf_Shdr *sh, bool has_header, const struct plt_relocs *rs)
 {
 	char name[PLT_NAME_MAX];
 	Elf_Data *d = elf_getdata(scn, NULL);
@@ -209,7 +214,7 @@ static int add_entries(struct sym_table *t, Elf *e, Elf_Scn *scn, const GElf_Shd
 			r = reloc_by_slot(rs, slot);
 		else if (kind == PLT_ENTRY_INDEX && index < rs->n_jmprel)
 			r = &rs->r[rs->jmprel[index]];
-		if (!r || reloc_name(t, r, name, sizeof(name)))
+		if (!r || reloc_name(ix, r, name, sizeof(name)))
 			strcpy(name, PLT_NAME_UNKNOWN);
 		err = sym_table__add(t, sh->sh_addr + off, entsize, name, 0);
 		if (err == -ENOMEM || err == -E2BIG)
@@ -250,7 +255,7 @@ static bool is_plt_name(const char *n)
 	       !strcmp(n, ".plt.bnd");
 }
 
-int elf_add_plt_syms(struct sym_table *t, Elf *e)
+int elf_add_plt_syms(struct sym_table *t, Elf *e, const struct sym_index *ix)
 {
 	struct plt_relocs rs = {0};
 	Elf_Scn *scn = NULL;
@@ -298,7 +303,7 @@ int elf_add_plt_syms(struct sym_table *t, Elf *e)
 			continue;
 		/* .plt starts with the lazy binder's header; .plt.sec, .plt.got, .plt.bnd do not.
 		 */
-		err = add_entries(t, e, scn, &sh, !strcmp(n, ".plt"), &rs);
+		err = add_entries(t, ix, e, scn, &sh, !strcmp(n, ".plt"), &rs);
 		if (err)
 			goto out;
 	}

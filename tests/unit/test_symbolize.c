@@ -753,6 +753,58 @@ static void test_lru(void)
 	symbolizer__free(s);
 }
 
+/* --- big files, indexed off the caller's thread ------------------------------------------------
+ */
+
+/*
+ * Every file counts as big (elf_sync_max 1): the first lookup in a file queues its index and
+ * answers at once without a name (module and offset only), the lookups after the worker is done
+ * name it. A symbolizer freed with loads queued drops them.
+ */
+static void test_async_index(void)
+{
+	struct symbolizer_opts o = {
+	    .no_kernel = true, .debug_root = tmp("empty"), .elf_sync_max = 1};
+	uint64_t v_alpha = sym_value(exe_path, "fix_main_alpha");
+	uint64_t v_cxx = sym_value(exe_path, "_ZN5fixns5twiceIiEET_S1_");
+	uint64_t l_alpha = sym_value(lib_path, "fixlib_alpha");
+	struct symbolizer_stats st;
+	struct symbolizer *s = symbolizer__new(&o);
+	struct sym_result r;
+	struct child c;
+
+	if (!CHECK(s != NULL) || child_start(exe_path, &c)) {
+		CHECK(!"async fixture");
+		symbolizer__free(s);
+		return;
+	}
+	CHECK_EQ_I(symbolizer__user(s, c.pid, c.main_alpha, &r), 0);
+	CHECK(r.name == NULL);
+	CHECK_STREQ(r.module, exe_path);
+	CHECK(r.build_id == NULL);
+	symbolizer__settle(s);
+	EXPECT_SYM(s, c.pid, c.main_alpha, "fix_main_alpha", exe_path, v_alpha);
+	EXPECT_SYM(s, c.pid, c.cxx, "int fixns::twice<int>(int)", exe_path, v_cxx);
+	CHECK_EQ_I(symbolizer__user(s, c.pid, c.lib_alpha, &r), 0);
+	CHECK(r.name == NULL);
+	symbolizer__settle(s);
+	EXPECT_SYM(s, c.pid, c.lib_alpha, "fixlib_alpha", lib_path, l_alpha);
+	symbolizer__stats(s, &st);
+	CHECK_EQ_U(st.elf_files, 2);
+	CHECK(st.elf_bytes > 0);
+	child_stop(&c);
+	symbolizer__free(s);
+
+	/* Freed with loads queued: nothing leaks, nothing waits for long. */
+	s = symbolizer__new(&o);
+	if (CHECK(s != NULL) && !child_start(exe_path, &c)) {
+		CHECK_EQ_I(symbolizer__user(s, c.pid, c.main_alpha, &r), 0);
+		CHECK_EQ_I(symbolizer__user(s, c.pid, c.lib_alpha, &r), 0);
+		child_stop(&c);
+	}
+	symbolizer__free(s);
+}
+
 /* --- the vdso --------------------------------------------------------------------------------- */
 
 static void test_vdso(void)
@@ -1167,6 +1219,7 @@ int main(void)
 	test_exited();
 	test_debug_files();
 	test_lru();
+	test_async_index();
 	test_vdso();
 	test_fake_proc();
 	test_kernel();
