@@ -9,6 +9,7 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -572,6 +573,7 @@ static long table_get(struct unwinder *u, const struct file_id *f, int fd, const
 	pthread_mutex_unlock(&u->lock);
 
 	*built = true;
+	elf_big_read_begin();
 	if (f->vdso) {
 		/* libelf may write to an image it was given: hand it a copy. */
 		copy = malloc(u->vdso_size);
@@ -591,6 +593,18 @@ static long table_get(struct unwinder *u, const struct file_id *f, int fd, const
 		err = table_build(u, e, f->build_id, path, fs_root, &ct);
 	if (!err && !ct.nrows)
 		err = -ENOENT;
+	/*
+	 * libelf's copies of the sections (.eh_frame: 18 MB of libtorch_cpu.so) go before the rows
+	 * are copied into the kernel's map, and the freed pages back to the system: what the
+	 * daemon keeps is not the peak of its biggest build.
+	 */
+	if (e)
+		elf_end(e);
+	e = NULL;
+	free(copy);
+	copy = NULL;
+	malloc_trim(0);
+	elf_big_read_end();
 
 	pthread_mutex_lock(&u->lock);
 	i = table_find(u, f);

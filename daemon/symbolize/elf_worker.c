@@ -56,6 +56,7 @@ static void run_job(struct elf_job *j)
 	};
 	uint64_t t0 = mono_ns();
 
+	elf_big_read_begin();
 	if (j->fdes_only) {
 		j->res.img.debug_path = j->path;
 		j->path = NULL;
@@ -71,6 +72,7 @@ static void run_job(struct elf_job *j)
 	 * does not keep the peak of its biggest library.
 	 */
 	malloc_trim(0);
+	elf_big_read_end();
 	j->res.wall_ns = mono_ns() - t0;
 }
 

@@ -386,8 +386,10 @@ static void elf_pump(struct symbolizer *s, bool wait)
 			elf_install(s, (int)i, 0);
 			continue;
 		}
-		pr_debug("symbolize: %s: %zu functions indexed in %.1f ms off the loop", e->path,
-			 sym_index__count(res.img.ix), res.wall_ns / 1e6);
+		pr_debug("symbolize: %s: %zu functions indexed (%llu KiB with the PLT's names) in "
+			 "%.1f ms off the loop",
+			 e->path, sym_index__count(res.img.ix),
+			 (unsigned long long)(elf_image__bytes(&res.img) >> 10), res.wall_ns / 1e6);
 		e->img = res.img;
 		elf_install(s, (int)i, res.err);
 	}

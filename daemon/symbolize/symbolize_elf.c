@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +142,18 @@ void sym_table__fini(struct sym_table *t)
 }
 
 /* --- ELF -------------------------------------------------------------------------------------- */
+
+static pthread_mutex_t big_read_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void elf_big_read_begin(void)
+{
+	pthread_mutex_lock(&big_read_lock);
+}
+
+void elf_big_read_end(void)
+{
+	pthread_mutex_unlock(&big_read_lock);
+}
 
 static void elf_init(void)
 {

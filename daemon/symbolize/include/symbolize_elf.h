@@ -159,6 +159,15 @@ enum { PLT_ENTRY_SLOT = 1, PLT_ENTRY_INDEX = 2 };
  */
 int plt_decode_x86_64(const uint8_t *b, size_t len, uint64_t addr, uint64_t *slot, uint32_t *index);
 
+/*
+ * One big ELF read at a time across the daemon's threads: the symbolizer's loads of big files
+ * and the unwinder's table builds each hold tens of MB while they run (libtorch_cpu.so's table
+ * build about 60 MB), and the two at once would add up at the daemon's peak. Only threads that
+ * may wait take it, never the event loop.
+ */
+void elf_big_read_begin(void);
+void elf_big_read_end(void);
+
 /* Kernel symbols from a kallsyms file. */
 struct ksyms;
 
