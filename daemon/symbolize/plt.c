@@ -39,12 +39,24 @@
 #endif
 
 struct plt_reloc {
-	uint64_t slot;	  /* address of the GOT slot */
-	const char *name; /* symbol (in libelf's data), or NULL */
-	uint64_t addend;  /* IRELATIVE: the ifunc resolver */
-	uint32_t index;	  /* order of addition: file order, for ties */
-	bool jmprel;	  /* from .rela.plt */
+	uint64_t slot;	   /* address of the GOT slot */
+	const char *name;  /* symbol (in libelf's data), or NULL */
+	uint32_t name_off; /* of name, in the string table of section strndx */
+	uint32_t strndx;
+	uint64_t addend; /* IRELATIVE: the ifunc resolver */
+	uint32_t index;	 /* order of addition: file order, for ties */
+	bool jmprel;	 /* from .rela.plt */
 	bool irelative;
+};
+
+/*
+ * Stubs named from one string table (.dynstr), their names read when a lookup needs them: a
+ * big C++ library has tens of thousands of stubs with long names.
+ */
+struct plt_lazy {
+	struct sym_list_ent *v;
+	size_t n, cap;
+	uint32_t strndx; /* 0 until the first stub picks it */
 };
 
 struct plt_relocs {
@@ -115,8 +127,11 @@ static int add_relocs(struct plt_relocs *rs, Elf *e, Elf_Scn *scn, const GElf_Sh
 					.irelative = type == R_X86_64_IRELATIVE};
 		si = (uint32_t)GELF_R_SYM(r.r_info);
 		/* gelf_getsym checks the index against the section; elf_strptr the offset. */
-		if (si && symd && gelf_getsym(symd, (int)si, &sym) && sym.st_name)
+		if (si && symd && gelf_getsym(symd, (int)si, &sym) && sym.st_name) {
 			p->name = elf_strptr(e, symsh.sh_link, sym.st_name);
+			p->name_off = sym.st_name;
+			p->strndx = symsh.sh_link;
+		}
 		if (jmprel) {
 			if (GROW(rs->jmprel, rs->cap_jmprel, rs->n_jmprel + 1))
 				return -ENOMEM;
@@ -190,8 +205,9 @@ int plt_decode_x86_64(const uint8_t *b, size_t len, uint64_t addr, uint64_t *slo
 	return -ENOENT;
 }
 
-static int add_entries(struct sym_table *t, const struct sym_index *ix, Elf *e, Elf_Scn *scn,
-		       const GElf_Shdr *sh, bool has_header, const struct plt_relocs *rs)
+static int add_entries(struct sym_table *t, struct plt_lazy *lazy, const struct sym_index *ix,
+		       Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, bool has_header,
+		       const struct plt_relocs *rs)
 {
 	char name[PLT_NAME_MAX];
 	Elf_Data *d = elf_getdata(scn, NULL);
@@ -214,6 +230,15 @@ static int add_entries(struct sym_table *t, const struct sym_index *ix, Elf *e, 
 			r = reloc_by_slot(rs, slot);
 		else if (kind == PLT_ENTRY_INDEX && index < rs->n_jmprel)
 			r = &rs->r[rs->jmprel[index]];
+		if (lazy && r && !r->irelative && r->name && r->name[0] &&
+		    (!lazy->strndx || lazy->strndx == r->strndx)) {
+			if (GROW(lazy->v, lazy->cap, lazy->n + 1))
+				return -ENOMEM;
+			lazy->strndx = r->strndx;
+			lazy->v[lazy->n++] = (struct sym_list_ent){sh->sh_addr + off,
+								   (uint32_t)entsize, r->name_off};
+			continue;
+		}
 		if (!r || reloc_name(ix, r, name, sizeof(name)))
 			strcpy(name, PLT_NAME_UNKNOWN);
 		err = sym_table__add(t, sh->sh_addr + off, entsize, name, 0);
@@ -255,8 +280,22 @@ static bool is_plt_name(const char *n)
 	       !strcmp(n, ".plt.bnd");
 }
 
-int elf_add_plt_syms(struct sym_table *t, Elf *e, const struct sym_index *ix)
+/* The index of the lazily named stubs. Returns 0 or a negative errno. */
+static int lazy_index(struct plt_lazy *lazy, Elf *e, const struct sym_source *src,
+		      struct sym_index **out)
 {
+	Elf_Scn *scn = elf_getscn(e, lazy->strndx);
+	GElf_Shdr sh;
+
+	if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_type != SHT_STRTAB)
+		return -EINVAL;
+	return sym_index__from_list(out, lazy->v, lazy->n, src, sh.sh_offset, sh.sh_size);
+}
+
+int elf_add_plt_syms(struct sym_table *t, struct sym_index **lazy_out, Elf *e,
+		     const struct sym_index *ix, const struct sym_source *src)
+{
+	struct plt_lazy lazy = {0}, *lazy_p = lazy_out && src ? &lazy : NULL;
 	struct plt_relocs rs = {0};
 	Elf_Scn *scn = NULL;
 	GElf_Ehdr eh;
@@ -303,14 +342,20 @@ int elf_add_plt_syms(struct sym_table *t, Elf *e, const struct sym_index *ix)
 			continue;
 		/* .plt starts with the lazy binder's header; .plt.sec, .plt.got, .plt.bnd do not.
 		 */
-		err = add_entries(t, ix, e, scn, &sh, !strcmp(n, ".plt"), &rs);
+		err = add_entries(t, lazy_p, ix, e, scn, &sh, !strcmp(n, ".plt"), &rs);
+		if (err)
+			goto out;
+	}
+	if (lazy.n) {
+		err = lazy_index(&lazy, e, src, lazy_out);
 		if (err)
 			goto out;
 	}
 out:
+	free(lazy.v);
 	free(rs.r);
 	free(rs.jmprel);
 	if (err == -ENOMEM || err == -E2BIG)
 		return err;
-	return t->n > added ? 1 : 0;
+	return t->n > added || (lazy_out && *lazy_out) ? 1 : 0;
 }

@@ -47,6 +47,7 @@ struct sym_index {
 	const char *mem;
 	uint64_t src_size;
 	uint64_t str_off, str_size;
+	bool plt; /* names are shown as "NAME@plt" */
 };
 
 static atomic_uint_fast64_t index_serial;
@@ -178,6 +179,49 @@ static size_t pack(struct sym_build *v, size_t n, uint64_t *base)
 	return k;
 }
 
+/*
+ * The index of the n symbols of v (taken: freed or kept), names in the string table at str_off
+ * (str_size bytes) of src. Returns 0 with *out (NULL when n is 0) or a negative errno.
+ */
+static int finish(struct sym_index **out, struct sym_build *v, size_t n,
+		  const struct sym_source *src, uint64_t str_off, uint64_t str_size)
+{
+	struct sym_index *ix;
+	uint64_t base;
+
+	if (!n) {
+		free(v);
+		return 0;
+	}
+	ix = calloc(1, sizeof(*ix));
+	if (!ix) {
+		free(v);
+		return -ENOMEM;
+	}
+	ix->n = pack(v, n, &base);
+	ix->e = realloc(v, ix->n * sizeof(*ix->e));
+	if (!ix->e)
+		ix->e = (struct sym_ix_ent *)v; /* the shrink failed: keep the bigger block */
+	ix->base = base;
+	ix->serial = atomic_fetch_add(&index_serial, 1) + 1;
+	ix->mem = src->mem;
+	ix->src_size = src->size;
+	ix->str_off = str_off;
+	ix->str_size = str_size;
+	ix->fd = -1;
+	if (src->fd >= 0) {
+		ix->fd = fcntl(src->fd, F_DUPFD_CLOEXEC, 3);
+		if (ix->fd < 0) {
+			int err = -errno;
+
+			sym_index__free(ix);
+			return err;
+		}
+	}
+	*out = ix;
+	return 0;
+}
+
 int sym_index__build(struct sym_index **out, Elf *e, unsigned int type,
 		     const struct sym_source *src)
 {
@@ -186,9 +230,7 @@ int sym_index__build(struct sym_index **out, Elf *e, unsigned int type,
 	bool is64 = gelf_getclass(e) == ELFCLASS64;
 	void *raw = NULL, *conv = NULL;
 	struct sym_build *v = NULL;
-	struct sym_index *ix = NULL;
 	GElf_Shdr sym, str;
-	uint64_t base;
 	ssize_t r;
 	int err;
 
@@ -226,40 +268,36 @@ int sym_index__build(struct sym_index **out, Elf *e, unsigned int type,
 		if (err)
 			goto out;
 	}
-	if (!n)
-		goto out;
-	ix = calloc(1, sizeof(*ix));
-	if (!ix) {
-		err = -ENOMEM;
-		goto out;
-	}
-	ix->n = pack(v, n, &base);
-	ix->e = realloc(v, ix->n * sizeof(*ix->e));
-	if (!ix->e) {
-		ix->e = (struct sym_ix_ent *)v; /* the shrink failed: keep the bigger block */
-	}
+	err = finish(out, v, n, src, str.sh_offset, str.sh_size);
 	v = NULL;
-	ix->base = base;
-	ix->serial = atomic_fetch_add(&index_serial, 1) + 1;
-	ix->mem = src->mem;
-	ix->src_size = src->size;
-	ix->str_off = str.sh_offset;
-	ix->str_size = str.sh_size;
-	ix->fd = -1;
-	if (src->fd >= 0) {
-		ix->fd = fcntl(src->fd, F_DUPFD_CLOEXEC, 3);
-		if (ix->fd < 0) {
-			err = -errno;
-			goto out;
-		}
-	}
-	*out = ix;
-	ix = NULL;
 out:
-	sym_index__free(ix);
 	free(v);
 	free(raw);
 	free(conv);
+	return err;
+}
+
+int sym_index__from_list(struct sym_index **out, const struct sym_list_ent *l, size_t n,
+			 const struct sym_source *src, uint64_t str_off, uint64_t str_size)
+{
+	struct sym_build *v;
+	int err;
+
+	*out = NULL;
+	if (!n)
+		return 0;
+	if ((src->fd < 0 && !src->mem) || str_off > src->size || str_size > src->size - str_off)
+		return -EINVAL;
+	if (n > SYMS_PER_FILE_MAX)
+		return -E2BIG;
+	v = malloc(n * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		v[i] = (struct sym_build){l[i].addr, l[i].size, l[i].name, (uint32_t)i};
+	err = finish(out, v, n, src, str_off, str_size);
+	if (!err && *out)
+		(*out)->plt = true;
 	return err;
 }
 
@@ -427,9 +465,18 @@ const char *name_cache__get(struct name_cache *c, const struct sym_index *ix, si
 		return s->name;
 	slot_drop(c, s);
 	if (!sym_index__name(ix, i, c->scratch, sizeof(c->scratch))) {
-		name = demangle_is_mangled(c->scratch) ? demangle(c->scratch) : NULL;
-		if (!name)
-			name = strdup(c->scratch);
+		char *dm = demangle_is_mangled(c->scratch) ? demangle(c->scratch) : NULL;
+		const char *n = dm ? dm : c->scratch;
+		size_t len = strlen(n);
+
+		/* A PLT stub is its target's name and "@plt", as objdump shows it. */
+		name = malloc(len + (ix->plt ? 5 : 1));
+		if (name) {
+			memcpy(name, n, len + 1);
+			if (ix->plt)
+				memcpy(name + len, "@plt", 5);
+		}
+		free(dm);
 		if (!name)
 			return NULL; /* out of memory: shown unnamed, not cached */
 	}

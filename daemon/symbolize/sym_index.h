@@ -39,6 +39,20 @@ struct sym_source {
  */
 int sym_index__build(struct sym_index **out, struct Elf *e, unsigned int type,
 		     const struct sym_source *src);
+/* A symbol for sym_index__from_list(). */
+struct sym_list_ent {
+	uint64_t addr;
+	uint32_t size;
+	uint32_t name; /* offset in the string table */
+};
+/*
+ * Index the n stubs of l (any order; of two at one address the later wins) of a procedure
+ * linkage table, named "NAME@plt" from the string table at str_off (str_size bytes) of src.
+ * Returns 0 with *out (NULL when n is 0), -EINVAL (a table outside the source), -E2BIG or
+ * -ENOMEM.
+ */
+int sym_index__from_list(struct sym_index **out, const struct sym_list_ent *l, size_t n,
+			 const struct sym_source *src, uint64_t str_off, uint64_t str_size);
 void sym_index__free(struct sym_index *ix);
 
 /* Functions indexed, and the bytes the index holds. Accept NULL. */

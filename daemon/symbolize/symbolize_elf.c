@@ -486,7 +486,7 @@ static int image_from_elf(struct elf_image *img, Elf *e, const struct elf_debug_
 	pr_info("symbolize: %s: no symbols", name);
 done:
 	/* From the file itself: a debug file's .plt has no contents. */
-	err = elf_add_plt_syms(&img->plt, e, img->ix);
+	err = elf_add_plt_syms(&img->plt, &img->plt_ix, e, img->ix, src);
 	if (err < 0)
 		goto err;
 	if (err > 0)
@@ -550,14 +550,18 @@ const char *elf_image__symbol(const struct elf_image *img, struct name_cache *na
 
 	if (p)
 		return sym_table__name(&img->plt, p);
+	i = sym_index__find(img->plt_ix, vaddr);
+	if (i >= 0)
+		return name_cache__get(names, img->plt_ix, (size_t)i);
 	i = sym_index__find(img->ix, vaddr);
 	return i >= 0 ? name_cache__get(names, img->ix, (size_t)i) : NULL;
 }
 
 uint64_t elf_image__bytes(const struct elf_image *img)
 {
-	return sym_index__bytes(img->ix) + (uint64_t)img->plt.cap * sizeof(*img->plt.syms) +
-	       img->plt.pool_cap + (uint64_t)img->n_fdes * sizeof(*img->fdes);
+	return sym_index__bytes(img->ix) + sym_index__bytes(img->plt_ix) +
+	       (uint64_t)img->plt.cap * sizeof(*img->plt.syms) + img->plt.pool_cap +
+	       (uint64_t)img->n_fdes * sizeof(*img->fdes);
 }
 
 int elf_image__vaddr(const struct elf_image *img, uint64_t file_off, uint64_t *vaddr)
@@ -622,6 +626,7 @@ bool elf_image__fde_start(const struct elf_image *img, uint64_t vaddr, uint64_t 
 void elf_image__fini(struct elf_image *img)
 {
 	sym_index__free(img->ix);
+	sym_index__free(img->plt_ix);
 	sym_table__fini(&img->plt);
 	free(img->debug_path);
 	free(img->fdes);

@@ -49,7 +49,7 @@ static const struct fsym syms[] = {
 /* alpha, beta_strong, outer, inner_label, nosize, last, _Z3fooi, ifunc_x */
 #define NKEPT 8
 
-static uint64_t strtab_off;
+static uint64_t strtab_off, strtab_len;
 
 /*
  * Write an ELF64 file of four sections (null, .symtab, .strtab, .shstrtab) holding syms.
@@ -108,6 +108,7 @@ static int write_elf(const char *p)
 			     .sh_entsize = sizeof(Elf64_Sym)};
 	off += sizeof(st);
 	strtab_off = off;
+	strtab_len = slen;
 	sh[2] = (Elf64_Shdr){.sh_name = 9,
 			     .sh_type = SHT_STRTAB,
 			     .sh_offset = off,
@@ -345,6 +346,49 @@ out:
 	sym_index__free(ix);
 }
 
+/* PLT stubs: an index built from a list, named "TARGET@plt" from the file's string table. */
+static void test_plt_list(void)
+{
+	struct name_cache *c = name_cache__new(64, 1u << 20);
+	struct sym_index *ix = NULL;
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* String table offsets of "alpha" (1) and "_Z3fooi" (after the names before it). */
+	uint32_t foo = 1 + 6 + 12 + 5 + 12 + 6 + 12 + 7 + 13;
+	struct sym_list_ent l[] = {
+	    {0x20020, 16, foo},
+	    {0x20010, 16, 1},
+	    {0x20030, 16, 1}, /* replaced by the later entry at its address */
+	    {0x20030, 16, foo},
+	};
+
+	if (!CHECK(fd >= 0) || !CHECK(c != NULL) || !CHECK_EQ_I(fstat(fd, &st), 0))
+		goto out;
+	struct sym_source src = {.fd = fd, .size = (uint64_t)st.st_size};
+
+	CHECK_EQ_I(sym_index__from_list(&ix, l, 4, &src, strtab_off, strtab_len), 0);
+	if (!CHECK(ix != NULL))
+		goto out;
+	CHECK_EQ_U(sym_index__count(ix), 3);
+	EXPECT_AT(c, ix, 0x20010, "alpha@plt");
+	EXPECT_AT(c, ix, 0x2001f, "alpha@plt");
+	EXPECT_AT(c, ix, 0x20028, "foo(int)@plt");
+	EXPECT_AT(c, ix, 0x20030, "foo(int)@plt");
+	EXPECT_AT(c, ix, 0x20040, NULL);
+	sym_index__free(ix);
+	ix = NULL;
+	/* A string table outside the file is refused. */
+	CHECK_EQ_I(sym_index__from_list(&ix, l, 4, &src, (uint64_t)st.st_size, 64), -EINVAL);
+	CHECK(ix == NULL);
+	CHECK_EQ_I(sym_index__from_list(&ix, l, 0, &src, strtab_off, strtab_len), 0);
+	CHECK(ix == NULL);
+out:
+	if (fd >= 0)
+		close(fd);
+	name_cache__free(c);
+	sym_index__free(ix);
+}
+
 int main(void)
 {
 	elf_version(EV_CURRENT);
@@ -359,6 +403,7 @@ int main(void)
 	test_lazy_and_changed();
 	test_short_file();
 	test_cache_bound();
+	test_plt_list();
 	unlink(path);
 	rmdir(dir);
 	return CHECK_DONE();

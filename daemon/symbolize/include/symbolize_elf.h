@@ -69,7 +69,9 @@ struct name_cache;
 struct elf_image {
 	/* Function symbols, their names read from the file when a lookup needs them. */
 	struct sym_index *ix;
-	/* Names of PLT stubs ("memcpy@plt"), made when the image is loaded. */
+	/* PLT stubs named from the dynamic string table, read when a lookup needs them. */
+	struct sym_index *plt_ix;
+	/* The other PLT stubs' names (ifunc stubs, "[plt]"), made when the image is loaded. */
 	struct sym_table plt;
 	struct elf_load *loads; /* PT_LOAD headers of the main file */
 	size_t n_loads;
@@ -143,13 +145,17 @@ int elf_image__load_fdes(struct elf_image *img, int fd);
 bool elf_image__fde_start(const struct elf_image *img, uint64_t vaddr, uint64_t *start);
 void elf_image__fini(struct elf_image *img);
 
+struct sym_source;
 /*
- * Add a symbol for every stub of e's PLT sections (.plt, .plt.sec, .plt.got) to t: "TARGET@plt",
- * from the dynamic relocation of the GOT slot it jumps through (x86_64), else "[plt]". ifunc
- * stubs are named by looking up their resolver in ix (may be NULL). t must be finished after.
- * Returns 1 when symbols were added, 0 when none, -ENOMEM or -E2BIG.
+ * Name every stub of e's PLT sections (.plt, .plt.sec, .plt.got): "TARGET@plt", from the dynamic
+ * relocation of the GOT slot it jumps through (x86_64), else "[plt]". With lazy and src, stubs
+ * whose target has a name in the dynamic string table go to an index in *lazy, their names read
+ * from src when a lookup needs them; the others (ifunc stubs, named by looking up their
+ * resolver in ix, which may be NULL; "[plt]") go to t, which must be finished after. Returns 1
+ * when stubs were named, 0 when none, -ENOMEM or -E2BIG.
  */
-int elf_add_plt_syms(struct sym_table *t, struct Elf *e, const struct sym_index *ix);
+int elf_add_plt_syms(struct sym_table *t, struct sym_index **lazy, struct Elf *e,
+		     const struct sym_index *ix, const struct sym_source *src);
 
 /* What one x86_64 PLT entry holds: the GOT slot it jumps through, or the index it pushes. */
 enum { PLT_ENTRY_SLOT = 1, PLT_ENTRY_INDEX = 2 };
