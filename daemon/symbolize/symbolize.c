@@ -50,6 +50,13 @@
 #define PID_BUCKETS 1024
 /* A miss re-reads maps (or stats the perf map) at most this often per pid. */
 #define REREAD_INTERVAL_NS (100 * NSEC_PER_MSEC)
+/*
+ * A re-read that did not find the address doubles the wait before the next, up to this: the
+ * stacks of a process can hold addresses no mapping covers (a stale frame pointer), and its
+ * maps (thousands of lines in a PyTorch process, ~5 ms of the kernel's time to print) were
+ * read again ten times a second, a fifth of the loop's time with four such processes.
+ */
+#define REREAD_MAX_NS (1600 * NSEC_PER_MSEC)
 /* Bytes of a perf map read at most (JITs append: what lies past this is not seen). */
 #define PERF_MAP_READ_MAX (256ull << 20)
 /* Perf maps up to this size are read on the caller's thread (a few ms); larger ones off it. */
@@ -124,6 +131,7 @@ struct pid_state {
 	struct umap *maps;
 	size_t n_maps;
 	uint64_t maps_read_ns;
+	uint64_t reread_ns; /* wait before a miss re-reads maps: REREAD_INTERVAL_NS and up */
 	struct perf_map *perf;
 };
 
@@ -1079,8 +1087,15 @@ int symbolizer__user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct s
 	m = map_find(ps, addr);
 	if (!m) {
 		now = mono_ns();
-		if (now - ps->maps_read_ns >= REREAD_INTERVAL_NS && !read_maps(s, ps, now))
-			m = map_find(ps, addr);
+		if (!ps->reread_ns)
+			ps->reread_ns = REREAD_INTERVAL_NS;
+		if (now - ps->maps_read_ns >= ps->reread_ns) {
+			if (!read_maps(s, ps, now))
+				m = map_find(ps, addr);
+			ps->reread_ns = m ? REREAD_INTERVAL_NS
+					  : (ps->reread_ns * 2 > REREAD_MAX_NS ? REREAD_MAX_NS
+									       : ps->reread_ns * 2);
+		}
 		if (!m)
 			return ps->maps_err == -ESRCH ? -ESRCH : 0;
 	}
