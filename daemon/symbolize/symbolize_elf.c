@@ -155,14 +155,17 @@ void elf_big_read_end(void)
 	pthread_mutex_unlock(&big_read_lock);
 }
 
+static void elf_version_once(void)
+{
+	elf_version(EV_CURRENT);
+}
+
+/* Images load on the event loop and on the ELF worker's thread: libelf is set up once. */
 static void elf_init(void)
 {
-	static bool done;
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-	if (!done) {
-		elf_version(EV_CURRENT);
-		done = true;
-	}
+	pthread_once(&once, elf_version_once);
 }
 
 static Elf_Scn *find_scn_name(Elf *e, const char *name, GElf_Shdr *sh)
