@@ -39,7 +39,8 @@
 #define KSYMS_RECHECK_NS (10ull * 1000000000ull)
 /*
  * Symbol indexes kept at most (one very large library still fits: the newest is never evicted).
- * An index holds 12 bytes a function, names stay in the files: libtorch_cpu.so's is 5.4 MiB.
+ * An index holds 12 bytes a function, names stay in the files: libtorch_cpu.so's 352,824
+ * functions and its PLT stubs take 4.4 MiB.
  */
 #define DEFAULT_MAX_SYM_BYTES (32ull << 20)
 /* Files up to this size are indexed on the caller's thread (a few ms); larger ones off it. */
@@ -334,7 +335,8 @@ static void elf_install(struct symbolizer *s, int i, int err)
 	e->loading = false;
 	if (err) {
 		/* Kept as a negative entry so that we do not parse it again for every sample. */
-		pr_info("symbolize: %s: not a usable ELF file (%s)", e->path, strerror(-err));
+		pr_info("symbolize: %s: not a usable ELF file (%s)", e->path ? e->path : "?",
+			strerror(-err));
 		e->failed = true;
 	}
 	s->bytes -= e->bytes;
@@ -459,9 +461,11 @@ static int resolve_slot(struct symbolizer *s, uint32_t pid, struct umap *m)
 	};
 	/*
 	 * A big library (libtorch_cpu.so maps in every PyTorch process) is indexed off the loop:
-	 * its addresses have no name for the ~100 ms that takes, rather than every sample and
-	 * dump waiting for it. The image keeps its build-id meanwhile, so that other processes
-	 * mapping the same file share the load.
+	 * its addresses have no name for the half second that takes, rather than every sample
+	 * and dump waiting for it (samples are symbolized as they are read from the ring buffer;
+	 * the caller's address cache asks again about unnamed addresses a second later). The image
+	 * keeps its build-id meanwhile, so that other processes mapping the same file share the
+	 * load.
 	 */
 	memcpy(e->img.build_id, build_id, sizeof(build_id));
 	if ((uint64_t)st.st_size > s->sync_max && elf_start_load(s, i, fd, &dbg) == 0) {
