@@ -282,18 +282,19 @@ static bool is_plt_name(const char *n)
 
 /* The index of the lazily named stubs. Returns 0 or a negative errno. */
 static int lazy_index(struct plt_lazy *lazy, Elf *e, const struct sym_source *src,
-		      struct sym_index **out)
+		      const struct sym_index *same_file, struct sym_index **out)
 {
 	Elf_Scn *scn = elf_getscn(e, lazy->strndx);
 	GElf_Shdr sh;
 
 	if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_type != SHT_STRTAB)
 		return -EINVAL;
-	return sym_index__from_list(out, lazy->v, lazy->n, src, sh.sh_offset, sh.sh_size);
+	return sym_index__from_list(out, lazy->v, lazy->n, src, sh.sh_offset, sh.sh_size,
+				    same_file);
 }
 
 int elf_add_plt_syms(struct sym_table *t, struct sym_index **lazy_out, Elf *e,
-		     const struct sym_index *ix, const struct sym_source *src)
+		     const struct sym_index *ix, bool ix_same_file, const struct sym_source *src)
 {
 	struct plt_lazy lazy = {0}, *lazy_p = lazy_out && src ? &lazy : NULL;
 	struct plt_relocs rs = {0};
@@ -347,7 +348,7 @@ int elf_add_plt_syms(struct sym_table *t, struct sym_index **lazy_out, Elf *e,
 			goto out;
 	}
 	if (lazy.n) {
-		err = lazy_index(&lazy, e, src, lazy_out);
+		err = lazy_index(&lazy, e, src, ix_same_file ? ix : NULL, lazy_out);
 		if (err)
 			goto out;
 	}

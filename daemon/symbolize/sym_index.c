@@ -38,12 +38,22 @@ struct sym_build {
 	uint32_t key; /* rank << 24 | order of the symbol in the table */
 };
 
+/*
+ * The descriptor names are read through, shared by the indexes of one file (its functions and
+ * its PLT stubs): a daemon with 256 files cached keeps 256 descriptors, not twice as many.
+ */
+struct sym_file {
+	int fd;
+	unsigned int refs;
+};
+
 struct sym_index {
 	uint64_t serial; /* never reused: the name cache's key */
 	uint64_t base;
 	struct sym_ix_ent *e;
 	size_t n;
-	int fd;
+	struct sym_file *file; /* NULL when the names are in memory */
+	int fd;		       /* file->fd, or -1 */
 	const char *mem;
 	uint64_t src_size;
 	uint64_t str_off, str_size;
@@ -184,7 +194,8 @@ static size_t pack(struct sym_build *v, size_t n, uint64_t *base)
  * (str_size bytes) of src. Returns 0 with *out (NULL when n is 0) or a negative errno.
  */
 static int finish(struct sym_index **out, struct sym_build *v, size_t n,
-		  const struct sym_source *src, uint64_t str_off, uint64_t str_size)
+		  const struct sym_source *src, uint64_t str_off, uint64_t str_size,
+		  const struct sym_index *same_file)
 {
 	struct sym_index *ix;
 	uint64_t base;
@@ -209,15 +220,25 @@ static int finish(struct sym_index **out, struct sym_build *v, size_t n,
 	ix->str_off = str_off;
 	ix->str_size = str_size;
 	ix->fd = -1;
-	if (src->fd >= 0) {
-		ix->fd = fcntl(src->fd, F_DUPFD_CLOEXEC, 3);
-		if (ix->fd < 0) {
+	if (src->fd >= 0 && same_file && same_file->file) {
+		ix->file = same_file->file;
+		ix->file->refs++;
+	} else if (src->fd >= 0) {
+		ix->file = malloc(sizeof(*ix->file));
+		if (!ix->file) {
+			sym_index__free(ix);
+			return -ENOMEM;
+		}
+		*ix->file = (struct sym_file){fcntl(src->fd, F_DUPFD_CLOEXEC, 3), 1};
+		if (ix->file->fd < 0) {
 			int err = -errno;
 
 			sym_index__free(ix);
 			return err;
 		}
 	}
+	if (ix->file)
+		ix->fd = ix->file->fd;
 	*out = ix;
 	return 0;
 }
@@ -268,7 +289,7 @@ int sym_index__build(struct sym_index **out, Elf *e, unsigned int type,
 		if (err)
 			goto out;
 	}
-	err = finish(out, v, n, src, str.sh_offset, str.sh_size);
+	err = finish(out, v, n, src, str.sh_offset, str.sh_size, NULL);
 	v = NULL;
 out:
 	free(v);
@@ -278,7 +299,8 @@ out:
 }
 
 int sym_index__from_list(struct sym_index **out, const struct sym_list_ent *l, size_t n,
-			 const struct sym_source *src, uint64_t str_off, uint64_t str_size)
+			 const struct sym_source *src, uint64_t str_off, uint64_t str_size,
+			 const struct sym_index *same_file)
 {
 	struct sym_build *v;
 	int err;
@@ -295,7 +317,7 @@ int sym_index__from_list(struct sym_index **out, const struct sym_list_ent *l, s
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++)
 		v[i] = (struct sym_build){l[i].addr, l[i].size, l[i].name, (uint32_t)i};
-	err = finish(out, v, n, src, str_off, str_size);
+	err = finish(out, v, n, src, str_off, str_size, same_file);
 	if (!err && *out)
 		(*out)->plt = true;
 	return err;
@@ -305,8 +327,11 @@ void sym_index__free(struct sym_index *ix)
 {
 	if (!ix)
 		return;
-	if (ix->fd >= 0)
-		close(ix->fd);
+	if (ix->file && !--ix->file->refs) {
+		if (ix->file->fd >= 0)
+			close(ix->file->fd);
+		free(ix->file);
+	}
 	free(ix->e);
 	free(ix);
 }

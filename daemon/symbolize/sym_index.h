@@ -48,11 +48,13 @@ struct sym_list_ent {
 /*
  * Index the n stubs of l (any order; of two at one address the later wins) of a procedure
  * linkage table, named "NAME@plt" from the string table at str_off (str_size bytes) of src.
- * Returns 0 with *out (NULL when n is 0), -EINVAL (a table outside the source), -E2BIG or
- * -ENOMEM.
+ * same_file (may be NULL): an index built from the same file as src, whose descriptor the new
+ * index shares instead of keeping one more (indexes are used from one thread). Returns 0 with
+ * *out (NULL when n is 0), -EINVAL (a table outside the source), -E2BIG or -ENOMEM.
  */
 int sym_index__from_list(struct sym_index **out, const struct sym_list_ent *l, size_t n,
-			 const struct sym_source *src, uint64_t str_off, uint64_t str_size);
+			 const struct sym_source *src, uint64_t str_off, uint64_t str_size,
+			 const struct sym_index *same_file);
 void sym_index__free(struct sym_index *ix);
 
 /* Functions indexed, and the bytes the index holds. Accept NULL. */

@@ -489,7 +489,8 @@ static int image_from_elf(struct elf_image *img, Elf *e, const struct elf_debug_
 	pr_info("symbolize: %s: no symbols", name);
 done:
 	/* From the file itself: a debug file's .plt has no contents. */
-	err = elf_add_plt_syms(&img->plt, &img->plt_ix, e, img->ix, src);
+	err = elf_add_plt_syms(&img->plt, &img->plt_ix, e, img->ix,
+			       img->source != ELF_SYMS_DEBUG_SYMTAB, src);
 	if (err < 0)
 		goto err;
 	if (err > 0)

@@ -366,7 +366,7 @@ static void test_plt_list(void)
 		goto out;
 	struct sym_source src = {.fd = fd, .size = (uint64_t)st.st_size};
 
-	CHECK_EQ_I(sym_index__from_list(&ix, l, 4, &src, strtab_off, strtab_len), 0);
+	CHECK_EQ_I(sym_index__from_list(&ix, l, 4, &src, strtab_off, strtab_len, NULL), 0);
 	if (!CHECK(ix != NULL))
 		goto out;
 	CHECK_EQ_U(sym_index__count(ix), 3);
@@ -378,15 +378,62 @@ static void test_plt_list(void)
 	sym_index__free(ix);
 	ix = NULL;
 	/* A string table outside the file is refused. */
-	CHECK_EQ_I(sym_index__from_list(&ix, l, 4, &src, (uint64_t)st.st_size, 64), -EINVAL);
+	CHECK_EQ_I(sym_index__from_list(&ix, l, 4, &src, (uint64_t)st.st_size, 64, NULL), -EINVAL);
 	CHECK(ix == NULL);
-	CHECK_EQ_I(sym_index__from_list(&ix, l, 0, &src, strtab_off, strtab_len), 0);
+	CHECK_EQ_I(sym_index__from_list(&ix, l, 0, &src, strtab_off, strtab_len, NULL), 0);
 	CHECK(ix == NULL);
 out:
 	if (fd >= 0)
 		close(fd);
 	name_cache__free(c);
 	sym_index__free(ix);
+}
+
+/* Descriptors this process holds. */
+static int open_fds(void)
+{
+	char p[64];
+	int n = 0;
+
+	for (int fd = 0; fd < 1024; fd++) {
+		snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+		n += access(p, F_OK) == 0;
+	}
+	return n;
+}
+
+/* The PLT index of a file shares the descriptor of the file's function index, and outlives it. */
+static void test_shared_fd(void)
+{
+	struct name_cache *c = name_cache__new(64, 1u << 20);
+	struct sym_index *ix, *plt = NULL;
+	struct sym_list_ent l[] = {{0x20010, 16, 1}};
+	struct stat st;
+	int err, fd, before = open_fds();
+
+	ix = index_file(path, &err);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (!CHECK(ix != NULL) || !CHECK(fd >= 0) || !CHECK(c != NULL) ||
+	    !CHECK_EQ_I(fstat(fd, &st), 0))
+		goto out;
+	struct sym_source src = {.fd = fd, .size = (uint64_t)st.st_size};
+
+	CHECK_EQ_I(sym_index__from_list(&plt, l, 1, &src, strtab_off, strtab_len, ix), 0);
+	close(fd);
+	fd = -1;
+	CHECK_EQ_I(open_fds(), before + 1);
+	sym_index__free(ix);
+	ix = NULL;
+	EXPECT_AT(c, plt, 0x20010, "alpha@plt");
+	sym_index__free(plt);
+	plt = NULL;
+	CHECK_EQ_I(open_fds(), before);
+out:
+	if (fd >= 0)
+		close(fd);
+	name_cache__free(c);
+	sym_index__free(ix);
+	sym_index__free(plt);
 }
 
 int main(void)
@@ -404,6 +451,7 @@ int main(void)
 	test_short_file();
 	test_cache_bound();
 	test_plt_list();
+	test_shared_fd();
 	unlink(path);
 	rmdir(dir);
 	return CHECK_DONE();

@@ -151,11 +151,12 @@ struct sym_source;
  * relocation of the GOT slot it jumps through (x86_64), else "[plt]". With lazy and src, stubs
  * whose target has a name in the dynamic string table go to an index in *lazy, their names read
  * from src when a lookup needs them; the others (ifunc stubs, named by looking up their
- * resolver in ix, which may be NULL; "[plt]") go to t, which must be finished after. Returns 1
- * when stubs were named, 0 when none, -ENOMEM or -E2BIG.
+ * resolver in ix, which may be NULL; "[plt]") go to t, which must be finished after. With
+ * ix_same_file (ix indexes e's own file, not a debug file's), *lazy shares ix's descriptor.
+ * Returns 1 when stubs were named, 0 when none, -ENOMEM or -E2BIG.
  */
 int elf_add_plt_syms(struct sym_table *t, struct sym_index **lazy, struct Elf *e,
-		     const struct sym_index *ix, const struct sym_source *src);
+		     const struct sym_index *ix, bool ix_same_file, const struct sym_source *src);
 
 /* What one x86_64 PLT entry holds: the GOT slot it jumps through, or the index it pushes. */
 enum { PLT_ENTRY_SLOT = 1, PLT_ENTRY_INDEX = 2 };
