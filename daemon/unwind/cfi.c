@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <gelf.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,14 +61,27 @@ struct vm {
 };
 
 /*
- * One row in the making: its pc and rule. 12 bytes: libtorch_cpu.so has 2.3 million rows. A pc
- * fits 32 bits: rows are emitted below their FDE's end, and FDEs ending above 4 GiB are refused
- * (-ERANGE) when they are collected.
+ * One row in the making: its rule, its pc in the row's own pc field. 8 bytes, the final row
+ * itself: libtorch_cpu.so has 2.3 million rows, and the table is handed over as it was built.
+ * A pc fits 32 bits: rows are emitted below their FDE's end, and FDEs ending above 4 GiB are
+ * refused (-ERANGE) when they are collected.
  */
 struct prow {
-	uint32_t pc;
-	struct profd_unwind_row row;
+	union {
+		uint32_t pc; /* row.pc */
+		struct profd_unwind_row row;
+	};
 };
+_Static_assert(offsetof(struct profd_unwind_row, pc) == 0 &&
+		   sizeof(struct prow) == sizeof(struct profd_unwind_row),
+	       "a row in the making is the row");
+
+/* Set p to row at pc (row's own pc field is not the row's place). */
+static void prow_set(struct prow *p, uint64_t pc, const struct profd_unwind_row *row)
+{
+	p->row = *row;
+	p->pc = (uint32_t)pc;
+}
 
 struct rows {
 	struct prow *v;
@@ -428,12 +442,12 @@ static bool row_eq(const struct profd_unwind_row *a, const struct profd_unwind_r
 static int vm_emit(struct rows *out, uint64_t pc, const struct profd_unwind_row *row)
 {
 	if (out->n && out->v[out->n - 1].pc == pc) {
-		out->v[out->n - 1].row = *row;
+		prow_set(&out->v[out->n - 1], pc, row);
 		return 0;
 	}
 	if (GROW(out->v, out->cap, out->n + 1))
 		return -ENOMEM;
-	out->v[out->n++] = (struct prow){(uint32_t)pc, *row};
+	prow_set(&out->v[out->n++], pc, row);
 	return 0;
 }
 
@@ -447,14 +461,14 @@ static int table_push(struct rows *t, uint64_t pc, const struct profd_unwind_row
 		t->n--;
 		if (t->n && row_eq(&t->v[t->n - 1].row, row))
 			return 0;
-		t->v[t->n++].row = *row;
+		prow_set(&t->v[t->n++], pc, row);
 		return 0;
 	}
 	if (t->n && row_eq(&t->v[t->n - 1].row, row))
 		return 0;
 	if (GROW(t->v, t->cap, t->n + 1))
 		return -ENOMEM;
-	t->v[t->n++] = (struct prow){(uint32_t)pc, *row};
+	prow_set(&t->v[t->n++], pc, row);
 	return 0;
 }
 
@@ -713,32 +727,22 @@ int cfi_table__build(Elf *elf, Elf *debug, struct cfi_table *out)
 	err = build_rows(&l, &t, &out->stats);
 	if (err)
 		goto out;
-	err = fdes_out(&l, &out->fdes, &out->nfdes);
-	if (err)
-		goto out;
-	/* The FDE list is done with: the peak of a big file's build is what the daemon keeps. */
-	free(l.v);
-	l = (struct fde_list){0};
 	/*
-	 * The rows take the place of the rows in the making, in the same memory (8 bytes each
-	 * where those were 12, written front to back: row i lands below prow i), rather than a
-	 * second copy of the table.
+	 * The rows in the making are the rows: the table is handed over, not copied; then the
+	 * FDE ranges, and the FDE list goes. What a big file's build holds at its peak is what
+	 * the daemon's RSS peaks at.
 	 */
-	for (size_t i = 0; i < t.n; i++) {
-		struct profd_unwind_row r = t.v[i].row;
-
-		r.pc = t.v[i].pc;
-		out->stats.rows_invalid += r.kind == PROFD_UW_INVALID;
-		memcpy((struct profd_unwind_row *)(void *)t.v + i, &r, sizeof(r));
-	}
+	for (size_t i = 0; i < t.n; i++)
+		out->stats.rows_invalid += t.v[i].row.kind == PROFD_UW_INVALID;
 	if (t.n) {
-		void *p = realloc(t.v, t.n * sizeof(*out->rows));
+		void *p = realloc(t.v, t.n * sizeof(*t.v));
 
 		out->rows = p ? p : (void *)t.v;
 		t.v = NULL;
 	}
 	out->nrows = t.n;
 	out->stats.rows = (uint32_t)t.n;
+	err = fdes_out(&l, &out->fdes, &out->nfdes);
 out:
 	free(l.v);
 	free(t.v);
