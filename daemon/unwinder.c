@@ -48,6 +48,8 @@
 #define TABLE_NONE UINT32_MAX
 /* A process whose tables did not all fit the bound is described again after this long. */
 #define RETRY_OVER_NS (10ull * 1000 * 1000 * 1000)
+/* A build of this many rows (2 MiB of them) or more gives freed heap pages back at once. */
+#define TRIM_ROWS_MIN (1u << 18)
 /* Kernel bytes of one loaded table beyond its rows (the map itself); a rough figure. */
 #define TABLE_OVERHEAD 512
 
@@ -603,7 +605,9 @@ static long table_get(struct unwinder *u, const struct file_id *f, int fd, const
 	e = NULL;
 	free(copy);
 	copy = NULL;
-	malloc_trim(0);
+	/* Walking the heap costs a little: only after builds big enough to have grown it. */
+	if (ct.nrows >= TRIM_ROWS_MIN)
+		malloc_trim(0);
 	elf_big_read_end();
 
 	pthread_mutex_lock(&u->lock);
