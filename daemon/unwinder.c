@@ -9,6 +9,7 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,8 @@
 #define TABLE_NONE UINT32_MAX
 /* A process whose tables did not all fit the bound is described again after this long. */
 #define RETRY_OVER_NS (10ull * 1000 * 1000 * 1000)
+/* A build of this many rows (2 MiB of them) or more gives freed heap pages back at once. */
+#define TRIM_ROWS_MIN (1u << 18)
 /* Kernel bytes of one loaded table beyond its rows (the map itself); a rough figure. */
 #define TABLE_OVERHEAD 512
 
@@ -323,8 +326,9 @@ static int table_load(const struct profd_unwind_row *rows, size_t n, int *fd_out
 	return 0;
 }
 
-static int use_debug_build(void *arg, Elf *debug)
+static int use_debug_build(void *arg, Elf *debug, int fd)
 {
+	(void)fd;
 	void **a = arg;
 
 	return cfi_table__build(a[0], debug, a[1]);
@@ -581,6 +585,7 @@ static long table_get(struct unwinder *u, const struct file_id *f, int fd, const
 	pthread_mutex_unlock(&u->lock);
 
 	*built = true;
+	elf_big_read_begin();
 	if (f->vdso) {
 		/* libelf may write to an image it was given: hand it a copy. */
 		copy = malloc(u->vdso_size);
@@ -600,6 +605,20 @@ static long table_get(struct unwinder *u, const struct file_id *f, int fd, const
 		err = table_build(u, e, f->build_id, path, fs_root, &ct);
 	if (!err && !ct.nrows)
 		err = -ENOENT;
+	/*
+	 * libelf's copies of the sections (.eh_frame: 18 MB of libtorch_cpu.so) go before the rows
+	 * are copied into the kernel's map, and the freed pages back to the system: what the
+	 * daemon keeps is not the peak of its biggest build.
+	 */
+	if (e)
+		elf_end(e);
+	e = NULL;
+	free(copy);
+	copy = NULL;
+	/* Walking the heap costs a little: only after builds big enough to have grown it. */
+	if (ct.nrows >= TRIM_ROWS_MIN)
+		malloc_trim(0);
+	elf_big_read_end();
 
 	pthread_mutex_lock(&u->lock);
 	i = table_find(u, f);

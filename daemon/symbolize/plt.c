@@ -19,6 +19,7 @@
 
 #include "demangle.h"
 #include "grow.h"
+#include "sym_index.h"
 
 #include <errno.h>
 #include <gelf.h>
@@ -38,12 +39,24 @@
 #endif
 
 struct plt_reloc {
-	uint64_t slot;	  /* address of the GOT slot */
-	const char *name; /* symbol (in libelf's data), or NULL */
-	uint64_t addend;  /* IRELATIVE: the ifunc resolver */
-	uint32_t index;	  /* order of addition: file order, for ties */
-	bool jmprel;	  /* from .rela.plt */
+	uint64_t slot;	   /* address of the GOT slot */
+	const char *name;  /* symbol (in libelf's data), or NULL */
+	uint32_t name_off; /* of name, in the string table of section strndx */
+	uint32_t strndx;
+	uint64_t addend; /* IRELATIVE: the ifunc resolver */
+	uint32_t index;	 /* order of addition: file order, for ties */
+	bool jmprel;	 /* from .rela.plt */
 	bool irelative;
+};
+
+/*
+ * Stubs named from one string table (.dynstr), their names read when a lookup needs them: a
+ * big C++ library has tens of thousands of stubs with long names.
+ */
+struct plt_lazy {
+	struct sym_list_ent *v;
+	size_t n, cap;
+	uint32_t strndx; /* 0 until the first stub picks it */
 };
 
 struct plt_relocs {
@@ -114,8 +127,11 @@ static int add_relocs(struct plt_relocs *rs, Elf *e, Elf_Scn *scn, const GElf_Sh
 					.irelative = type == R_X86_64_IRELATIVE};
 		si = (uint32_t)GELF_R_SYM(r.r_info);
 		/* gelf_getsym checks the index against the section; elf_strptr the offset. */
-		if (si && symd && gelf_getsym(symd, (int)si, &sym) && sym.st_name)
+		if (si && symd && gelf_getsym(symd, (int)si, &sym) && sym.st_name) {
 			p->name = elf_strptr(e, symsh.sh_link, sym.st_name);
+			p->name_off = sym.st_name;
+			p->strndx = symsh.sh_link;
+		}
 		if (jmprel) {
 			if (GROW(rs->jmprel, rs->cap_jmprel, rs->n_jmprel + 1))
 				return -ENOMEM;
@@ -127,17 +143,21 @@ static int add_relocs(struct plt_relocs *rs, Elf *e, Elf_Scn *scn, const GElf_Sh
 }
 
 /* The name a relocation gives its stub: "memcpy@plt", NULL when it names nothing. */
-static int reloc_name(struct sym_table *t, const struct plt_reloc *r, char *buf, size_t size)
+static int reloc_name(const struct sym_index *ix, const struct plt_reloc *r, char *buf, size_t size)
 {
 	const char *target = r->name;
+	char resolver[PLT_NAME_MAX];
 	char *dm = NULL;
+	long i;
 	int n;
 
 	if (r->irelative) {
 		/* An ifunc of this file: the addend is its resolver, whose symbol is its name. */
-		struct sym_entry *se = sym_table__find(t, r->addend);
-
-		target = se && se->addr == r->addend ? t->pool + se->name : NULL;
+		i = sym_index__find(ix, r->addend);
+		target = i >= 0 && sym_index__addr(ix, (size_t)i) == r->addend &&
+				 !sym_index__name(ix, (size_t)i, resolver, sizeof(resolver))
+			     ? resolver
+			     : NULL;
 	}
 	if (!target || !target[0])
 		return -ENOENT;
@@ -185,8 +205,9 @@ int plt_decode_x86_64(const uint8_t *b, size_t len, uint64_t addr, uint64_t *slo
 	return -ENOENT;
 }
 
-static int add_entries(struct sym_table *t, Elf *e, Elf_Scn *scn, const GElf_Shdr *sh,
-		       bool has_header, const struct plt_relocs *rs)
+static int add_entries(struct sym_table *t, struct plt_lazy *lazy, const struct sym_index *ix,
+		       Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, bool has_header,
+		       const struct plt_relocs *rs)
 {
 	char name[PLT_NAME_MAX];
 	Elf_Data *d = elf_getdata(scn, NULL);
@@ -209,7 +230,16 @@ static int add_entries(struct sym_table *t, Elf *e, Elf_Scn *scn, const GElf_Shd
 			r = reloc_by_slot(rs, slot);
 		else if (kind == PLT_ENTRY_INDEX && index < rs->n_jmprel)
 			r = &rs->r[rs->jmprel[index]];
-		if (!r || reloc_name(t, r, name, sizeof(name)))
+		if (lazy && r && !r->irelative && r->name && r->name[0] &&
+		    (!lazy->strndx || lazy->strndx == r->strndx)) {
+			if (GROW(lazy->v, lazy->cap, lazy->n + 1))
+				return -ENOMEM;
+			lazy->strndx = r->strndx;
+			lazy->v[lazy->n++] = (struct sym_list_ent){sh->sh_addr + off,
+								   (uint32_t)entsize, r->name_off};
+			continue;
+		}
+		if (!r || reloc_name(ix, r, name, sizeof(name)))
 			strcpy(name, PLT_NAME_UNKNOWN);
 		err = sym_table__add(t, sh->sh_addr + off, entsize, name, 0);
 		if (err == -ENOMEM || err == -E2BIG)
@@ -250,8 +280,23 @@ static bool is_plt_name(const char *n)
 	       !strcmp(n, ".plt.bnd");
 }
 
-int elf_add_plt_syms(struct sym_table *t, Elf *e)
+/* The index of the lazily named stubs. Returns 0 or a negative errno. */
+static int lazy_index(struct plt_lazy *lazy, Elf *e, const struct sym_source *src,
+		      const struct sym_index *same_file, struct sym_index **out)
 {
+	Elf_Scn *scn = elf_getscn(e, lazy->strndx);
+	GElf_Shdr sh;
+
+	if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_type != SHT_STRTAB)
+		return -EINVAL;
+	return sym_index__from_list(out, lazy->v, lazy->n, src, sh.sh_offset, sh.sh_size,
+				    same_file);
+}
+
+int elf_add_plt_syms(struct sym_table *t, struct sym_index **lazy_out, Elf *e,
+		     const struct sym_index *ix, bool ix_same_file, const struct sym_source *src)
+{
+	struct plt_lazy lazy = {0}, *lazy_p = lazy_out && src ? &lazy : NULL;
 	struct plt_relocs rs = {0};
 	Elf_Scn *scn = NULL;
 	GElf_Ehdr eh;
@@ -298,14 +343,20 @@ int elf_add_plt_syms(struct sym_table *t, Elf *e)
 			continue;
 		/* .plt starts with the lazy binder's header; .plt.sec, .plt.got, .plt.bnd do not.
 		 */
-		err = add_entries(t, e, scn, &sh, !strcmp(n, ".plt"), &rs);
+		err = add_entries(t, lazy_p, ix, e, scn, &sh, !strcmp(n, ".plt"), &rs);
+		if (err)
+			goto out;
+	}
+	if (lazy.n) {
+		err = lazy_index(&lazy, e, src, ix_same_file ? ix : NULL, lazy_out);
 		if (err)
 			goto out;
 	}
 out:
+	free(lazy.v);
 	free(rs.r);
 	free(rs.jmprel);
 	if (err == -ENOMEM || err == -E2BIG)
 		return err;
-	return t->n > added ? 1 : 0;
+	return t->n > added || (lazy_out && *lazy_out) ? 1 : 0;
 }

@@ -17,6 +17,8 @@
 #include "perf_map.h"
 #include "procfs.h"
 #include "symbolize_elf.h"
+#include "elf_worker.h"
+#include "sym_index.h"
 #include "cfi.h"
 #include "log.h"
 #include "parse.h"
@@ -35,22 +37,27 @@
 #define DEFAULT_MAX_ELF_FILES 256
 /* How often /proc/modules is compared, at most: kernel symbols of new modules show then. */
 #define KSYMS_RECHECK_NS (10ull * 1000000000ull)
-/* Symbol tables kept at most (one very large library still fits: the newest is never evicted). */
-#define DEFAULT_MAX_SYM_BYTES (96ull << 20)
-
-static uint64_t sym_table_bytes(const struct sym_table *t)
-{
-	return (uint64_t)t->cap * sizeof(*t->syms) + t->pool_cap;
-}
-
-/* What an image holds that the symbol budget counts: its symbols and its CFI ranges. */
-static uint64_t elf_slot_bytes(const struct elf_image *img)
-{
-	return sym_table_bytes(&img->syms) + (uint64_t)img->n_fdes * sizeof(*img->fdes);
-}
+/*
+ * Symbol indexes kept at most (one very large library still fits: the newest is never evicted).
+ * An index holds 12 bytes a function, names stay in the files: libtorch_cpu.so's 352,824
+ * functions and its PLT stubs take 4.4 MiB.
+ */
+#define DEFAULT_MAX_SYM_BYTES (32ull << 20)
+/* Files up to this size are indexed on the caller's thread (a few ms); larger ones off it. */
+#define DEFAULT_ELF_SYNC_MAX (16ull << 20)
+/* Names read and demangled, kept for the addresses samples keep hitting. */
+#define NAME_CACHE_SLOTS 16384
+#define NAME_CACHE_BYTES (4u << 20)
 #define PID_BUCKETS 1024
 /* A miss re-reads maps (or stats the perf map) at most this often per pid. */
 #define REREAD_INTERVAL_NS (100 * NSEC_PER_MSEC)
+/*
+ * A re-read that did not find the address doubles the wait before the next, up to this: the
+ * stacks of a process can hold addresses no mapping covers (a stale frame pointer), and its
+ * maps (thousands of lines in a PyTorch process, ~5 ms of the kernel's time to print) were
+ * read again ten times a second, a fifth of the loop's time with four such processes.
+ */
+#define REREAD_MAX_NS (1600 * NSEC_PER_MSEC)
 /* Bytes of a perf map read at most (JITs append: what lies past this is not seen). */
 #define PERF_MAP_READ_MAX (256ull << 20)
 /* Perf maps up to this size are read on the caller's thread (a few ms); larger ones off it. */
@@ -125,6 +132,7 @@ struct pid_state {
 	struct umap *maps;
 	size_t n_maps;
 	uint64_t maps_read_ns;
+	uint64_t reread_ns; /* wait before a miss re-reads maps: REREAD_INTERVAL_NS and up */
 	struct perf_map *perf;
 };
 
@@ -138,7 +146,9 @@ struct elf_slot {
 	uint32_t gen;	/* bumped on eviction: umaps holding an older one re-resolve */
 	uint64_t bytes; /* memory of its symbol table, counted in symbolizer.bytes */
 	bool used;
-	bool failed; /* not a usable ELF file: a negative entry */
+	bool failed;	   /* not a usable ELF file: a negative entry */
+	bool loading;	   /* the ELF worker loads its image: no names until it is done */
+	bool fdes_loading; /* the ELF worker reads its CFI ranges */
 	int prev, next;
 	char *path;
 };
@@ -149,6 +159,9 @@ struct symbolizer {
 	unsigned int max_elf;
 	uint64_t max_bytes; /* symbol tables kept, in bytes, across the ELF cache */
 	uint64_t bytes;	    /* symbol table bytes of the slots in use */
+	uint64_t sync_max;  /* files larger than this are loaded by the ELF worker */
+	struct elf_worker *elf_worker;
+	struct name_cache *names;
 	struct elf_slot *slots;
 	unsigned int n_used;
 	int lru_head, lru_tail; /* most recently used at head */
@@ -223,6 +236,8 @@ static void slot_clear(struct symbolizer *s, struct elf_slot *e)
 	e->path = NULL;
 	e->used = false;
 	e->failed = false;
+	e->loading = false;
+	e->fdes_loading = false;
 	e->gen++;
 }
 
@@ -268,7 +283,8 @@ static int slot_find_build_id(struct symbolizer *s, const char *build_id)
 		struct elf_slot *e = &s->slots[i];
 
 		if (e->used && !e->failed && !strcmp(e->img.build_id, build_id) &&
-		    (e->img.source == ELF_SYMS_SYMTAB || e->img.source == ELF_SYMS_DEBUG_SYMTAB))
+		    (e->loading || e->img.source == ELF_SYMS_SYMTAB ||
+		     e->img.source == ELF_SYMS_DEBUG_SYMTAB))
 			return (int)i;
 	}
 	return -1;
@@ -308,10 +324,91 @@ static int open_mapped_file(struct symbolizer *s, uint32_t pid, const struct uma
 	return -ENOENT;
 }
 
+/*
+ * The image of slot i was loaded (err: elf_image__load's): account for it and keep the symbol
+ * bytes within the bound, slot i aside.
+ */
+static void elf_install(struct symbolizer *s, int i, int err)
+{
+	struct elf_slot *e = &s->slots[i];
+
+	e->loading = false;
+	if (err) {
+		/* Kept as a negative entry so that we do not parse it again for every sample. */
+		pr_info("symbolize: %s: not a usable ELF file (%s)", e->path ? e->path : "?",
+			strerror(-err));
+		e->failed = true;
+	}
+	s->bytes -= e->bytes;
+	e->bytes = elf_image__bytes(&e->img);
+	s->bytes += e->bytes;
+	if (e->prev < 0 && s->lru_head != i)
+		lru_push_head(s, i);
+	/* Big symbol tables (a libLLVM, a libtorch) are what the memory bound is about. */
+	while (s->bytes > s->max_bytes && s->lru_tail >= 0 && s->lru_tail != i) {
+		int victim = s->lru_tail;
+
+		lru_unlink(s, victim);
+		pr_debug("symbolize: %s: evicted from the ELF cache (%llu bytes of symbols kept)",
+			 s->slots[victim].path, (unsigned long long)s->bytes);
+		slot_clear(s, &s->slots[victim]);
+		s->n_used--;
+	}
+}
+
+/* Hand slot i's file (fd, taken on success) to the ELF worker. Returns 0 or a negative errno. */
+static int elf_start_load(struct symbolizer *s, int i, int fd, const struct elf_debug_ctx *dbg)
+{
+	struct elf_slot *e = &s->slots[i];
+	int err;
+
+	if (!s->elf_worker && !(s->elf_worker = elf_worker__new()))
+		return -ENOMEM;
+	err = elf_worker__start(s->elf_worker, fd, dbg, (uint64_t)e->gen << 32 | (uint32_t)i);
+	if (err)
+		return err;
+	e->loading = true;
+	return 0;
+}
+
+/* Install the images the worker finished; with wait, wait for all of them (tests). */
+static void elf_pump(struct symbolizer *s, bool wait)
+{
+	struct elf_worker_result res;
+	struct elf_slot *e;
+	uint32_t i;
+
+	while (elf_worker__collect(s->elf_worker, &res, wait)) {
+		i = (uint32_t)res.tag;
+		e = i < s->max_elf ? &s->slots[i] : NULL;
+		/* Evicted or replaced while it loaded: the image is nobody's. */
+		if (!e || !e->used || (!e->loading && !e->fdes_loading) ||
+		    e->gen != (uint32_t)(res.tag >> 32)) {
+			elf_image__fini(&res.img);
+			continue;
+		}
+		if (e->fdes_loading) {
+			e->fdes_loading = false;
+			e->img.fdes = res.img.fdes;
+			e->img.n_fdes = res.img.n_fdes;
+			res.img.fdes = NULL;
+			elf_image__fini(&res.img);
+			elf_install(s, (int)i, 0);
+			continue;
+		}
+		pr_debug("symbolize: %s: %zu functions indexed (%llu KiB with the PLT's names) in "
+			 "%.1f ms off the loop",
+			 e->path, sym_index__count(res.img.ix),
+			 (unsigned long long)(elf_image__bytes(&res.img) >> 10), res.wall_ns / 1e6);
+		e->img = res.img;
+		elf_install(s, (int)i, res.err);
+	}
+}
+
 /* Find or load the ELF image of a file mapping. Returns the slot or -1. */
 static int resolve_slot(struct symbolizer *s, uint32_t pid, struct umap *m)
 {
-	char build_id[2 * BUILD_ID_MAX + 1], root[PATH_MAX];
+	char build_id[2 * BUILD_ID_MAX + 1] = "", root[PATH_MAX];
 	struct elf_debug_ctx dbg;
 	struct elf_slot *e;
 	int i, fd, err;
@@ -362,26 +459,22 @@ static int resolve_slot(struct symbolizer *s, uint32_t pid, struct umap *m)
 	    .fs_root = root,
 	    .path = m->path,
 	};
+	/*
+	 * A big library (libtorch_cpu.so maps in every PyTorch process) is indexed off the loop:
+	 * its addresses have no name for the half second that takes, rather than every sample
+	 * and dump waiting for it (samples are symbolized as they are read from the ring buffer;
+	 * the caller's address cache asks again about unnamed addresses a second later). The image
+	 * keeps its build-id meanwhile, so that other processes mapping the same file share the
+	 * load.
+	 */
+	memcpy(e->img.build_id, build_id, sizeof(build_id));
+	if ((uint64_t)st.st_size > s->sync_max && elf_start_load(s, i, fd, &dbg) == 0) {
+		lru_push_head(s, i);
+		goto found;
+	}
 	err = elf_image__load(&e->img, fd, &dbg);
 	close(fd);
-	if (err) {
-		/* Kept as a negative entry so that we do not parse it again for every sample. */
-		pr_info("symbolize: %s: not a usable ELF file (%s)", m->path, strerror(-err));
-		e->failed = true;
-	}
-	e->bytes = elf_slot_bytes(&e->img);
-	s->bytes += e->bytes;
-	lru_push_head(s, i);
-	/* Big symbol tables (a libLLVM, a libtorch) are what the memory bound is about. */
-	while (s->bytes > s->max_bytes && s->lru_tail != i) {
-		int victim = s->lru_tail;
-
-		lru_unlink(s, victim);
-		pr_debug("symbolize: %s: evicted from the ELF cache (%llu bytes of symbols kept)",
-			 s->slots[victim].path, (unsigned long long)s->bytes);
-		slot_clear(s, &s->slots[victim]);
-		s->n_used--;
-	}
+	elf_install(s, i, err);
 found:
 	m->slot = i;
 	m->gen = s->slots[i].gen;
@@ -854,6 +947,7 @@ static void perf_map_miss(struct symbolizer *s, struct pid_state *ps, uint64_t a
 
 void symbolizer__settle(struct symbolizer *s)
 {
+	elf_pump(s, true);
 	for (;;) {
 		for (size_t i = 0; i < s->n_pm_queue; i++) {
 			struct pid_state *ps = pid_find(s, s->pm_queue[i]);
@@ -882,7 +976,7 @@ void symbolizer__stats(const struct symbolizer *s, struct symbolizer_stats *out)
 	    .perf_map_sparse = s->perf_sparse,
 	    .perf_map_scans = s->perf_scans,
 	    .perf_map_scan_ns = s->perf_scan_ns,
-	    .elf_bytes = s->bytes,
+	    .elf_bytes = s->bytes + name_cache__bytes(s->names),
 	    .elf_budget = s->max_bytes,
 	    .elf_files = s->n_used,
 	};
@@ -912,9 +1006,9 @@ static void vdso_load(struct symbolizer *s)
 	procfs_free_maps(pm, n);
 }
 
-static void resolve_image(struct elf_image *img, uint64_t file_off, struct sym_result *out)
+static void resolve_image(struct symbolizer *s, struct elf_image *img, uint64_t file_off,
+			  struct sym_result *out)
 {
-	struct sym_entry *e;
 	uint64_t vaddr;
 
 	if (elf_image__vaddr(img, file_off, &vaddr)) {
@@ -922,9 +1016,7 @@ static void resolve_image(struct elf_image *img, uint64_t file_off, struct sym_r
 		return;
 	}
 	out->address = vaddr;
-	e = sym_table__find(&img->syms, vaddr);
-	if (e)
-		out->name = sym_table__name(&img->syms, e);
+	out->name = elf_image__symbol(img, s->names, vaddr);
 	out->build_id = img->build_id[0] ? img->build_id : NULL;
 }
 
@@ -945,12 +1037,29 @@ static void name_by_fde(struct symbolizer *s, uint32_t pid, const struct umap *m
 		fd = open_mapped_file(s, pid, m);
 		if (fd < 0) /* tried again on the next miss */
 			return;
+		/* A big file's .eh_frame is read off the loop; its misses are unnamed until then.
+		 */
+		if (e->size > s->sync_max) {
+			if (!s->elf_worker && !(s->elf_worker = elf_worker__new())) {
+				close(fd);
+				return;
+			}
+			if (elf_worker__start_fdes(s->elf_worker, fd, e->img.debug_path,
+						   (uint64_t)e->gen << 32 |
+						       (uint32_t)(e - s->slots))) {
+				close(fd);
+				return;
+			}
+			e->img.fdes_tried = true;
+			e->fdes_loading = true;
+			return;
+		}
 		if (!elf_image__load_fdes(&e->img, fd))
 			pr_debug("symbolize: %s: %zu function ranges from its CFI", m->path,
 				 e->img.n_fdes);
 		close(fd);
 		s->bytes -= e->bytes;
-		e->bytes = elf_slot_bytes(&e->img);
+		e->bytes = elf_image__bytes(&e->img);
 		s->bytes += e->bytes;
 	}
 	if (elf_image__fde_start(&e->img, vaddr, &start))
@@ -971,6 +1080,8 @@ int symbolizer__user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct s
 	 */
 	if (s->n_pm_queue || (s->worker && perf_map_worker__busy(s->worker)))
 		perf_map_pump(s, false);
+	if (elf_worker__pending(s->elf_worker))
+		elf_pump(s, false);
 	ps = pid_find(s, pid);
 	if (!ps) {
 		ps = pid_new(s, pid);
@@ -980,8 +1091,15 @@ int symbolizer__user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct s
 	m = map_find(ps, addr);
 	if (!m) {
 		now = mono_ns();
-		if (now - ps->maps_read_ns >= REREAD_INTERVAL_NS && !read_maps(s, ps, now))
-			m = map_find(ps, addr);
+		if (!ps->reread_ns)
+			ps->reread_ns = REREAD_INTERVAL_NS;
+		if (now - ps->maps_read_ns >= ps->reread_ns) {
+			if (!read_maps(s, ps, now))
+				m = map_find(ps, addr);
+			ps->reread_ns = m ? REREAD_INTERVAL_NS
+					  : (ps->reread_ns * 2 > REREAD_MAX_NS ? REREAD_MAX_NS
+									       : ps->reread_ns * 2);
+		}
 		if (!m)
 			return ps->maps_err == -ESRCH ? -ESRCH : 0;
 	}
@@ -1001,9 +1119,9 @@ int symbolizer__user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct s
 		}
 		e = &s->slots[i];
 		lru_touch(s, i);
-		if (e->failed)
+		if (e->failed || e->loading)
 			break;
-		resolve_image(&e->img, file_off, out);
+		resolve_image(s, &e->img, file_off, out);
 		if (!out->name)
 			name_by_fde(s, pid, m, e, file_off, out);
 		break;
@@ -1012,7 +1130,7 @@ int symbolizer__user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct s
 		if (!s->vdso_tried)
 			vdso_load(s);
 		if (s->vdso_ok && s->vdso_size == m->end - m->start)
-			resolve_image(&s->vdso, addr - m->start, out);
+			resolve_image(s, &s->vdso, addr - m->start, out);
 		else
 			out->address = addr - m->start;
 		break;
@@ -1111,6 +1229,8 @@ struct symbolizer *symbolizer__new(const struct symbolizer_opts *opts)
 	s->debug_root = strdup(o.debug_root ? o.debug_root : "/usr/lib/debug");
 	s->max_elf = o.max_elf_files ? o.max_elf_files : DEFAULT_MAX_ELF_FILES;
 	s->max_bytes = o.max_sym_bytes ? o.max_sym_bytes : DEFAULT_MAX_SYM_BYTES;
+	s->sync_max = o.elf_sync_max ? o.elf_sync_max : DEFAULT_ELF_SYNC_MAX;
+	s->names = name_cache__new(NAME_CACHE_SLOTS, NAME_CACHE_BYTES);
 	s->modules_recheck_ns = o.kernel_recheck_ns ? o.kernel_recheck_ns : KSYMS_RECHECK_NS;
 	s->max_perf_bytes =
 	    o.max_perf_map_bytes ? o.max_perf_map_bytes : DEFAULT_MAX_PERF_MAP_BYTES;
@@ -1119,7 +1239,7 @@ struct symbolizer *symbolizer__new(const struct symbolizer_opts *opts)
 		goto err;
 	}
 	s->slots = calloc(s->max_elf, sizeof(*s->slots));
-	if (!s->proc_root || !s->debug_root || !s->slots)
+	if (!s->proc_root || !s->debug_root || !s->slots || !s->names)
 		goto err;
 	for (unsigned int i = 0; i < s->max_elf; i++) {
 		s->slots[i].prev = s->slots[i].next = -1;
@@ -1154,6 +1274,7 @@ void symbolizer__free(struct symbolizer *s)
 		return;
 	/* First: a scan in progress is abandoned before the tables it reads for go. */
 	perf_map_worker__free(s->worker);
+	elf_worker__free(s->elf_worker);
 	free(s->pm_queue);
 	for (size_t b = 0; b < PID_BUCKETS; b++) {
 		for (ps = s->pids[b]; ps; ps = next) {
@@ -1167,6 +1288,7 @@ void symbolizer__free(struct symbolizer *s)
 	free(s->slots);
 	ksyms__free(s->ksyms);
 	elf_image__fini(&s->vdso);
+	name_cache__free(s->names);
 	free(s->proc_root);
 	free(s->debug_root);
 	free(s);

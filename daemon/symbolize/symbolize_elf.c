@@ -3,6 +3,7 @@
 #include "cfi.h"
 #include "grow.h"
 #include "procfs.h"
+#include "sym_index.h"
 
 #include "demangle.h"
 #include "log.h"
@@ -11,9 +12,11 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -140,28 +143,29 @@ void sym_table__fini(struct sym_table *t)
 
 /* --- ELF -------------------------------------------------------------------------------------- */
 
-static void elf_init(void)
-{
-	static bool done;
+static pthread_mutex_t big_read_lock = PTHREAD_MUTEX_INITIALIZER;
 
-	if (!done) {
-		elf_version(EV_CURRENT);
-		done = true;
-	}
+void elf_big_read_begin(void)
+{
+	pthread_mutex_lock(&big_read_lock);
 }
 
-/* The first section of type, with data. */
-static Elf_Scn *find_scn_type(Elf *e, Elf64_Word type, GElf_Shdr *sh)
+void elf_big_read_end(void)
 {
-	Elf_Scn *scn = NULL;
+	pthread_mutex_unlock(&big_read_lock);
+}
 
-	while ((scn = elf_nextscn(e, scn))) {
-		if (!gelf_getshdr(scn, sh))
-			return NULL;
-		if (sh->sh_type == type && sh->sh_size)
-			return scn;
-	}
-	return NULL;
+static void elf_version_once(void)
+{
+	elf_version(EV_CURRENT);
+}
+
+/* Images load on the event loop and on the ELF worker's thread: libelf is set up once. */
+static void elf_init(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, elf_version_once);
 }
 
 static Elf_Scn *find_scn_name(Elf *e, const char *name, GElf_Shdr *sh)
@@ -258,67 +262,6 @@ int elf_read_build_id_fd(int fd, char *hex)
 	return err;
 }
 
-static int add_syms(struct sym_table *t, Elf *e, Elf_Scn *scn, const GElf_Shdr *sh)
-{
-	size_t i, n, entsize = gelf_fsize(e, ELF_T_SYM, 1, EV_CURRENT);
-	Elf_Data *d = elf_getdata(scn, NULL);
-	char unversioned[512];
-	const char *name, *at;
-	GElf_Sym sym;
-	int type, bind, err;
-	uint8_t rank;
-
-	if (!d || !d->d_buf || !entsize)
-		return -EINVAL;
-	n = d->d_size / entsize;
-	for (i = 1; i < n; i++) {
-		if (!gelf_getsym(d, (int)i, &sym))
-			break;
-		type = GELF_ST_TYPE(sym.st_info);
-		bind = GELF_ST_BIND(sym.st_info);
-		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF ||
-		    !sym.st_value)
-			continue;
-		/* elf_strptr checks the offset against the string section. */
-		name = elf_strptr(e, sh->sh_link, sym.st_name);
-		if (!name || !name[0])
-			continue;
-		/*
-		 * glibc's debug files name versioned functions "clock_nanosleep@@GLIBC_2.17": the
-		 * version is the linker's business, not the reader's.
-		 */
-		at = strchr(name, '@');
-		if (at && at != name && (size_t)(at - name) < sizeof(unversioned)) {
-			size_t len = (size_t)(at - name);
-
-			memcpy(unversioned, name, len);
-			unversioned[len] = '\0';
-			name = unversioned;
-		}
-		rank = (uint8_t)((bind == STB_GLOBAL ? 3
-				  : bind == STB_WEAK ? 2
-						     : 1) *
-				     2 +
-				 (sym.st_size != 0));
-		err = sym_table__add(t, sym.st_value, sym.st_size, name, rank);
-		if (err == -ENOMEM || err == -E2BIG)
-			return err;
-	}
-	return 0;
-}
-
-/* Symbols of one type of symbol section. Returns 0 (maybe none), -ENOENT without the section. */
-static int load_syms(struct sym_table *t, Elf *e, Elf64_Word type)
-{
-	Elf_Scn *scn;
-	GElf_Shdr sh;
-
-	scn = find_scn_type(e, type, &sh);
-	if (!scn)
-		return -ENOENT;
-	return add_syms(t, e, scn, &sh);
-}
-
 static int file_crc32(int fd, uint32_t *out)
 {
 	unsigned char buf[65536];
@@ -376,7 +319,7 @@ static int try_debug_file(const char *path, const char *want_build_id, uint32_t 
 		err = -EINVAL;
 		goto out;
 	}
-	err = use(arg, e);
+	err = use(arg, e, fd);
 out:
 	if (e)
 		elf_end(e);
@@ -453,17 +396,29 @@ int elf_find_debug(Elf *e, const char *build_id, const struct elf_debug_ctx *dbg
 	return -ENOENT;
 }
 
-/* elf_debug_use_fn of the symbolizer: the debug file's .symtab into the sym_table arg. */
-static int use_debug_symtab(void *arg, Elf *e)
+/* The size of the file open on fd, for the index's bounds. */
+static int fd_source(int fd, struct sym_source *src)
 {
-	struct sym_table *t = arg;
+	struct stat st;
+
+	if (fstat(fd, &st))
+		return -errno;
+	*src = (struct sym_source){.fd = fd, .size = (uint64_t)st.st_size};
+	return 0;
+}
+
+/* elf_debug_use_fn of the symbolizer: an index of the debug file's .symtab into arg. */
+static int use_debug_symtab(void *arg, Elf *e, int fd)
+{
+	struct sym_index **ix = arg;
+	struct sym_source src;
 	int err;
 
-	err = load_syms(t, e, SHT_SYMTAB);
-	if (!err && !t->n)
+	err = fd_source(fd, &src);
+	if (!err)
+		err = sym_index__build(ix, e, SHT_SYMTAB, &src);
+	if (!err && !*ix)
 		err = -ENOENT;
-	if (err)
-		sym_table__fini(t);
 	return err;
 }
 
@@ -493,7 +448,7 @@ static int load_phdrs(struct elf_image *img, Elf *e)
 }
 
 static int image_from_elf(struct elf_image *img, Elf *e, const struct elf_debug_ctx *dbg,
-			  const char *name)
+			  const char *name, const struct sym_source *src)
 {
 	char found[PATH_MAX];
 	GElf_Ehdr eh;
@@ -508,40 +463,38 @@ static int image_from_elf(struct elf_image *img, Elf *e, const struct elf_debug_
 		goto err;
 	elf_build_id(e, img->build_id);
 
-	err = load_syms(&img->syms, e, SHT_SYMTAB);
+	err = sym_index__build(&img->ix, e, SHT_SYMTAB, src);
 	if (err == -ENOMEM || err == -E2BIG)
 		goto err;
-	if (!err && img->syms.n) {
+	if (!err && img->ix) {
 		img->source = ELF_SYMS_SYMTAB;
 		pr_debug("symbolize: %s: using .symtab", name);
 		goto done;
 	}
-	sym_table__fini(&img->syms);
-	if (!elf_find_debug(e, img->build_id, dbg, use_debug_symtab, &img->syms, found,
+	if (!elf_find_debug(e, img->build_id, dbg, use_debug_symtab, &img->ix, found,
 			    sizeof(found))) {
 		img->source = ELF_SYMS_DEBUG_SYMTAB;
 		img->debug_path = strdup(found); /* for its .debug_frame, later; NULL is fine */
 		pr_info("symbolize: %s: no .symtab, using .symtab of %s", name, found);
 		goto done;
 	}
-	err = load_syms(&img->syms, e, SHT_DYNSYM);
+	err = sym_index__build(&img->ix, e, SHT_DYNSYM, src);
 	if (err == -ENOMEM || err == -E2BIG)
 		goto err;
-	if (!err && img->syms.n) {
+	if (!err && img->ix) {
 		img->source = ELF_SYMS_DYNSYM;
 		pr_info("symbolize: %s: no .symtab, using .dynsym", name);
 		goto done;
 	}
-	sym_table__fini(&img->syms);
 	pr_info("symbolize: %s: no symbols", name);
 done:
-	sym_table__finish(&img->syms);
 	/* From the file itself: a debug file's .plt has no contents. */
-	err = elf_add_plt_syms(&img->syms, e);
+	err = elf_add_plt_syms(&img->plt, &img->plt_ix, e, img->ix,
+			       img->source != ELF_SYMS_DEBUG_SYMTAB, src);
 	if (err < 0)
 		goto err;
 	if (err > 0)
-		sym_table__finish(&img->syms);
+		sym_table__finish(&img->plt);
 	return 0;
 err:
 	elf_image__fini(img);
@@ -550,30 +503,35 @@ err:
 
 int elf_image__load(struct elf_image *img, int fd, const struct elf_debug_ctx *dbg)
 {
+	struct sym_source src;
 	Elf *e;
 	int err;
 
 	elf_init();
 	memset(img, 0, sizeof(*img));
+	err = fd_source(fd, &src);
+	if (err)
+		return err;
 	/* ELF_C_READ reads on demand with pread: a file truncated under us fails reads, whereas a
-	 * mapping of it would fault. */
+	 * mapping of it would fault. Only headers go through libelf; the symbols are streamed. */
 	e = elf_begin(fd, ELF_C_READ, NULL);
 	if (!e)
 		return -EINVAL;
-	err = image_from_elf(img, e, dbg, dbg && dbg->path ? dbg->path : "?");
+	err = image_from_elf(img, e, dbg, dbg && dbg->path ? dbg->path : "?", &src);
 	elf_end(e);
 	return err;
 }
 
 int elf_image__load_mem(struct elf_image *img, const void *mem, size_t size, const char *name)
 {
+	struct sym_source src = {.fd = -1, .mem = mem, .size = size};
 	char *copy;
 	Elf *e;
 	int err;
 
 	elf_init();
 	memset(img, 0, sizeof(*img));
-	/* libelf wants writable memory; the vdso is not. */
+	/* libelf wants writable memory; the vdso is not. Names are read from mem itself. */
 	copy = malloc(size);
 	if (!copy)
 		return -ENOMEM;
@@ -583,10 +541,31 @@ int elf_image__load_mem(struct elf_image *img, const void *mem, size_t size, con
 		free(copy);
 		return -EINVAL;
 	}
-	err = image_from_elf(img, e, NULL, name);
+	err = image_from_elf(img, e, NULL, name, &src);
 	elf_end(e);
 	free(copy);
 	return err;
+}
+
+const char *elf_image__symbol(const struct elf_image *img, struct name_cache *names, uint64_t vaddr)
+{
+	struct sym_entry *p = sym_table__find(&img->plt, vaddr);
+	long i;
+
+	if (p)
+		return sym_table__name(&img->plt, p);
+	i = sym_index__find(img->plt_ix, vaddr);
+	if (i >= 0)
+		return name_cache__get(names, img->plt_ix, (size_t)i);
+	i = sym_index__find(img->ix, vaddr);
+	return i >= 0 ? name_cache__get(names, img->ix, (size_t)i) : NULL;
+}
+
+uint64_t elf_image__bytes(const struct elf_image *img)
+{
+	return sym_index__bytes(img->ix) + sym_index__bytes(img->plt_ix) +
+	       (uint64_t)img->plt.cap * sizeof(*img->plt.syms) + img->plt.pool_cap +
+	       (uint64_t)img->n_fdes * sizeof(*img->fdes);
 }
 
 int elf_image__vaddr(const struct elf_image *img, uint64_t file_off, uint64_t *vaddr)
@@ -650,7 +629,9 @@ bool elf_image__fde_start(const struct elf_image *img, uint64_t vaddr, uint64_t 
 
 void elf_image__fini(struct elf_image *img)
 {
-	sym_table__fini(&img->syms);
+	sym_index__free(img->ix);
+	sym_index__free(img->plt_ix);
+	sym_table__fini(&img->plt);
 	free(img->debug_path);
 	free(img->fdes);
 	free(img->loads);

@@ -40,6 +40,7 @@
 #include "procfs.h"
 #include "sampler.h"
 #include "symbolize_elf.h"
+#include "sym_index.h"
 
 #define MAPS_PID 4242
 
@@ -99,17 +100,25 @@ static int memfd_fill(const uint8_t *data, size_t size)
 /* What the symbolizer does with an image once loaded: look addresses up, name them. */
 static void use_image(struct elf_image *img)
 {
+	static struct name_cache *names;
+	struct sym_index *ixs[] = {img->ix, img->plt_ix};
 	uint64_t vaddr;
 
-	for (size_t i = 0; i < img->syms.n && i < 64; i++) {
-		struct sym_entry *e = sym_table__find(&img->syms, img->syms.syms[i].addr);
-
-		if (!e)
-			abort(); /* an address the table holds must be found */
-		sym_table__name(&img->syms, e);
+	if (!names && !(names = name_cache__new(256, 1u << 20)))
+		abort();
+	/* Every function the index holds is found at its start, and named (or not) from the file.
+	 */
+	for (size_t k = 0; k < 2; k++) {
+		for (size_t i = 0; i < sym_index__count(ixs[k]) && i < 64; i++) {
+			if (sym_index__find(ixs[k], sym_index__addr(ixs[k], i)) < 0)
+				abort();
+			elf_image__symbol(img, names, sym_index__addr(ixs[k], i));
+		}
 	}
-	sym_table__find(&img->syms, 0);
-	sym_table__find(&img->syms, UINT64_MAX);
+	for (size_t i = 0; i < img->plt.n && i < 64; i++)
+		elf_image__symbol(img, names, img->plt.syms[i].addr);
+	elf_image__symbol(img, names, 0);
+	elf_image__symbol(img, names, UINT64_MAX);
 	for (size_t i = 0; i < img->n_loads; i++)
 		elf_image__vaddr(img, img->loads[i].offset + img->loads[i].filesz / 2, &vaddr);
 	elf_image__vaddr(img, 0x1000, &vaddr);

@@ -47,3 +47,9 @@ target_include_directories(test_symbolize PRIVATE ${CMAKE_SOURCE_DIR}/daemon/sym
 # PLT stub names against objdump's, on programs the test builds with the system's compiler.
 profd_unit(test_plt)
 target_compile_options(test_plt PRIVATE -Wno-format-truncation)
+target_include_directories(test_plt PRIVATE ${CMAKE_SOURCE_DIR}/daemon/symbolize)
+
+# The symbol index: lookups at function bounds, names read on demand, files that change under it.
+profd_unit(test_sym_index)
+target_include_directories(test_sym_index PRIVATE ${CMAKE_SOURCE_DIR}/daemon/symbolize)
+target_link_libraries(test_sym_index PRIVATE PkgConfig::LIBELF)

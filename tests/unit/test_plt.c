@@ -9,6 +9,7 @@
 #include "check.h"
 
 #include "symbolize_elf.h"
+#include "sym_index.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -79,9 +80,13 @@ static uint64_t section_addr(const char *path, const char *name, uint64_t *size)
 
 static const char *name_at(struct elf_image *img, uint64_t addr)
 {
-	struct sym_entry *e = sym_table__find(&img->syms, addr);
+	static struct name_cache *names;
+	const char *n;
 
-	return e ? sym_table__name(&img->syms, e) : "(none)";
+	if (!names)
+		names = name_cache__new(64, 1u << 20);
+	n = names ? elf_image__symbol(img, names, addr) : NULL;
+	return n ? n : "(none)";
 }
 
 /*

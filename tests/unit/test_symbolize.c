@@ -753,6 +753,110 @@ static void test_lru(void)
 	symbolizer__free(s);
 }
 
+/* --- big files, indexed off the caller's thread ------------------------------------------------
+ */
+
+/*
+ * Every file counts as big (elf_sync_max 1): the first lookup in a file queues its index and
+ * answers at once without a name (module and offset only), the lookups after the worker is done
+ * name it. A symbolizer freed with loads queued drops them.
+ */
+static void test_async_index(void)
+{
+	struct symbolizer_opts o = {
+	    .no_kernel = true, .debug_root = tmp("empty"), .elf_sync_max = 1};
+	uint64_t v_alpha = sym_value(exe_path, "fix_main_alpha");
+	uint64_t v_cxx = sym_value(exe_path, "_ZN5fixns5twiceIiEET_S1_");
+	uint64_t l_alpha = sym_value(lib_path, "fixlib_alpha");
+	struct symbolizer_stats st;
+	struct symbolizer *s = symbolizer__new(&o);
+	struct sym_result r;
+	struct child c;
+
+	if (!CHECK(s != NULL) || child_start(exe_path, &c)) {
+		CHECK(!"async fixture");
+		symbolizer__free(s);
+		return;
+	}
+	CHECK_EQ_I(symbolizer__user(s, c.pid, c.main_alpha, &r), 0);
+	CHECK(r.name == NULL);
+	CHECK_STREQ(r.module, exe_path);
+	CHECK(r.build_id == NULL);
+	symbolizer__settle(s);
+	EXPECT_SYM(s, c.pid, c.main_alpha, "fix_main_alpha", exe_path, v_alpha);
+	EXPECT_SYM(s, c.pid, c.cxx, "int fixns::twice<int>(int)", exe_path, v_cxx);
+	CHECK_EQ_I(symbolizer__user(s, c.pid, c.lib_alpha, &r), 0);
+	CHECK(r.name == NULL);
+	symbolizer__settle(s);
+	EXPECT_SYM(s, c.pid, c.lib_alpha, "fixlib_alpha", lib_path, l_alpha);
+	symbolizer__stats(s, &st);
+	CHECK_EQ_U(st.elf_files, 2);
+	CHECK(st.elf_bytes > 0);
+	child_stop(&c);
+	symbolizer__free(s);
+
+	/* Freed with loads queued: nothing leaks, nothing waits for long. */
+	s = symbolizer__new(&o);
+	if (CHECK(s != NULL) && !child_start(exe_path, &c)) {
+		CHECK_EQ_I(symbolizer__user(s, c.pid, c.main_alpha, &r), 0);
+		CHECK_EQ_I(symbolizer__user(s, c.pid, c.lib_alpha, &r), 0);
+		child_stop(&c);
+	}
+	symbolizer__free(s);
+}
+
+/* --- re-reading maps on a miss ---------------------------------------------------------------- */
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/*
+ * An address no mapping covers re-reads maps at most every 100 ms, and each re-read that does
+ * not find it doubles the wait (up to 1.6 s); one that finds a mapping brings it back to 100 ms.
+ */
+static void test_reread_backoff(void)
+{
+	struct symbolizer_opts o = {.no_kernel = true, .debug_root = tmp("empty")};
+	char dirp[PATH_MAX], mapsp[PATH_MAX];
+	static const char one[] = "10000-20000 r-xp 00000000 fd:01 1234 /bin/one\n";
+	static const char two[] = "10000-20000 r-xp 00000000 fd:01 1234 /bin/one\n"
+				  "30000-40000 r-xp 00000000 fd:01 1235 /bin/two\n";
+	struct symbolizer *s;
+	struct sym_result r;
+	uint64_t t;
+
+	snprintf(dirp, sizeof(dirp), "%s/4242", tmp("proc2"));
+	mkdir(tmp("proc2"), 0755);
+	mkdir(dirp, 0755);
+	snprintf(mapsp, sizeof(mapsp), "%s/maps", dirp);
+	write_file(mapsp, one, sizeof(one) - 1);
+	o.proc_root = tmp("proc2");
+	s = symbolizer__new(&o);
+	if (!CHECK(s != NULL))
+		return;
+	/* Read at first sight; the garbage address is not re-read for it yet. */
+	EXPECT_SYM(s, 4242, 0x10100, NULL, "/bin/one", 0x100);
+	EXPECT_SYM(s, 4242, 0x50000, NULL, "[unknown]", 0x50000);
+	sleep_ms(120);
+	/* Re-read: still not there, the next wait is 200 ms. */
+	EXPECT_SYM(s, 4242, 0x50000, NULL, "[unknown]", 0x50000);
+	t = now_ms();
+	write_file(mapsp, two, sizeof(two) - 1);
+	sleep_ms(120);
+	CHECK_EQ_I(symbolizer__user(s, 4242, 0x30100, &r), 0);
+	/* Only when the machine kept to the sleep: past 200 ms a re-read is due. */
+	if (now_ms() - t < 190)
+		CHECK_STREQ(r.module, "[unknown]");
+	sleep_ms(100);
+	EXPECT_SYM(s, 4242, 0x30100, NULL, "/bin/two", 0x100);
+	symbolizer__free(s);
+}
+
 /* --- the vdso --------------------------------------------------------------------------------- */
 
 static void test_vdso(void)
@@ -1167,6 +1271,8 @@ int main(void)
 	test_exited();
 	test_debug_files();
 	test_lru();
+	test_async_index();
+	test_reread_backoff();
 	test_vdso();
 	test_fake_proc();
 	test_kernel();

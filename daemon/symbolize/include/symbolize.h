@@ -38,8 +38,13 @@ struct symbolizer_opts {
 	const char *debug_root;
 	/* Files kept open in the ELF cache; 0 means a default (256). */
 	unsigned int max_elf_files;
-	/* Bytes of symbol tables kept across those files; 0 means a default (96 MiB). */
+	/* Bytes of symbol indexes kept across those files; 0 means a default (32 MiB). */
 	uint64_t max_sym_bytes;
+	/*
+	 * Files larger than this are indexed on a thread of their own, their addresses unnamed
+	 * until it is done; 0 means a default (16 MiB).
+	 */
+	uint64_t elf_sync_max;
 	/* How often /proc/modules is compared to re-read kallsyms; 0 means 10 s. */
 	uint64_t kernel_recheck_ns;
 	/*

@@ -63,9 +63,16 @@ enum elf_sym_source {
 };
 
 struct cfi_fde;
+struct sym_index;
+struct name_cache;
 
 struct elf_image {
-	struct sym_table syms;
+	/* Function symbols, their names read from the file when a lookup needs them. */
+	struct sym_index *ix;
+	/* PLT stubs named from the dynamic string table, read when a lookup needs them. */
+	struct sym_index *plt_ix;
+	/* The other PLT stubs' names (ifunc stubs, "[plt]"), made when the image is loaded. */
+	struct sym_table plt;
 	struct elf_load *loads; /* PT_LOAD headers of the main file */
 	size_t n_loads;
 	char build_id[2 * BUILD_ID_MAX + 1]; /* hex, "" if none */
@@ -85,8 +92,11 @@ struct elf_debug_ctx {
 };
 
 struct Elf;
-/* Given a candidate debug file (valid for the call only): 0 to take it, else a negative errno. */
-typedef int (*elf_debug_use_fn)(void *arg, struct Elf *debug);
+/*
+ * Given a candidate debug file (valid for the call only), open on fd (the caller's: dup it to
+ * keep it): 0 to take it, else a negative errno.
+ */
+typedef int (*elf_debug_use_fn)(void *arg, struct Elf *debug, int fd);
 /*
  * Find the separate debug file of e (build_id: its hex build-id, "" if none): by build-id
  * under dbg->debug_root, else by its .gnu_debuglink (CRC checked) next to the binary, in .debug/
@@ -103,15 +113,25 @@ int elf_find_debug(struct Elf *e, const char *build_id, const struct elf_debug_c
 int elf_read_build_id_fd(int fd, char *hex);
 
 /*
- * Load the image of the ELF file open on fd (fd stays the caller's): its PT_LOAD headers and
+ * Load the image of the ELF file open on fd (fd stays the caller's; the image keeps a dup of it,
+ * or of its debug file's, to read names from): its PT_LOAD headers and an index of its function
  * symbols from .symtab, else a debug file's .symtab, else .dynsym. Logs once which it used.
  * Returns 0 or a negative errno (-EINVAL: not a usable ELF file); on error img is empty.
  */
 int elf_image__load(struct elf_image *img, int fd, const struct elf_debug_ctx *dbg);
 /*
- * Load from an in-memory ELF image (the vdso). Returns 0 or a negative errno.
+ * Load from an in-memory ELF image (the vdso), which must outlive img: names are read from it.
+ * Returns 0 or a negative errno.
  */
 int elf_image__load_mem(struct elf_image *img, const void *mem, size_t size, const char *name);
+/*
+ * The name of the function covering vaddr, a PLT stub's first: demangled, NULL when no symbol
+ * covers it. Owned by img or names, valid until the next call with either.
+ */
+const char *elf_image__symbol(const struct elf_image *img, struct name_cache *names,
+			      uint64_t vaddr);
+/* Memory the image's symbols hold (index, PLT names, CFI ranges), in bytes. */
+uint64_t elf_image__bytes(const struct elf_image *img);
 /* Translate a file offset to the ELF virtual address. Returns 0, or -ENOENT when no PT_LOAD
  * covers it. */
 int elf_image__vaddr(const struct elf_image *img, uint64_t file_off, uint64_t *vaddr);
@@ -125,13 +145,18 @@ int elf_image__load_fdes(struct elf_image *img, int fd);
 bool elf_image__fde_start(const struct elf_image *img, uint64_t vaddr, uint64_t *start);
 void elf_image__fini(struct elf_image *img);
 
+struct sym_source;
 /*
- * Add a symbol for every stub of e's PLT sections (.plt, .plt.sec, .plt.got): "TARGET@plt",
- * from the dynamic relocation of the GOT slot it jumps through (x86_64), else "[plt]". t must
- * be finished (ifunc stubs are named by looking up their resolver in it) and must be finished
- * again after. Returns 1 when symbols were added, 0 when none, -ENOMEM or -E2BIG.
+ * Name every stub of e's PLT sections (.plt, .plt.sec, .plt.got): "TARGET@plt", from the dynamic
+ * relocation of the GOT slot it jumps through (x86_64), else "[plt]". With lazy and src, stubs
+ * whose target has a name in the dynamic string table go to an index in *lazy, their names read
+ * from src when a lookup needs them; the others (ifunc stubs, named by looking up their
+ * resolver in ix, which may be NULL; "[plt]") go to t, which must be finished after. With
+ * ix_same_file (ix indexes e's own file, not a debug file's), *lazy shares ix's descriptor.
+ * Returns 1 when stubs were named, 0 when none, -ENOMEM or -E2BIG.
  */
-int elf_add_plt_syms(struct sym_table *t, struct Elf *e);
+int elf_add_plt_syms(struct sym_table *t, struct sym_index **lazy, struct Elf *e,
+		     const struct sym_index *ix, bool ix_same_file, const struct sym_source *src);
 
 /* What one x86_64 PLT entry holds: the GOT slot it jumps through, or the index it pushes. */
 enum { PLT_ENTRY_SLOT = 1, PLT_ENTRY_INDEX = 2 };
@@ -140,6 +165,15 @@ enum { PLT_ENTRY_SLOT = 1, PLT_ENTRY_INDEX = 2 };
  * set), PLT_ENTRY_INDEX (*index set: a lazy IBT entry's .rela.plt index), or -ENOENT.
  */
 int plt_decode_x86_64(const uint8_t *b, size_t len, uint64_t addr, uint64_t *slot, uint32_t *index);
+
+/*
+ * One big ELF read at a time across the daemon's threads: the symbolizer's loads of big files
+ * and the unwinder's table builds each hold tens of MB while they run (libtorch_cpu.so's table
+ * build about 60 MB), and the two at once would add up at the daemon's peak. Only threads that
+ * may wait take it, never the event loop.
+ */
+void elf_big_read_begin(void);
+void elf_big_read_end(void);
 
 /* Kernel symbols from a kallsyms file. */
 struct ksyms;
