@@ -3,7 +3,9 @@
 # Built only with CUPTI's headers, like libprofd_cupti itself.
 if(PROFD_CUPTI_BUILT)
   add_library(profd_kit_probe SHARED ${CMAKE_CURRENT_SOURCE_DIR}/gpu/cupti_probe.c)
-  target_include_directories(profd_kit_probe PRIVATE ${PROFD_CUPTI_INCLUDE_DIR})
+  # cupti/: the lists of traced calls and kinds the probe shares with libprofd_cupti.
+  target_include_directories(profd_kit_probe PRIVATE ${PROFD_CUPTI_INCLUDE_DIR}
+                             ${CMAKE_CURRENT_SOURCE_DIR}/../cupti)
   # The probe is loaded into arbitrary CUDA processes: no sanitizer runtime, only its entry
   # points exported, nothing beyond libc needed.
   target_compile_options(profd_kit_probe PRIVATE -fvisibility=hidden -fno-sanitize=all)
