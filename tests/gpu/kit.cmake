@@ -30,7 +30,7 @@ if(PROFD_CUPTI_BUILT)
     add_test(NAME e2e.gpu_kit
              COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/gpu/test_kit.py)
     set_tests_properties(e2e.gpu_kit PROPERTIES
-      LABELS "e2e;gpu" SKIP_RETURN_CODE 77 TIMEOUT 180 RUN_SERIAL TRUE
+      LABELS "e2e;gpu" SKIP_RETURN_CODE 77 TIMEOUT 240 RUN_SERIAL TRUE
       ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e")
   elseif(DEFINED ENV{CI} AND NOT PROFD_SANITIZE)
     message(FATAL_ERROR "e2e.gpu_kit needs the fake libcupti (a libcupti to walk buffers)")

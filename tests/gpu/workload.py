@@ -155,6 +155,41 @@ class TorchGpu:
             self.sleep_cycles = int(10_000_000 / max(s.elapsed_time(e), 0.01))
         self.torch.cuda._sleep(int(self.sleep_cycles * ms))
 
+    def clock_ref(self):
+        """A CUDA event synchronised now, with the CLOCK_MONOTONIC time it completed at."""
+        self.init()
+        e = self.torch.cuda.Event(enable_timing=True)
+        e.record()
+        e.synchronize()
+        return (e, mono_ns())
+
+    def event_mark(self):
+        e = self.torch.cuda.Event(enable_timing=True)
+        e.record()
+        return e
+
+    def event_mono(self, ref, e):
+        """When the work before event e ended, on CLOCK_MONOTONIC (e synchronised)."""
+        return ref[1] + int(ref[0].elapsed_time(e) * 1e6)
+
+    def profiler_until(self, stop, said):
+        """torch.profiler over steps until stop() (said() once it runs): its kernels."""
+        from torch.profiler import ProfilerActivity, profile
+        self.sync()
+        n = 0
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            while not stop() or n < 10:
+                self.add_one()
+                self.mm()
+                self.sync()
+                n += 1
+                if n == 1:
+                    said()
+                time.sleep(0.01)
+        k = sum(1 for e in prof.events() if "CUDA" in str(getattr(e, "device_type", ""))
+                and e.time_range.elapsed_us() > 0)
+        return {"steps": n, "kernels": k}
+
     def graph_make(self, k=10):
         t = self.torch
         self.init()
@@ -172,6 +207,48 @@ class TorchGpu:
 
     def graph_replay(self, g):
         g.replay()
+
+    # ---- device memory: cudart's own calls, and the caching allocator's ------------------
+    def _cudart(self):
+        if getattr(self, "cudart", None) is None:
+            self.init()
+            path = (mapped("libcudart") or ["libcudart.so.13"])[0]
+            self.cudart = ctypes.CDLL(path)
+            self.cudart_path = path
+        return self.cudart
+
+    def rt_malloc(self, n):
+        p = ctypes.c_void_p()
+        r = self._cudart().cudaMalloc(ctypes.byref(p), ctypes.c_size_t(n))
+        if r:
+            raise RuntimeError(f"cudaMalloc: error {r}")
+        return p.value
+
+    def rt_malloc_async(self, n):
+        p = ctypes.c_void_p()
+        r = self._cudart().cudaMallocAsync(ctypes.byref(p), ctypes.c_size_t(n), None)
+        if r:
+            raise RuntimeError(f"cudaMallocAsync: error {r}")
+        return p.value
+
+    def rt_free(self, p):
+        self._cudart().cudaFree(ctypes.c_void_p(p))
+
+    def rt_free_async(self, p):
+        self._cudart().cudaFreeAsync(ctypes.c_void_p(p), None)
+
+    def cache_alloc(self, n, expandable=False):
+        """A tensor the caching allocator needs a new segment for (the cache emptied first)."""
+        self.init()
+        self.held = getattr(self, "held", [])
+        self.held.append(self.torch.empty(n, dtype=self.torch.uint8, device="cuda"))
+
+    def empty_cache(self):
+        self.held = []
+        self.torch.cuda.empty_cache()
+
+    def mem_stats(self):
+        return dict(self.torch.cuda.memory_stats())
 
     def nvtx_push(self, name):
         self.torch.cuda.nvtx.range_push(name)
@@ -302,6 +379,49 @@ def w_corr(gpu, probe, args):
         probe.mark(f"case {name} end")
     probe.settle(gpu)
     return {"errors": errors}
+
+
+MEM_KEYS = ("reserved_bytes.all.allocated", "reserved_bytes.all.freed",
+            "segment.all.allocated", "segment.all.freed")
+
+
+def w_memory(gpu, probe, args):
+    """
+    Memory, part A: one window per allocating path (cudaMalloc, cudaMallocAsync, a new segment
+    of the caching allocator), each allocation freed after its window. args[0] "expandable":
+    only the caching allocator's path (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True is set
+    by the caller). The result has torch's segment counters over each window.
+    """
+    expandable = args[0] == "expandable"
+    n = 64 << 20
+    cases = [("cache_alloc", lambda: gpu.cache_alloc(96 << 20, expandable),
+              lambda _: gpu.empty_cache())]
+    if not expandable:
+        cases = [("malloc", lambda: gpu.rt_malloc(n), gpu.rt_free),
+                 ("malloc_async", lambda: gpu.rt_malloc_async(n), gpu.rt_free_async)] + cases
+    errors, stats = {}, {}
+    gpu.init()
+    probe.wait_enabled()
+    gpu.empty_cache()
+    for name, alloc, free in cases:
+        try:
+            free(alloc())   # warm: the path's first call may set up pools and handles
+            gpu.sync()
+            gpu.empty_cache()
+        except Exception as e:
+            errors[name] = f"{type(e).__name__}: {e}"[:300]
+            continue
+        s0 = gpu.mem_stats()
+        probe.mark(f"case {name} begin")
+        p = alloc()
+        gpu.sync()
+        probe.mark(f"case {name} end")
+        s1 = gpu.mem_stats()
+        stats[name] = {k: s1.get(k, 0) - s0.get(k, 0) for k in MEM_KEYS}
+        free(p)
+        gpu.sync()
+    probe.settle(gpu)
+    return {"errors": errors, "stats": stats, "cudart": getattr(gpu, "cudart_path", None)}
 
 
 def w_clock(gpu, probe, args):
@@ -504,6 +624,98 @@ def w_bench(gpu, probe, args):
     return {"ns_per_launch": (time.perf_counter_ns() - t0) / n, "launches": n}
 
 
+# ---- libprofd_cupti against a daemon (library.py) ------------------------------------------
+
+def lib_delivery(gpu, mode, secs, rate, say, k):
+    """
+    D6: 50 ms kernels (long) or small ones at RATE a second (small), a sync every 5 s. After
+    each sync "kK MONO N": the first N kernels had ended by MONO (from CUDA events: every
+    kernel's in long, every 100th's in small).
+    """
+    ref = gpu.clock_ref()
+    marks, launched = [], 0
+    t0 = last_sync = time.time()
+
+    def sync():
+        gpu.sync()
+        for n, e in marks:
+            say(f"k{k} {gpu.event_mono(ref, e)} {n}")
+        marks.clear()
+    while time.time() - t0 < secs:
+        if mode == "long":
+            gpu.long_kernel(50)
+            launched += 1
+            marks.append((launched, gpu.event_mark()))
+            if launched % 8 == 0 and time.time() - last_sync < 5:
+                time.sleep(0.35)   # stay about one kernel ahead of the GPU, never idle
+        else:
+            n = min(int((time.time() - t0) * rate) - launched, 100)
+            if n > 0:
+                gpu.tiny(n)
+                launched += n
+                marks.append((launched, gpu.event_mark()))
+            else:
+                time.sleep(0.0005)
+        if time.time() - last_sync >= 5:
+            sync()
+            last_sync = time.time()
+    sync()
+    return {"launched": launched, "secs": time.time() - t0}
+
+
+def w_libsteps(gpu, probe, args):
+    """
+    Steps run one by one for the kit (library.py) with libprofd_cupti injected: OUT GO STEP...
+    Before step k it says "wait k" and waits for the file GO.k; each step is framed by
+    "begin k NAME MONO" and "end k NAME MONO JSON". Steps: long:SECS and small:SECS:RATE (D6),
+    graph:REPLAYS (D4), profiler:STEPS and profiler_hold:SECS (D8: until GO.k.stop).
+    """
+    out_path, go, steps = args[0], args[1], args[2:]
+    gpu.init()
+    gpu.add_one()
+    gpu.sync()
+    g = gpu.graph_make(10) if any(s.startswith("graph:") for s in steps) else None
+    gpu.sync()
+    f = open(out_path, "w")
+
+    def say(line):
+        f.write(line + "\n")
+        f.flush()
+
+    def wait(path, limit=180):
+        end = time.time() + limit
+        while not os.path.exists(path) and time.time() < end:
+            time.sleep(0.02)
+    say(f"pid {os.getpid()}")
+    for k, step in enumerate(steps):
+        say(f"wait {k}")
+        wait(f"{go}.{k}")
+        name, *a = step.split(":")
+        say(f"begin {k} {name} {mono_ns()}")
+        if name in ("long", "small"):
+            res = lib_delivery(gpu, name, float(a[0]), float(a[1]) if a[1:] else 0, say, k)
+        elif name == "graph":
+            def replay_graph():
+                for _ in range(int(a[0])):
+                    gpu.graph_replay(g)
+            replay_graph()
+            res = {"replays": int(a[0])}
+        elif name == "profiler":
+            res = gpu.profiler_steps(int(a[0]))
+        elif name == "profiler_hold":
+            end = time.time() + float(a[0])
+            res = gpu.profiler_until(lambda: os.path.exists(f"{go}.{k}.stop")
+                                     or time.time() > end, lambda: say("holding"))
+        else:
+            res = {"error": f"unknown step {name}"}
+        gpu.sync()
+        say(f"end {k} {name} {mono_ns()} {json.dumps(res)}")
+    say(f"wait {len(steps)}")
+    wait(f"{go}.{len(steps)}", 60)
+    f.close()
+    return {}
+
+
 # ---- part B: a training loop --------------------------------------------------------------
 
 def w_train(gpu, probe, args):
@@ -539,6 +751,8 @@ def w_train(gpu, probe, args):
     def forward(x):
         if torch_mode:
             return model(x)
+        if not gpu.cache:
+            gpu.cache_alloc(2 << 20)   # the caching allocator's segment for activations
         gpu.mm()
         gpu.conv()
         return None
@@ -559,6 +773,8 @@ def w_train(gpu, probe, args):
         # A fresh cudaMalloc the caching allocator cannot serve from its segments.
         if torch_mode:
             held.append(t.empty(256 << 20, dtype=t.uint8, device="cuda"))
+        else:
+            gpu.cache_alloc(256 << 20, keep=True)
 
     # The line of train_step whose kernels are the backward pass's, for the stack check.
     want = "loss.backward()" if torch_mode else "# backward's kernels"
@@ -572,29 +788,28 @@ def w_train(gpu, probe, args):
         f.flush()
         start = time.time()
         grew = False
-        mem0 = t.cuda.memory_stats() if torch_mode else {}
+        mem0 = gpu.mem_stats()
         while time.time() - start < seconds and not os.path.exists(go_path):
             x, y = load_batch()
             c0 = time.perf_counter_ns()
             train_step(x, y)
             gpu.sync()
             c1 = time.perf_counter_ns() - c0
-            # The caching allocator's cudaMalloc total, for the memory check (B.memory).
-            seg = t.cuda.memory_stats().get("reserved_bytes.all.allocated", 0) \
-                if torch_mode else None
-            f.write(f"step {mono_ns()} {c1}" + (f" {seg}" if seg is not None else "") + "\n")
+            # The caching allocator's cudaMalloc total and segment counts (B.memory).
+            ms = gpu.mem_stats()
+            f.write(f"step {mono_ns()} {c1} " + " ".join(str(ms.get(k, 0)) for k in MEM_KEYS)
+                    + "\n")
             f.flush()
             if not grew and os.path.exists(go_path + ".grow"):
+                # Cached segments go back, so the next forward passes allocate theirs anew
+                # while profd collects; then a tensor no segment can hold.
+                gpu.empty_cache()
                 grow_memory()
                 grew = True
                 f.write(f"grew {256 << 20}\n")
         res = {}
-        if torch_mode:
-            mem1 = t.cuda.memory_stats()
-            res["memory"] = {k: mem1.get(k, 0) - mem0.get(k, 0) for k in
-                             ("segment.all.allocated", "reserved_bytes.all.allocated",
-                              "reserved_bytes.all.freed", "reserved_bytes.all.current")}
-            res["memory_now"] = mem1.get("reserved_bytes.all.current", 0)
+        mem1 = gpu.mem_stats()
+        res["memory"] = {k: mem1.get(k, 0) - mem0.get(k, 0) for k in MEM_KEYS}
         res["profiler"] = gpu.profiler_steps(20, lambda: train_step(*load_batch()))
         f.write("result " + json.dumps(res) + "\n")
     return {}
@@ -628,8 +843,8 @@ def w_launches(gpu, probe, args):
 
 
 WORKLOADS = {"versions": w_versions, "inject": w_inject, "corr": w_corr, "clock": w_clock,
-             "graph": w_graph, "nvtx": w_nvtx, "delivery": w_delivery, "kineto": w_kineto,
-             "bench": w_bench, "procaddr": w_procaddr, "train": w_train, "launches": w_launches}
+             "graph": w_graph, "memory": w_memory, "nvtx": w_nvtx, "delivery": w_delivery, "kineto": w_kineto,
+             "bench": w_bench, "libsteps": w_libsteps, "procaddr": w_procaddr, "train": w_train, "launches": w_launches}
 
 
 def main():
