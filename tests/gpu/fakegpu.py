@@ -282,6 +282,12 @@ class FakeGpu:
     def mem_stats(self):
         return dict(self.stats)
 
+    def cupti_counts(self):
+        """CUPTI sessions and kernel-kind disables so far (the fake keeps a call log)."""
+        s, d = ctypes.c_uint(), ctypes.c_uint()
+        self.kit.kit_fake_cupti_counts(ctypes.byref(s), ctypes.byref(d))
+        return {"sessions": s.value, "kernel_disables": d.value}
+
     def clock_ref(self):
         return (None, mono_ns())
 

@@ -142,6 +142,20 @@ EXPORT int kit_fake_deliver(void)
 	return n;
 }
 
+/* CUPTI sessions so far and kernel-kind disables: what a disable/enable of the library did. */
+EXPORT void kit_fake_cupti_counts(unsigned *sessions, unsigned *kernel_disables)
+{
+	const struct fake_call *calls;
+	size_t i, n = fake_cupti_calls(&calls);
+
+	*sessions = fake_cupti_sessions();
+	*kernel_disables = 0;
+	for (i = 0; i < n; i++)
+		if (!strcmp(calls[i].fn, "cuptiActivityDisable") &&
+		    calls[i].a == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+			(*kernel_disables)++;
+}
+
 EXPORT int kit_fake_kind_enabled(int kind)
 {
 	return fake_cupti_kind_enabled((CUpti_ActivityKind)kind);

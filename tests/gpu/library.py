@@ -40,6 +40,7 @@ class Steps:
         env = ctx.base_env()
         env["CUDA_INJECTION64_PATH"] = ctx.profd_cupti
         env["PROFD_SOCKET"] = self.sock
+        env["PROFD_CUPTI_VERBOSE"] = "1"     # what it did and when, in LOG.err
         env.update(env_extra or {})
         cmd = [ctx.py, os.path.join(HERE, "workload.py"), "libsteps", self.out, self.go, *steps] \
             + (["--fake"] if ctx.dry else [])
@@ -275,7 +276,7 @@ def c_d4_d8(ctx):
                 if not d.collecting(s.pid, 40):
                     raise Failed("the library never reported collecting (profctl status)")
                 s.go_step(k)
-                s.result(k)
+                _, gres = s.result(k)
                 st = quiet(d, 10)
                 under, unknown, total = graph_share(d, s.pid, f"d4-gpu{k}")
                 want = replays * 10
@@ -287,15 +288,22 @@ def c_d4_d8(ctx):
                 rows.append(f"session {k + 1}: {records(st)} records (want {want}), "
                             f"unmatched {st.get('gpu_unmatched', 0)}, GPU time under "
                             f"replay_graph {under if under is None else round(under, 3)}, "
-                            f"unknown {unknown if unknown is None else round(unknown, 3)}")
+                            f"unknown {unknown if unknown is None else round(unknown, 3)}"
+                            + (f", CUPTI {gres['cupti']}" if gres.get("cupti") else ""))
                 if k == 1:
                     s.go_step(2)
                     _, res = s.result(2)
                     state, g = wait_state(d, s.pid, {"GPU_STATE_ACTIVITY_TAKEN"}, 10)
             finally:
                 d.stop()
+            if k == 0:
+                # Without its daemon the library collects on for its grace period
+                # (cupti/uplink.h UPLINK_GRACE_MS, 5 s), then disables: only then is the
+                # next attach an enable.
+                time.sleep(6.5)
         yield ("D4.library_graphs", good, f"{'ok' if good else 'WRONG'} after a disable/enable",
-               "; ".join(rows) + "; pass: every graph kernel counted and at most 10% of their time "
+               "; ".join(rows) + "; profd stopped between, 6.5 s apart (past the library's "
+               "grace); pass: every graph kernel counted and at most 10% of their time "
                "under [launch stack unknown] in both sessions")
         prof = (res or {})
         kern = prof.get("kernels") or 0

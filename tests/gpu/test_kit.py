@@ -118,6 +118,10 @@ want = {
 for name, p in want.items():
     c = res.get(name)
     check(c is not None and c["pass"] is p, f"{name} is {p} ({c and (c['figure'], c['detail'][:300])})")
+# The library's one CUPTI session across profd's stop and start, which did disable it.
+c = res.get("D4.library_graphs") or {}
+check("CUPTI {'sessions': 1, 'kernel_disables': 1}" in c.get("detail", ""),
+      f"D4's library replays span a disable/enable of one CUPTI session ({c.get('detail')})")
 # Timing figures mean nothing on a loaded machine without a GPU: there only, no verdict asked.
 for name in ("D9.launch_overhead", "B.overhead", "B.busy_vs_profiler"):
     check(name in res and res[name]["figure"], f"{name} reports a figure ({res.get(name)})")
