@@ -29,12 +29,18 @@ BOUND_S = 5.0          # PROFD_CUPTI_MAX_DELAY_MS's default
 class Steps:
     """A libsteps workload with libprofd_cupti injected, talking to its profd's socket."""
 
-    def __init__(self, ctx, log, steps, env_extra=None):
+    def __init__(self, ctx, log, steps, env_extra=None, daemon=None):
+        """
+        daemon: the log name of a profd to start before the workload. The library then finds
+        it at its first try, not after its reconnection backoff (1, 2, 4, 8 s...): the
+        workload waits in a shell on that process id until profd serves, then execs.
+        """
         self.ctx, self.log = ctx, log
+        self.d = None
         self.out = os.path.join(ctx.logs, log + ".steps")
         self.go = os.path.join(ctx.work, log + ".go")
         self.sock = os.path.join(ctx.work, log + "-profd.sock")
-        for p in [self.out] + [f"{self.go}.{k}" for k in range(len(steps) + 1)]:
+        for p in [self.out, self.go + ".exec"] + [f"{self.go}.{k}" for k in range(len(steps) + 1)]:
             if os.path.exists(p):
                 os.unlink(p)
         env = ctx.base_env()
@@ -44,8 +50,18 @@ class Steps:
         env.update(env_extra or {})
         cmd = [ctx.py, os.path.join(HERE, "workload.py"), "libsteps", self.out, self.go, *steps] \
             + (["--fake"] if ctx.dry else [])
+        if daemon:
+            cmd = ["sh", "-c", 'while [ ! -e "$0" ]; do sleep 0.05; done; exec "$@"',
+                   self.go + ".exec"] + cmd
         self.p = ctx.spawn(log, cmd, env=env)
+        if daemon:
+            # exec keeps the process id profd was given.
+            self.d = self.daemon(daemon)
+            open(self.go + ".exec", "w").close()
         self.pid = int(self.wait_line("pid", 90)[1])
+        if self.pid != self.p.pid:
+            raise Failed(f"{log}: the workload is {self.pid}, not the process {self.p.pid} "
+                         f"profd watches")
 
     def lines(self):
         try:
@@ -78,13 +94,15 @@ class Steps:
         return int(w[3]), json.loads(w[4] if len(w) > 4 else "{}")
 
     def daemon(self, log):
-        d = Daemon(self.ctx, log, "--pid", str(self.pid), sock=self.sock)
+        d = Daemon(self.ctx, log, "--pid", str(self.p.pid), sock=self.sock)
         if not d.ready(30):
             d.stop()
             raise Failed(f"profd did not serve: {tail(self.ctx.read(log, 'err'))}")
         return d
 
     def stop(self):
+        if self.d:
+            self.d.stop()
         self.ctx.kill(self.p)
 
 
@@ -162,8 +180,8 @@ def delays(ends, polls, base):
 
 def d6_run(ctx, name, env_extra, long_s, small_s, rate):
     steps = [f"long:{long_s}", f"small:{small_s}:{rate}"]
-    s = Steps(ctx, f"d6-{name}", steps, env_extra)
-    d = s.daemon(f"d6-{name}-profd")
+    s = Steps(ctx, f"d6-{name}", steps, env_extra, daemon=f"d6-{name}-profd")
+    d = s.d
     rows, figs, zeros, recs = [], {}, 0, 0
     try:
         if not d.collecting(s.pid, 40):
@@ -265,13 +283,14 @@ def graph_share(d, pid, log):
 def c_d4_d8(ctx):
     """D4 with the library, then D8 (the profiler after profd) in the same process."""
     replays = ctx.scale(100, 20)
-    s = Steps(ctx, "d4-lib", [f"graph:{replays}", f"graph:{replays}", "profiler:10"])
+    s = Steps(ctx, "d4-lib", [f"graph:{replays}", f"graph:{replays}", "profiler:10"],
+              daemon="d4-profd0")
     rows, good = [], True
     try:
         for k in (0, 1):
             # Each daemon's start enables the library, its stop disables it: the second
             # replays run after a disable/enable of the one CUPTI session.
-            d = s.daemon(f"d4-profd{k}")
+            d = s.d if k == 0 else s.daemon(f"d4-profd{k}")
             try:
                 if not d.collecting(s.pid, 40):
                     raise Failed("the library never reported collecting (profctl status)")
