@@ -218,8 +218,10 @@ def d6_run(ctx, name, env_extra, long_s, small_s, rate):
             p50, p99 = checks.pct(ds, 50), checks.pct(ds, 99)
             mx = max(ds) if ds else None
             figs[mode] = (mx, launched - got)
-            rows.append(f"{mode}: {launched} kernels ({launched / max(res.get('secs', 1), 1e-3):.0f}/s), delay p50 {fmt_s(p50)} p99 {fmt_s(p99)} "
-                        f"max {fmt_s(mx)}, lost {max(launched - got, 0)} (never counted "
+            per_s = launched / max(res.get("secs", 1), 1e-3)
+            rows.append(f"{mode}: {launched} kernels ({per_s:.0f}/s), delay p50 {fmt_s(p50)} "
+                        f"p99 {fmt_s(p99)} max {fmt_s(mx)}, lost {max(launched - got, 0)} "
+                        f"(never counted "
                         f"{lost}), forced flushes {forced}, dropped {dropped}")
         st = status(d, d.log + "-poll")
         zeros, recs = st.get("gpu_zero_time_records", 0), records(st)

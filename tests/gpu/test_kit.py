@@ -31,13 +31,14 @@ def src(*p):
         return f.read()
 
 
-def_apis = re.findall(r"^(RT|DRV)\((\w+), \"\w+\", (true|false)\)$", src("cupti", "traced_apis.def"),
-                      re.M)
+def_apis = re.findall(r"^(RT|DRV)\((\w+), \"\w+\", (true|false)\)$",
+                      src("cupti", "traced_apis.def"), re.M)
 def_kinds = re.findall(r"^KIND\((\w+)\)", src("cupti", "wanted_kinds.def"), re.M)
 check(len(def_apis) > 40 and "MEMORY2" in def_kinds and
       ("RT", "cudaMalloc_v3020", "true") in def_apis,
       f"the shared lists read ({len(def_apis)} calls, kinds {def_kinds})")
-for where, text in (("cupti/launch.c", src("cupti", "launch.c")), ("cupti/core.c", src("cupti", "core.c")),
+for where, text in (("cupti/launch.c", src("cupti", "launch.c")),
+                    ("cupti/core.c", src("cupti", "core.c")),
                     ("tests/gpu/cupti_probe.c", src("tests", "gpu", "cupti_probe.c"))):
     own_apis = re.findall(r"^\s*(?:RT|DRV)\(\w+,", text, re.M)
     own_kinds = re.findall(r"^\s*CUPTI_ACTIVITY_KIND_\w+,", text, re.M)

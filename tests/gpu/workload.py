@@ -647,8 +647,9 @@ def w_launches(gpu, probe, args):
 
 
 WORKLOADS = {"versions": w_versions, "inject": w_inject, "corr": w_corr, "clock": w_clock,
-             "graph": w_graph, "memory": w_memory, "nvtx": w_nvtx, "delivery": w_delivery, "kineto": w_kineto,
-             "bench": w_bench, "libsteps": w_libsteps, "procaddr": w_procaddr, "train": w_train, "launches": w_launches}
+             "graph": w_graph, "memory": w_memory, "nvtx": w_nvtx, "delivery": w_delivery,
+             "kineto": w_kineto, "bench": w_bench, "libsteps": w_libsteps,
+             "procaddr": w_procaddr, "train": w_train, "launches": w_launches}
 
 
 def main():
