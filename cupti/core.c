@@ -557,14 +557,12 @@ void core__take_counts(uint64_t *zero_time_records, uint64_t *forced_flushes)
 
 /* ---- enable / disable ---------------------------------------------------------------------- */
 
+/* The list is shared with the device kit's probe (wanted_kinds.def). */
+#define KIND(k) CUPTI_ACTIVITY_KIND_##k,
 static const CUpti_ActivityKind wanted_kinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, /* the one kind we cannot do without */
-    CUPTI_ACTIVITY_KIND_MEMCPY,
-    CUPTI_ACTIVITY_KIND_MEMSET,
-    CUPTI_ACTIVITY_KIND_MARKER,
-    CUPTI_ACTIVITY_KIND_OVERHEAD,
-    CUPTI_ACTIVITY_KIND_MEMORY2, /* allocations and releases, for memory by stack */
+#include "wanted_kinds.def"
 };
+#undef KIND
 
 static void undo(void)
 {

@@ -23,105 +23,15 @@ __attribute__((section(".probes"), used)) volatile unsigned short profd_cuda_lau
 struct core_stats core_stats;
 
 /* clang-format off */
-#define RT(id, nm, pr) { CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_##id, nm, pr }
-#define DRV(id, nm, pr) { CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_##id, nm, pr }
+#define RT(id, nm, pr) { CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_##id, nm, pr },
+#define DRV(id, nm, pr) { CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_##id, nm, pr },
 
-/*
- * Launches (CUDA 13 sends <<<>>> through __cudaLaunchKernel; cuBLAS and cuDNN call the driver
- * directly), then copies and memsets, probed like launches so their time gets a stack too,
- * then synchronisations, which only get API records (where a thread waits for the GPU).
- */
+/* The list is shared with the device kit's probe (traced_apis.def). */
 const struct traced_api traced_apis[] = {
-	RT(cudaLaunchKernel_v7000, "cudaLaunchKernel", true),
-	RT(cudaLaunchKernel_ptsz_v7000, "cudaLaunchKernel_ptsz", true),
-	RT(cudaLaunchKernelExC_v11060, "cudaLaunchKernelExC", true),
-	RT(cudaLaunchKernelExC_ptsz_v11060, "cudaLaunchKernelExC_ptsz", true),
-	RT(cudaGraphLaunch_v10000, "cudaGraphLaunch", true),
-	RT(cudaGraphLaunch_ptsz_v10000, "cudaGraphLaunch_ptsz", true),
-	RT(__cudaLaunchKernel_v13000, "__cudaLaunchKernel", true),
-	RT(__cudaLaunchKernel_ptsz_v13000, "__cudaLaunchKernel_ptsz", true),
-	RT(cudaLaunchCooperativeKernel_v9000, "cudaLaunchCooperativeKernel", true),
-	RT(cudaLaunchCooperativeKernel_ptsz_v9000, "cudaLaunchCooperativeKernel_ptsz", true),
-	DRV(cuLaunchKernel, "cuLaunchKernel", true),
-	DRV(cuLaunchKernel_ptsz, "cuLaunchKernel_ptsz", true),
-	DRV(cuLaunchKernelEx, "cuLaunchKernelEx", true),
-	DRV(cuLaunchKernelEx_ptsz, "cuLaunchKernelEx_ptsz", true),
-	DRV(cuGraphLaunch, "cuGraphLaunch", true),
-	DRV(cuGraphLaunch_ptsz, "cuGraphLaunch_ptsz", true),
-	DRV(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel", true),
-	DRV(cuLaunchCooperativeKernel_ptsz, "cuLaunchCooperativeKernel_ptsz", true),
-
-	RT(cudaMemcpy_v3020, "cudaMemcpy", true),
-	RT(cudaMemcpy_ptds_v7000, "cudaMemcpy_ptds", true),
-	RT(cudaMemcpyAsync_v3020, "cudaMemcpyAsync", true),
-	RT(cudaMemcpyAsync_ptsz_v7000, "cudaMemcpyAsync_ptsz", true),
-	RT(cudaMemcpy2D_v3020, "cudaMemcpy2D", true),
-	RT(cudaMemcpy2D_ptds_v7000, "cudaMemcpy2D_ptds", true),
-	RT(cudaMemcpy2DAsync_v3020, "cudaMemcpy2DAsync", true),
-	RT(cudaMemcpy2DAsync_ptsz_v7000, "cudaMemcpy2DAsync_ptsz", true),
-	RT(cudaMemset_v3020, "cudaMemset", true),
-	RT(cudaMemset_ptds_v7000, "cudaMemset_ptds", true),
-	RT(cudaMemsetAsync_v3020, "cudaMemsetAsync", true),
-	RT(cudaMemsetAsync_ptsz_v7000, "cudaMemsetAsync_ptsz", true),
-	DRV(cuMemcpy, "cuMemcpy", true),
-	DRV(cuMemcpy_ptds, "cuMemcpy_ptds", true),
-	DRV(cuMemcpyAsync, "cuMemcpyAsync", true),
-	DRV(cuMemcpyAsync_ptsz, "cuMemcpyAsync_ptsz", true),
-	DRV(cuMemcpyHtoD_v2, "cuMemcpyHtoD", true),
-	DRV(cuMemcpyHtoD_v2_ptds, "cuMemcpyHtoD_ptds", true),
-	DRV(cuMemcpyDtoH_v2, "cuMemcpyDtoH", true),
-	DRV(cuMemcpyDtoH_v2_ptds, "cuMemcpyDtoH_ptds", true),
-	DRV(cuMemcpyDtoD_v2, "cuMemcpyDtoD", true),
-	DRV(cuMemcpyHtoDAsync_v2, "cuMemcpyHtoDAsync", true),
-	DRV(cuMemcpyHtoDAsync_v2_ptsz, "cuMemcpyHtoDAsync_ptsz", true),
-	DRV(cuMemcpyDtoHAsync_v2, "cuMemcpyDtoHAsync", true),
-	DRV(cuMemcpyDtoHAsync_v2_ptsz, "cuMemcpyDtoHAsync_ptsz", true),
-	DRV(cuMemcpyDtoDAsync_v2, "cuMemcpyDtoDAsync", true),
-	DRV(cuMemsetD8_v2, "cuMemsetD8", true),
-	DRV(cuMemsetD32_v2, "cuMemsetD32", true),
-	DRV(cuMemsetD8Async, "cuMemsetD8Async", true),
-	DRV(cuMemsetD32Async, "cuMemsetD32Async", true),
-
-	/*
-	 * Allocations, probed so their memory records get the allocating stack; releases only
-	 * get API records: a release ends the allocation of its address and needs no stack.
-	 */
-	RT(cudaMalloc_v3020, "cudaMalloc", true),
-	RT(cudaMallocPitch_v3020, "cudaMallocPitch", true),
-	RT(cudaMalloc3D_v3020, "cudaMalloc3D", true),
-	RT(cudaMallocArray_v3020, "cudaMallocArray", true),
-	RT(cudaMalloc3DArray_v3020, "cudaMalloc3DArray", true),
-	RT(cudaMallocMipmappedArray_v5000, "cudaMallocMipmappedArray", true),
-	RT(cudaMallocManaged_v6000, "cudaMallocManaged", true),
-	RT(cudaMallocAsync_v11020, "cudaMallocAsync", true),
-	RT(cudaMallocAsync_ptsz_v11020, "cudaMallocAsync_ptsz", true),
-	RT(cudaMallocFromPoolAsync_v11020, "cudaMallocFromPoolAsync", true),
-	RT(cudaMallocFromPoolAsync_ptsz_v11020, "cudaMallocFromPoolAsync_ptsz", true),
-	DRV(cuMemAlloc_v2, "cuMemAlloc", true),
-	DRV(cuMemAllocPitch_v2, "cuMemAllocPitch", true),
-	DRV(cuMemAllocManaged, "cuMemAllocManaged", true),
-	DRV(cuMemAllocAsync, "cuMemAllocAsync", true),
-	DRV(cuMemAllocAsync_ptsz, "cuMemAllocAsync_ptsz", true),
-	DRV(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", true),
-	DRV(cuMemAllocFromPoolAsync_ptsz, "cuMemAllocFromPoolAsync_ptsz", true),
-	RT(cudaFree_v3020, "cudaFree", false),
-	RT(cudaFreeArray_v3020, "cudaFreeArray", false),
-	RT(cudaFreeMipmappedArray_v5000, "cudaFreeMipmappedArray", false),
-	RT(cudaFreeAsync_v11020, "cudaFreeAsync", false),
-	RT(cudaFreeAsync_ptsz_v11020, "cudaFreeAsync_ptsz", false),
-	DRV(cuMemFree_v2, "cuMemFree", false),
-	DRV(cuMemFreeAsync, "cuMemFreeAsync", false),
-	DRV(cuMemFreeAsync_ptsz, "cuMemFreeAsync_ptsz", false),
-
-	RT(cudaDeviceSynchronize_v3020, "cudaDeviceSynchronize", false),
-	RT(cudaStreamSynchronize_v3020, "cudaStreamSynchronize", false),
-	RT(cudaStreamSynchronize_ptsz_v7000, "cudaStreamSynchronize_ptsz", false),
-	RT(cudaEventSynchronize_v3020, "cudaEventSynchronize", false),
-	DRV(cuCtxSynchronize, "cuCtxSynchronize", false),
-	DRV(cuStreamSynchronize, "cuStreamSynchronize", false),
-	DRV(cuStreamSynchronize_ptsz, "cuStreamSynchronize_ptsz", false),
-	DRV(cuEventSynchronize, "cuEventSynchronize", false),
+#include "traced_apis.def"
 };
+#undef RT
+#undef DRV
 /* clang-format on */
 const size_t traced_apis_nr = sizeof(traced_apis) / sizeof(traced_apis[0]);
 

@@ -20,6 +20,7 @@ class Dump:
         self.subs, self.errors, self.ts, self.cbs, self.kernels = [], [], [], [], []
         self.mems, self.apis, self.markers, self.bufs, self.declined = [], [], [], [], []
         self.marks, self.totals, self.other = [], [], 0
+        self.memory, self.enables = [], []
         self.bad_lines = 0
         try:
             f = open(path, errors="replace")
@@ -48,6 +49,12 @@ class Dump:
             d, k, c, s, e, b = (int(x) for x in rest.split())
             self.mems.append({"deliver": d, "kind": k, "corr": c, "start": s, "end": e,
                               "bytes": b})
+        elif tag == "G":
+            d, op, c, b, ts, mk, pool, addr = (int(x) for x in rest.split())
+            self.memory.append({"deliver": d, "op": op, "corr": c, "bytes": b, "ts": ts,
+                                "mkind": mk, "pool": pool, "addr": addr})
+        elif tag == "P":
+            self.enables.append(tuple(int(x) for x in rest.split()))
         elif tag == "A":
             d, k, c, cbid, tid, s, e = (int(x) for x in rest.split())
             self.apis.append({"deliver": d, "kind": k, "corr": c, "cbid": cbid, "tid": tid,
@@ -109,7 +116,8 @@ class Dump:
     def describe(self):
         return (f"libcupti {self.lib or '?'} version {self.version}, {len(self.cbs)} callbacks, "
                 f"{len(self.kernels)} kernels, {len(self.mems)} copies/memsets, "
-                f"{len(self.markers)} markers, {len(self.bufs)} buffers, "
+                f"{len(self.markers)} markers, {len(self.memory)} memory records, "
+                f"{len(self.bufs)} buffers, "
                 f"{self.dropped()} dropped, {len(self.declined)} declined, "
                 f"errors {[e['call'] + '=' + str(e['result']) for e in self.errors][:5]}")
 
@@ -172,6 +180,93 @@ def corr(d, cases, errors):
     figure = (f"{sum(goods)}/{len(goods)} paths' records carry the outermost id; nested calls "
               f"share it in {sum(shares)}/{len(shares)} paths with nested calls")
     return ok, figure, "; ".join(rows)
+
+
+# ---- memory: the allocating call's id, expandable segments -------------------------------
+
+MEM_ALLOC = 1
+
+
+def allocs_in(d, win, ids):
+    """
+    MEMORY2 allocation records of the window: stamped inside it, or on the id of a call made
+    in it (should CUPTI stamp memory records on another clock). Also how many were stamped
+    inside.
+    """
+    al = [m for m in d.memory if m["op"] == MEM_ALLOC
+          and (win[0] <= m["ts"] <= win[1] or m["corr"] in ids)]
+    return al, sum(1 for m in al if win[0] <= m["ts"] <= win[1])
+
+
+def memory_corr(d, cases, errors):
+    """
+    Each allocation path's MEMORY2 allocation carries the correlation id of the outermost traced
+    call of its window (cudaMalloc, cudaMallocAsync, the caching allocator's cudaMalloc): the
+    join of memory to its allocating stack rests on it, as D3's for kernels.
+    """
+    why = usable(d)
+    if why:
+        return False, None, why
+    rows, ok, goods = [], True, []
+    for name in cases:
+        if name in errors:
+            rows.append(f"{name}: not run ({errors[name]})")
+            ok = False
+            continue
+        win = d.window(f"case {name} begin", f"case {name} end")
+        if not win:
+            rows.append(f"{name}: no window in the dump")
+            ok = False
+            continue
+        outer, nested = d.calls_in(win)
+        o_ids, n_ids = {c[5] for c in outer}, {c[5] for c in nested}
+        al, stamped = allocs_in(d, win, o_ids | n_ids)
+        on_outer = sum(1 for m in al if m["corr"] in o_ids)
+        on_nested = sum(1 for m in al if m["corr"] in n_ids - o_ids)
+        good = bool(al) and on_outer == len(al)
+        goods.append(good)
+        ok &= good
+        rows.append(f"{name}: {len(outer)} outermost calls (cbids "
+                    f"{sorted({(c[2], c[3]) for c in outer})}), {len(al)} allocation records "
+                    f"({sum(m['bytes'] for m in al)} B), on the outermost id {on_outer}, on a "
+                    f"nested id {on_nested}, on another {len(al) - on_outer - on_nested}, "
+                    f"stamped inside the window {stamped}")
+    figure = (f"{sum(goods)}/{len(goods)} allocation paths' MEMORY2 records carry the "
+              f"outermost id; {len(d.memory)} memory records in all")
+    return ok, figure, "; ".join(rows)
+
+
+def expandable(d, stats, errors):
+    """
+    With expandable segments (cuMemCreate/cuMemMap, no cudaMalloc) do MEMORY2 records come, do
+    they cover what torch reserved in the window, and do they carry a traced call's id (else
+    profd's gpu-memory cannot put them under a stack)?
+    """
+    why = usable(d)
+    if why:
+        return False, None, why
+    if "cache_alloc" in errors:
+        return False, None, f"not run: {errors['cache_alloc']}"
+    win = d.window("case cache_alloc begin", "case cache_alloc end")
+    if not win:
+        return False, None, "no window in the dump"
+    outer, _ = d.calls_in(win)
+    o_ids = {c[5] for c in outer}
+    al, stamped = allocs_in(d, win, o_ids)
+    got = sum(m["bytes"] for m in al)
+    st = stats.get("cache_alloc", {})
+    grew = st.get("reserved_bytes.all.allocated", 0)
+    joined = sum(1 for m in al if m["corr"] in o_ids)
+    ok = grew > 0 and got >= 0.9 * grew
+    figure = (f"{len(al)} MEMORY2 allocations, {got} B for torch's +{grew} B reserved; "
+              f"{joined} on a traced call's id")
+    detail = (f"{figure}; stamped inside the window {stamped}; torch over the window {st}; "
+              f"memory kinds "
+              f"{sorted({m['mkind'] for m in al})}, pool types {sorted({m['pool'] for m in al})}; "
+              f"traced calls in the window {sorted({(c[2], c[3]) for c in outer})}; pass: the "
+              f"records cover 90% of what torch reserved (gpu-memory then sees them; without a "
+              f"traced call's id they fall under the unknown stack)")
+    return ok, figure, detail
 
 
 # ---- D2: the clock -------------------------------------------------------------------------

@@ -19,6 +19,7 @@
  *   L path                          the libcupti used
  *   V version                       cuptiGetVersion
  *   S mono session result oldname   cuptiSubscribe_v2 (result 0: the slot is ours)
+ *   P apis kinds                    the calls and kinds this session enables (from cupti/'s lists)
  *   E mono result call              a failed call of the enable sequence
  *   T mono cupti_ts                 cuptiGetTimestamp against CLOCK_MONOTONIC
  *   C mono tid domain cbid site corr depth   a callback (site 0 enter, 1 exit)
@@ -26,6 +27,8 @@
  *   M deliver kind corr start end bytes      memcpy / memset
  *   A deliver kind corr cbid tid start end   runtime / driver API record
  *   N deliver flags id tid ts name           NVTX marker
+ *   G deliver op corr bytes ts mkind pool addr   memory (MEMORY2: op 1 allocation, 2 release;
+ *                                            pool: the memory pool's type, 0 none)
  *   O deliver other_kind                     any other record
  *   B mono valid records dropped             a completed buffer
  *   D mono                                   a buffer request declined (pool empty)
@@ -83,59 +86,31 @@ static struct {
 	CUptiResult (*ActivityEnableDriverApi)(CUpti_CallbackId, uint8_t);
 } fn;
 
-/* clang-format off */
-#define RT(id, pr) { CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_##id, pr }
-#define DRV(id, pr) { CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_##id, pr }
 /*
- * The calls libprofd_cupti traces (cupti/launch.c traced_apis, same order, same probe flag):
- * probe 1 gets a callback and an API record, probe 0 an API record only. The kit's own test
- * compares this list with launch.c's, so the two cannot drift apart unnoticed.
+ * The calls and kinds libprofd_cupti enables, from the lists it builds its own tables from
+ * (cupti/traced_apis.def, cupti/wanted_kinds.def), in its order: probe true gets a callback
+ * and an API record, false an API record only.
  */
+/* clang-format off */
+#define RT(id, nm, pr) { CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_##id, pr },
+#define DRV(id, nm, pr) { CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_##id, pr },
 static const struct {
 	CUpti_CallbackDomain domain;
 	CUpti_CallbackId cbid;
-	int probe;
+	bool probe;
 } apis[] = {
-	RT(cudaLaunchKernel_v7000, 1), RT(cudaLaunchKernel_ptsz_v7000, 1),
-	RT(cudaLaunchKernelExC_v11060, 1), RT(cudaLaunchKernelExC_ptsz_v11060, 1),
-	RT(cudaGraphLaunch_v10000, 1), RT(cudaGraphLaunch_ptsz_v10000, 1),
-	RT(__cudaLaunchKernel_v13000, 1), RT(__cudaLaunchKernel_ptsz_v13000, 1),
-	RT(cudaLaunchCooperativeKernel_v9000, 1), RT(cudaLaunchCooperativeKernel_ptsz_v9000, 1),
-	DRV(cuLaunchKernel, 1), DRV(cuLaunchKernel_ptsz, 1),
-	DRV(cuLaunchKernelEx, 1), DRV(cuLaunchKernelEx_ptsz, 1),
-	DRV(cuGraphLaunch, 1), DRV(cuGraphLaunch_ptsz, 1),
-	DRV(cuLaunchCooperativeKernel, 1), DRV(cuLaunchCooperativeKernel_ptsz, 1),
-	RT(cudaMemcpy_v3020, 1), RT(cudaMemcpy_ptds_v7000, 1),
-	RT(cudaMemcpyAsync_v3020, 1), RT(cudaMemcpyAsync_ptsz_v7000, 1),
-	RT(cudaMemcpy2D_v3020, 1), RT(cudaMemcpy2D_ptds_v7000, 1),
-	RT(cudaMemcpy2DAsync_v3020, 1), RT(cudaMemcpy2DAsync_ptsz_v7000, 1),
-	RT(cudaMemset_v3020, 1), RT(cudaMemset_ptds_v7000, 1),
-	RT(cudaMemsetAsync_v3020, 1), RT(cudaMemsetAsync_ptsz_v7000, 1),
-	DRV(cuMemcpy, 1), DRV(cuMemcpy_ptds, 1),
-	DRV(cuMemcpyAsync, 1), DRV(cuMemcpyAsync_ptsz, 1),
-	DRV(cuMemcpyHtoD_v2, 1), DRV(cuMemcpyHtoD_v2_ptds, 1),
-	DRV(cuMemcpyDtoH_v2, 1), DRV(cuMemcpyDtoH_v2_ptds, 1),
-	DRV(cuMemcpyDtoD_v2, 1),
-	DRV(cuMemcpyHtoDAsync_v2, 1), DRV(cuMemcpyHtoDAsync_v2_ptsz, 1),
-	DRV(cuMemcpyDtoHAsync_v2, 1), DRV(cuMemcpyDtoHAsync_v2_ptsz, 1),
-	DRV(cuMemcpyDtoDAsync_v2, 1),
-	DRV(cuMemsetD8_v2, 1), DRV(cuMemsetD32_v2, 1),
-	DRV(cuMemsetD8Async, 1), DRV(cuMemsetD32Async, 1),
-	RT(cudaDeviceSynchronize_v3020, 0), RT(cudaStreamSynchronize_v3020, 0),
-	RT(cudaStreamSynchronize_ptsz_v7000, 0), RT(cudaEventSynchronize_v3020, 0),
-	DRV(cuCtxSynchronize, 0), DRV(cuStreamSynchronize, 0),
-	DRV(cuStreamSynchronize_ptsz, 0), DRV(cuEventSynchronize, 0),
+#include "traced_apis.def"
 };
 /* clang-format on */
+#undef RT
+#undef DRV
 #define NR_APIS (sizeof(apis) / sizeof(apis[0]))
 
-/* core.c wanted_kinds, same order (the first is the one that must succeed). */
+/* The first is the one that must succeed. */
 static const CUpti_ActivityKind kinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-    CUPTI_ACTIVITY_KIND_MEMCPY,
-    CUPTI_ACTIVITY_KIND_MEMSET,
-    CUPTI_ACTIVITY_KIND_MARKER,
-    CUPTI_ACTIVITY_KIND_OVERHEAD,
+#define KIND(k) CUPTI_ACTIVITY_KIND_##k,
+#include "wanted_kinds.def"
+#undef KIND
 };
 #define NR_KINDS (sizeof(kinds) / sizeof(kinds[0]))
 
@@ -377,6 +352,15 @@ static void record(uint64_t now, CUpti_Activity *r)
 		     clean(m->name, name, sizeof(name)));
 		break;
 	}
+	case CUPTI_ACTIVITY_KIND_MEMORY2: {
+		const CUpti_ActivityMemory4 *m = (const void *)r;
+
+		emit("G %llu %d %u %llu %llu %d %d %llu\n", (unsigned long long)now,
+		     (int)m->memoryOperationType, m->correlationId, (unsigned long long)m->bytes,
+		     (unsigned long long)m->timestamp, (int)m->memoryKind,
+		     (int)m->memoryPoolConfig.memoryPoolType, (unsigned long long)m->address);
+		break;
+	}
 	default:
 		emit("O %llu %d\n", (unsigned long long)now, (int)r->kind);
 	}
@@ -449,6 +433,7 @@ static int enable_locked(void)
 	     old[0] ? old : "-");
 	if (r != CUPTI_SUCCESS)
 		return -1;
+	emit("P %zu %zu\n", NR_APIS, NR_KINDS);
 	if (fn.ActivityRegisterTimestampCallback) {
 		r = fn.ActivityRegisterTimestampCallback(ts_callback);
 		if (r != CUPTI_SUCCESS)

@@ -24,6 +24,14 @@ CB_CU_LAUNCH = 307      # cuLaunchKernel
 CB_CU_LAUNCH_EX = 652   # cuLaunchKernelEx
 CB_CU_GRAPH = 514       # cuGraphLaunch
 CB_CU_MEMSET = 216      # cuMemsetD8Async
+CB_MALLOC = 20          # cudaMalloc_v3020
+CB_MALLOC_ASYNC = 373   # cudaMallocAsync_v11020
+CB_FREE = 22            # cudaFree_v3020
+CB_CU_MEM_ALLOC = 243   # cuMemAlloc_v2
+CB_CU_MEM_ALLOC_ASYNC = 598  # cuMemAllocAsync
+CB_CU_MEM_FREE = 245    # cuMemFree_v2
+MEM_ALLOC, MEM_RELEASE = 1, 2
+KIND_MEMORY2 = 49
 MARKER_INSTANT, MARKER_START, MARKER_END = 1, 2, 4
 KIND_CONCURRENT_KERNEL = 10
 
@@ -44,6 +52,8 @@ class FakeGpu:
                                              ctypes.c_uint32, ctypes.c_uint64, ctypes.c_char_p]
         self.kit.kit_fake_memset.argtypes = [ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint64,
                                              ctypes.c_uint64]
+        self.kit.kit_fake_memory.argtypes = [ctypes.c_int, ctypes.c_uint32, ctypes.c_uint64,
+                                             ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint32]
         self.kit.kit_fake_marker.argtypes = [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32,
                                              ctypes.c_uint64, ctypes.c_char_p]
         self.kit.kit_fake_callback.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_int,
@@ -59,6 +69,13 @@ class FakeGpu:
         self.inited = False
         self.nvtx_inited = False
         self.spans = None        # kernel spans while "torch.profiler" runs
+        self.next_addr = 0x7f0000000000
+        self.allocs = {}         # address -> bytes, what "cudaMalloc" handed out
+        # torch.cuda.memory_stats()'s counters the checks compare with (the caching allocator).
+        self.stats = {"reserved_bytes.all.allocated": 0, "reserved_bytes.all.freed": 0,
+                      "segment.all.allocated": 0, "segment.all.freed": 0}
+        self.cache = []          # segments the "caching allocator" holds unused
+        self.kept = []           # and those in use
         cuda = os.environ.get("PROFD_KIT_FAKE_LIBCUDA")
         # A libcuda.so.1 whose launch functions the daemon's uprobes watch (B3).
         self.libcuda = ctypes.CDLL(cuda) if cuda else None
@@ -208,6 +225,91 @@ class FakeGpu:
         if self.inited and self._collecting():
             self.kit.kit_fake_marker(MARKER_INSTANT, self.nvtx_id, threading.get_native_id(),
                                      mono_ns(), ctypes.cast(self._name(name), ctypes.c_char_p))
+
+    # ---- device memory (MEMORY2 records on the allocating call's id) -----------------------
+    def _mem(self, op, c, addr, n, stream=0):
+        if self.kit.kit_fake_kind_enabled(KIND_MEMORY2):
+            self.kit.kit_fake_memory(op, c, addr, n, mono_ns(), stream)
+
+    def _malloc(self, rt, drv, n, stream=0):
+        self.init()
+        addr = self.next_addr
+        self.next_addr += (n + 0xfffff) & ~0xfffff
+        self.allocs[addr] = n
+        self._call(rt, drv, lambda c: self._mem(MEM_ALLOC, c, addr, n, stream))
+        return addr
+
+    def rt_malloc(self, n):
+        return self._malloc(CB_MALLOC, CB_CU_MEM_ALLOC, n)
+
+    def rt_malloc_async(self, n):
+        return self._malloc(CB_MALLOC_ASYNC, CB_CU_MEM_ALLOC_ASYNC, n, stream=7)
+
+    def rt_free(self, addr):
+        n = self.allocs.pop(addr)
+        self._call(CB_FREE, CB_CU_MEM_FREE, lambda c: self._mem(MEM_RELEASE, c, addr, n))
+
+    rt_free_async = rt_free
+
+    def cache_alloc(self, n, expandable=False, keep=False):
+        """The caching allocator's new segment: cudaMalloc, or with expandable segments
+        cuMemCreate/cuMemMap (no traced call: the record's id is an untraced driver call's).
+        keep: a segment in use, which empty_cache leaves alone."""
+        if expandable:
+            self.init()
+            with self.lock:
+                self.corr += 1
+                c = self.corr
+            addr = self.next_addr
+            self.next_addr += (n + 0xfffff) & ~0xfffff
+            self.allocs[addr] = n
+            # CUPTI calls back only for enabled calls, and cuMemCreate is none of them.
+            self._mem(MEM_ALLOC, c, addr, n)
+        else:
+            addr = self.rt_malloc(n)
+        (self.kept if keep else self.cache).append(addr)
+        self.stats["reserved_bytes.all.allocated"] += n
+        self.stats["segment.all.allocated"] += 1
+        return addr
+
+    def empty_cache(self):
+        for addr in self.cache:
+            self.stats["reserved_bytes.all.freed"] += self.allocs.get(addr, 0)
+            self.stats["segment.all.freed"] += 1
+            self.rt_free(addr)
+        self.cache = []
+
+    def mem_stats(self):
+        return dict(self.stats)
+
+    def cupti_counts(self):
+        """CUPTI sessions and kernel-kind disables so far (the fake keeps a call log)."""
+        s, d = ctypes.c_uint(), ctypes.c_uint()
+        self.kit.kit_fake_cupti_counts(ctypes.byref(s), ctypes.byref(d))
+        return {"sessions": s.value, "kernel_disables": d.value}
+
+    def clock_ref(self):
+        return (None, mono_ns())
+
+    def event_mark(self):
+        return mono_ns()     # the fake's kernels ran inside their launch
+
+    def event_mono(self, ref, e):
+        return e
+
+    def profiler_until(self, stop, said):
+        """torch.profiler's effect on CUPTI, then steps until stop()."""
+        self.kit.kit_fake_foreign_client()
+        n = k = 0
+        while not stop() or n < 10:
+            self.add_one()
+            self.sync()
+            n += 1
+            k += 1
+            if n == 1:
+                said()
+            time.sleep(0.01)
+        return {"steps": n, "kernels": k}
 
     def profiler_steps(self, steps, step=None):
         """torch.profiler's effect on CUPTI (kit_fake_foreign_client), then the steps."""

@@ -3,7 +3,9 @@
 # Built only with CUPTI's headers, like libprofd_cupti itself.
 if(PROFD_CUPTI_BUILT)
   add_library(profd_kit_probe SHARED ${CMAKE_CURRENT_SOURCE_DIR}/gpu/cupti_probe.c)
-  target_include_directories(profd_kit_probe PRIVATE ${PROFD_CUPTI_INCLUDE_DIR})
+  # cupti/: the lists of traced calls and kinds the probe shares with libprofd_cupti.
+  target_include_directories(profd_kit_probe PRIVATE ${PROFD_CUPTI_INCLUDE_DIR}
+                             ${CMAKE_CURRENT_SOURCE_DIR}/../cupti)
   # The probe is loaded into arbitrary CUDA processes: no sanitizer runtime, only its entry
   # points exported, nothing beyond libc needed.
   target_compile_options(profd_kit_probe PRIVATE -fvisibility=hidden -fno-sanitize=all)
@@ -28,7 +30,7 @@ if(PROFD_CUPTI_BUILT)
     add_test(NAME e2e.gpu_kit
              COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/gpu/test_kit.py)
     set_tests_properties(e2e.gpu_kit PROPERTIES
-      LABELS "e2e;gpu" SKIP_RETURN_CODE 77 TIMEOUT 180 RUN_SERIAL TRUE
+      LABELS "e2e;gpu" SKIP_RETURN_CODE 77 TIMEOUT 240 RUN_SERIAL TRUE
       ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e")
   elseif(DEFINED ENV{CI} AND NOT PROFD_SANITIZE)
     message(FATAL_ERROR "e2e.gpu_kit needs the fake libcupti (a libcupti to walk buffers)")

@@ -26,6 +26,7 @@ static union rec {
 	CUpti_ActivityKernel10 k;
 	CUpti_ActivityMemset4 ms;
 	CUpti_ActivityMarker2 mk;
+	CUpti_ActivityMemory4 mem;
 } pending[PENDING_MAX];
 static size_t pending_size[PENDING_MAX];
 static size_t nr_pending;
@@ -98,31 +99,61 @@ EXPORT void kit_fake_marker(uint32_t flags, uint32_t id, uint32_t tid, uint64_t 
 	r->mk.name = name;
 }
 
+/* A MEMORY2 record (op 1 allocation, 2 release), as CUDA 13's CUPTI reports cudaMalloc's. */
+EXPORT void kit_fake_memory(int op, uint32_t corr, uint64_t addr, uint64_t bytes, uint64_t ts,
+			    uint32_t stream)
+{
+	union rec *r = slot(sizeof(CUpti_ActivityMemory4));
+
+	if (!r)
+		return;
+	fake_cupti_memory_record(&r->mem, (CUpti_ActivityMemoryOperationType)op,
+				 CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, corr, addr, bytes, ts, 0,
+				 stream, false);
+}
+
 /*
- * Hand the pending records over in one buffer as CUPTI completes one. Returns the records
- * delivered, or -1 when the client gave no buffer (its pool empty, or no client).
+ * Hand the pending records over in as many buffers as they fill, as CUPTI completes them.
+ * Returns the records delivered, or -1 when the client gave no buffer (its pool empty, or no
+ * client): those left are reported dropped.
  */
 EXPORT int kit_fake_deliver(void)
 {
-	uint8_t *buf = NULL;
-	size_t size = 0, len = 0, i;
+	size_t i = 0;
 	int n = 0;
 
-	if (!nr_pending)
-		return 0;
-	fake_cupti_request_buffer(&buf, &size);
-	if (!buf) {
-		fake_cupti_set_dropped(nr_pending);
-		nr_pending = 0;
-		return -1;
-	}
-	for (i = 0; i < nr_pending && len + pending_size[i] <= size; i++, n++) {
-		memcpy(buf + len, &pending[i], pending_size[i]);
-		len += pending_size[i];
+	while (i < nr_pending) {
+		uint8_t *buf = NULL;
+		size_t size = 0, len = 0;
+
+		fake_cupti_request_buffer(&buf, &size);
+		if (!buf || size < pending_size[i]) {
+			fake_cupti_set_dropped(nr_pending - i);
+			nr_pending = 0;
+			return -1;
+		}
+		for (; i < nr_pending && len + pending_size[i] <= size; i++, n++) {
+			memcpy(buf + len, &pending[i], pending_size[i]);
+			len += pending_size[i];
+		}
+		fake_cupti_complete_buffer(buf, size, len);
 	}
 	nr_pending = 0;
-	fake_cupti_complete_buffer(buf, size, len);
 	return n;
+}
+
+/* CUPTI sessions so far and kernel-kind disables: what a disable/enable of the library did. */
+EXPORT void kit_fake_cupti_counts(unsigned *sessions, unsigned *kernel_disables)
+{
+	const struct fake_call *calls;
+	size_t i, n = fake_cupti_calls(&calls);
+
+	*sessions = fake_cupti_sessions();
+	*kernel_disables = 0;
+	for (i = 0; i < n; i++)
+		if (!strcmp(calls[i].fn, "cuptiActivityDisable") &&
+		    calls[i].a == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+			(*kernel_disables)++;
 }
 
 EXPORT int kit_fake_kind_enabled(int kind)

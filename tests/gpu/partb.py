@@ -66,6 +66,7 @@ def c_train(ctx):
         ctl = lambda log, *a: d.ctl(log, *a)
         p = ["--pid", str(pid)]
         _, status, _ = ctl("b-status", "status")
+        _, st_json, _ = ctl("b-status-json", "status", "--json")
         # The report's window from the attach on: before it the library did not collect, and
         # those seconds would read as an idle GPU.
         since = f"{max(1, (t_dump - t_attach) // 1_000_000_000)}s"
@@ -89,8 +90,10 @@ def c_train(ctx):
     with open(outp) as f:
         lines = f.read().splitlines()
     steps = [tuple(map(int, ln.split()[1:3])) for ln in lines if ln.startswith("step ")]
-    mems = [tuple(map(int, ln.split()[1:4:2])) for ln in lines
-            if ln.startswith("step ") and len(ln.split()) == 4]
+    # step MONO COMPUTE_NS then torch's counters (workload.MEM_KEYS): reserved bytes allocated,
+    # freed, segments allocated, freed.
+    mems = [tuple(int(x) for x in ln.split()[1:2] + ln.split()[3:7]) for ln in lines
+            if ln.startswith("step ") and len(ln.split()) == 7]
     result = next((json.loads(ln[7:]) for ln in lines if ln.startswith("result ")), {})
     marks = next((json.loads(ln[6:]) for ln in lines if ln.startswith("lines ")), {})
     out = []
@@ -173,28 +176,33 @@ def c_train(ctx):
         out.append(("B.overhead", False, "not measured",
                     f"{len(before)} steps before, {len(after)} after the attach"))
 
-    # CUDA memory by stack.
+    # CUDA memory by stack: the segments torch's caching allocator made while profd collected
+    # (its cache emptied midway, so the forward passes allocate theirs again) against
+    # gpu-memory, and the grown tensor live under grow_memory.
     rc, mf, err = mem["gpu-memory"]
-    if rc != 0 and ("gpu-memory" in err or "value" in err.lower()):
-        out.append(("B.memory", None, "not built",
-                    f"profctl rejects --value gpu-memory: {err[-300:]}"))
-    else:
-        rcl, lf, errl = mem["gpu-memory-live"]
-        got, live = sum(mf.values()), sum(lf.values())
-        grew = sum(int(ln.split()[1]) for ln in lines if ln.startswith("grew "))
-        # What the caching allocator got from cudaMalloc while profd collected.
-        seg = [(m, b) for m, b in mems if t_attach - 1_000_000_000 <= m <= t_dump]
-        torch_alloc = seg[-1][1] - seg[0][1] if len(seg) >= 2 else None
-        tm = result.get("memory") or {}
-        under = sum(v for s, v in lf.items() if any(fn_is(x, "grow_memory") for x in s.split(";")))
-        ok = (rc == 0 and rcl == 0 and grew > 0 and under >= grew and torch_alloc is not None
-              and abs(got - torch_alloc) <= 0.1 * torch_alloc)
-        out.append(("B.memory", ok, f"gpu-memory {got} B, live {live} B, torch {torch_alloc} B",
-                    f"live under grow_memory {under} B (grew {grew}); torch's reserved_bytes."
-                    f"all.allocated grew {torch_alloc} B while collecting; over the loop {tm}; "
-                    f"pass: the grown tensor's segment is live under grow_memory and "
-                    f"gpu-memory is within 10% of torch's; exits {rc}/{rcl} {err[-200:]} "
-                    f"{errl[-200:]}"))
+    rcl, lf, errl = mem["gpu-memory-live"]
+    got, live = sum(mf.values()), sum(lf.values())
+    grew = sum(int(ln.split()[1]) for ln in lines if ln.startswith("grew "))
+    seg = [m for m in mems if t_attach - 1_000_000_000 <= m[0] <= t_dump]
+    torch_alloc = seg[-1][1] - seg[0][1] if len(seg) >= 2 else None
+    torch_segs = (seg[-1][3] - seg[0][3], seg[-1][4] - seg[0][4]) if len(seg) >= 2 else None
+    try:
+        stj = json.loads(st_json)
+    except ValueError:
+        stj = {}
+    under = sum(v for s, v in lf.items() if any(fn_is(x, "grow_memory") for x in s.split(";")))
+    fwd = share(mf, lambda fr: any(fn_is(x, "forward") for x in fr))
+    ok = (rc == 0 and rcl == 0 and grew > 0 and under >= grew and torch_alloc is not None
+          and abs(got - torch_alloc) <= 0.1 * torch_alloc and bool(fwd))
+    out.append(("B.memory", ok, f"gpu-memory {got} B ({fmt_pct(fwd)} under forward), live "
+                f"{live} B, torch {torch_alloc} B",
+                f"live under grow_memory {under} B (grew {grew}); torch while collecting: "
+                f"reserved_bytes.all.allocated +{torch_alloc} B, segments allocated/freed "
+                f"{torch_segs}; profd status: {stj.get('gpu_memory_records', 0)} memory records, "
+                f"{stj.get('gpu_memory_unmatched_frees', 0)} unmatched frees; over the loop "
+                f"{result.get('memory')}; pass: gpu-memory within 10% of torch's reserved "
+                f"bytes, some of it under forward, the grown tensor live under grow_memory; "
+                f"exits {rc}/{rcl} {err[-200:]} {errl[-200:]}"))
     return out
 
 

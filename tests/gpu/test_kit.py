@@ -23,21 +23,32 @@ BUILD = os.environ.get("PROFD_BUILD") or os.path.join(REPO, "build")
 
 require_root()
 
-# ---- the probe's lists match the library's ------------------------------------------------
-with open(os.path.join(REPO, "cupti", "launch.c")) as f:
-    lib_apis = re.findall(r"\b(RT|DRV)\((\w+),\s*\"\w+\",\s*(true|false)\)", f.read())
-with open(os.path.join(HERE, "cupti_probe.c")) as f:
-    probe_src = f.read()
-probe_apis = re.findall(r"\b(RT|DRV)\((\w+),\s*([01])\)", probe_src)
-check(len(lib_apis) > 40, f"launch.c's traced calls read ({len(lib_apis)})")
-check([(d, i, p == "true") for d, i, p in lib_apis] == [(d, i, p == "1") for d, i, p in probe_apis],
-      "the probe traces launch.c's calls, in its order, with its probe flags")
-with open(os.path.join(REPO, "cupti", "core.c")) as f:
-    m = re.search(r"wanted_kinds\[\] = \{(.*?)\};", f.read(), re.S)
-lib_kinds = re.findall(r"CUPTI_ACTIVITY_KIND_\w+", m.group(1)) if m else []
-m = re.search(r"kinds\[\] = \{(.*?)\};", probe_src, re.S)
-check(lib_kinds and lib_kinds == re.findall(r"CUPTI_ACTIVITY_KIND_\w+", m.group(1)),
-      f"the probe enables core.c's activity kinds in its order ({lib_kinds})")
+# ---- the probe's lists are the library's ---------------------------------------------------
+# Both build their tables from cupti/traced_apis.def and cupti/wanted_kinds.def; a list of
+# their own in either would drift. The dry run's dumps then show the probe enabled them all.
+def src(*p):
+    with open(os.path.join(REPO, *p)) as f:
+        return f.read()
+
+
+def_apis = re.findall(r"^(RT|DRV)\((\w+), \"\w+\", (true|false)\)$",
+                      src("cupti", "traced_apis.def"), re.M)
+def_kinds = re.findall(r"^KIND\((\w+)\)", src("cupti", "wanted_kinds.def"), re.M)
+check(len(def_apis) > 40 and "MEMORY2" in def_kinds and
+      ("RT", "cudaMalloc_v3020", "true") in def_apis,
+      f"the shared lists read ({len(def_apis)} calls, kinds {def_kinds})")
+for where, text in (("cupti/launch.c", src("cupti", "launch.c")),
+                    ("cupti/core.c", src("cupti", "core.c")),
+                    ("tests/gpu/cupti_probe.c", src("tests", "gpu", "cupti_probe.c"))):
+    own_apis = re.findall(r"^\s*(?:RT|DRV)\(\w+,", text, re.M)
+    own_kinds = re.findall(r"^\s*CUPTI_ACTIVITY_KIND_\w+,", text, re.M)
+    check(not own_apis and not own_kinds, f"{where} keeps no list of its own ({own_apis[:2]} "
+          f"{own_kinds[:2]})")
+check('#include "traced_apis.def"' in src("cupti", "launch.c")
+      and '#include "wanted_kinds.def"' in src("cupti", "core.c")
+      and all(f'#include "{d}"' in src("tests", "gpu", "cupti_probe.c")
+              for d in ("traced_apis.def", "wanted_kinds.def")),
+      "the library and the probe build their tables from the shared lists")
 
 # ---- packing -------------------------------------------------------------------------------
 tmp = tempfile.mkdtemp(prefix="profd-kit-test-")
@@ -65,7 +76,7 @@ def dry(out, *extra, env=None):
     t0 = time.time()
     r = subprocess.run([os.path.join(HERE, "device-check"), "--dry-run", "--kit", kit, "--out", out,
                         "--work", out + ".work", *extra], capture_output=True, text=True,
-                       timeout=170, env=env)
+                       timeout=220, env=env)
     log(f"device-check {' '.join(extra)}: exit {r.returncode} in {time.time() - t0:.1f} s\n"
         + r.stdout + r.stderr[-3000:])
     check(r.returncode == 0, "device-check exits 0")
@@ -95,7 +106,11 @@ want = {
     "kit": True, "D0.versions": True, "bpf": True, "D1.injection": True,
     "D7.uprobe_addresses": True, "D3.correlation": True, "D2.clock_at-init": True,
     "D2.clock_late": True, "D4.graphs": True, "D5.nvtx": True, "D5.nvtx_no_device": True,
-    "D8.profiler_first": True, "D6.delivery_long": True, "D6.delivery_small": True,
+    "D8.profiler_first": True, "M.correlation": True, "M.expandable": True,
+    # The library against profd over the fake CUPTI: the plumbing of D6, D4's and D8's.
+    "D6.delivery_defaults": True, "D6.delivery_shared_buffers": True,
+    "D6.delivery_buffer_64k": True, "D2.zero_status": True, "D4.library_graphs": True,
+    "D8.library_after": True, "D8.library_first": True, "B.memory": True,
     "B1.join": True, "B2.stacks": True, "B.nvtx": True, "B.gpu_idle": True, "B.trace": True,
     "B3.uprobe_launches": True,
     # The fake takes the buffers and the clock as Kineto does (the review's item 1).
@@ -104,16 +119,29 @@ want = {
 for name, p in want.items():
     c = res.get(name)
     check(c is not None and c["pass"] is p, f"{name} is {p} ({c and (c['figure'], c['detail'][:300])})")
+# The library's one CUPTI session across profd's stop and start, which did disable it.
+c = res.get("D4.library_graphs") or {}
+check("CUPTI {'sessions': 1, 'kernel_disables': 1}" in c.get("detail", ""),
+      f"D4's library replays span a disable/enable of one CUPTI session ({c.get('detail')})")
 # Timing figures mean nothing on a loaded machine without a GPU: there only, no verdict asked.
-for name in ("D9.launch_overhead", "B.overhead", "B.busy_vs_profiler", "B.memory"):
+for name in ("D9.launch_overhead", "B.overhead", "B.busy_vs_profiler"):
     check(name in res and res[name]["figure"], f"{name} reports a figure ({res.get(name)})")
 with tarfile.open(os.path.join(out, "logs.tar.gz")) as tar:
     names = tar.getnames()
 check(any(n.endswith("d3.probe") for n in names) and "logs/commands.txt" in names
       and "logs/device-run.json" in names, f"the tarball holds the logs ({len(names)} files)")
+with tarfile.open(os.path.join(out, "logs.tar.gz")) as tar:
+    d3 = tar.extractfile("logs/d3.probe").read().decode()
+enables = re.findall(r"^P (\d+) (\d+)$", d3, re.M)
+check(enables == [(str(len(def_apis)), str(len(def_kinds)))],
+      f"the probe enabled every shared call and kind ({enables})")
 
 # ---- a lying fake fails its check -----------------------------------------------------------
-for fault, only, name in (("corr", "D3", "D3.correlation"), ("clock", "D2", "D2.clock_at-init"),
+# With the library against profd too: a record on another id falls under the unknown stack,
+# zero timestamps reach profd's status counters.
+for fault, only, name in (("corr", "D3", "D3.correlation"), ("corr", "M", "M.correlation"),
+                          ("corr", "D4", "D4.library_graphs"), ("zero", "D6", "D2.zero_status"),
+                          ("clock", "D2", "D2.clock_at-init"),
                           ("zero", "D2", "D2.clock_late"), ("proc", "D7", "D7.uprobe_addresses")):
     res, _, _ = dry(os.path.join(tmp, "fault-" + fault), "--only", only,
                     env=dict(os.environ, PROFD_KIT_FAKE_FAULT=fault))

@@ -16,6 +16,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from torchgpu import TorchGpu  # noqa: E402
 
 
 def mono_ns():
@@ -80,129 +81,6 @@ class Probe:
             self.flush()
             time.sleep(pause)
         self.flush(forced=True)
-
-
-class TorchGpu:
-    """The operations on the real GPU, with PyTorch (and Triton for one launch path)."""
-
-    def __init__(self):
-        import torch
-        self.torch = torch
-        self.name = None
-        self.x = None
-        self.triton_kernel = None
-        self.sleep_cycles = None
-
-    def init(self):
-        t = self.torch
-        if self.x is None:
-            self.x = t.ones(1 << 20, device="cuda")
-            self.a = t.randn(4096, 4096, device="cuda")
-            self.b = t.randn(4096, 4096, device="cuda")
-            self.img = t.randn(16, 64, 56, 56, device="cuda")
-            self.w = t.randn(64, 64, 3, 3, device="cuda")
-            self.name = t.cuda.get_device_name(0)
-            t.cuda.synchronize()
-
-    def sync(self):
-        self.torch.cuda.synchronize()
-
-    def add_one(self):
-        self.init()
-        self.x.add_(1)
-
-    def mm(self):
-        self.init()
-        self.torch.mm(self.a, self.b)
-
-    def conv(self):
-        self.init()
-        self.torch.nn.functional.conv2d(self.img, self.w, padding=1)
-
-    def triton(self):
-        self.init()
-        if self.triton_kernel is None:
-            import triton
-            import triton.language as tl
-
-            @triton.jit
-            def add_kernel(x_ptr, n, BLOCK: tl.constexpr):
-                off = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-                m = off < n
-                tl.store(x_ptr + off, tl.load(x_ptr + off, mask=m) + 1, mask=m)
-            self.triton_kernel = add_kernel
-        n = self.x.numel()
-        self.triton_kernel[((n + 1023) // 1024,)](self.x, n, BLOCK=1024)
-
-    def zeros(self):
-        self.init()
-        self.torch.zeros(1 << 20, device="cuda")
-
-    def tiny(self, n=1):
-        self.init()
-        for _ in range(n):
-            self.x.add_(1)
-
-    def long_kernel(self, ms):
-        self.init()
-        if self.sleep_cycles is None:
-            # Calibrate torch.cuda._sleep (a spin of N cycles) to the wanted length.
-            s, e = self.torch.cuda.Event(True), self.torch.cuda.Event(True)
-            s.record()
-            self.torch.cuda._sleep(10_000_000)
-            e.record()
-            e.synchronize()
-            self.sleep_cycles = int(10_000_000 / max(s.elapsed_time(e), 0.01))
-        self.torch.cuda._sleep(int(self.sleep_cycles * ms))
-
-    def graph_make(self, k=10):
-        t = self.torch
-        self.init()
-        s = t.cuda.Stream()
-        s.wait_stream(t.cuda.current_stream())
-        with t.cuda.stream(s):
-            for _ in range(3):
-                self.x.add_(1)
-        t.cuda.current_stream().wait_stream(s)
-        g = t.cuda.CUDAGraph()
-        with t.cuda.graph(g):
-            for _ in range(k):
-                self.x.add_(1)
-        return g
-
-    def graph_replay(self, g):
-        g.replay()
-
-    def nvtx_push(self, name):
-        self.torch.cuda.nvtx.range_push(name)
-
-    def nvtx_pop(self):
-        self.torch.cuda.nvtx.range_pop()
-
-    def nvtx_mark(self, name):
-        self.torch.cuda.nvtx.mark(name)
-
-    def profiler_steps(self, steps, step=None):
-        """
-        torch.profiler over steps (step(): one step of the caller's work, default an add and
-        a matmul): its kernels' busy share of the window.
-        """
-        from torch.profiler import ProfilerActivity, profile
-        self.sync()
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            for _ in range(steps):
-                if step:
-                    step()
-                else:
-                    self.add_one()
-                    self.mm()
-            self.sync()
-        spans = []
-        for e in prof.events():
-            dt = getattr(e, "device_type", None)
-            if dt is not None and "CUDA" in str(dt) and e.time_range.elapsed_us() > 0:
-                spans.append((e.time_range.start, e.time_range.end))
-        return {"kernels": len(spans), "busy_pct": busy_pct(spans)}
 
 
 def busy_pct(spans, window=None):
@@ -302,6 +180,49 @@ def w_corr(gpu, probe, args):
         probe.mark(f"case {name} end")
     probe.settle(gpu)
     return {"errors": errors}
+
+
+MEM_KEYS = ("reserved_bytes.all.allocated", "reserved_bytes.all.freed",
+            "segment.all.allocated", "segment.all.freed")
+
+
+def w_memory(gpu, probe, args):
+    """
+    Memory, part A: one window per allocating path (cudaMalloc, cudaMallocAsync, a new segment
+    of the caching allocator), each allocation freed after its window. args[0] "expandable":
+    only the caching allocator's path (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True is set
+    by the caller). The result has torch's segment counters over each window.
+    """
+    expandable = args[0] == "expandable"
+    n = 64 << 20
+    cases = [("cache_alloc", lambda: gpu.cache_alloc(96 << 20, expandable),
+              lambda _: gpu.empty_cache())]
+    if not expandable:
+        cases = [("malloc", lambda: gpu.rt_malloc(n), gpu.rt_free),
+                 ("malloc_async", lambda: gpu.rt_malloc_async(n), gpu.rt_free_async)] + cases
+    errors, stats = {}, {}
+    gpu.init()
+    probe.wait_enabled()
+    gpu.empty_cache()
+    for name, alloc, free in cases:
+        try:
+            free(alloc())   # warm: the path's first call may set up pools and handles
+            gpu.sync()
+            gpu.empty_cache()
+        except Exception as e:
+            errors[name] = f"{type(e).__name__}: {e}"[:300]
+            continue
+        s0 = gpu.mem_stats()
+        probe.mark(f"case {name} begin")
+        p = alloc()
+        gpu.sync()
+        probe.mark(f"case {name} end")
+        s1 = gpu.mem_stats()
+        stats[name] = {k: s1.get(k, 0) - s0.get(k, 0) for k in MEM_KEYS}
+        free(p)
+        gpu.sync()
+    probe.settle(gpu)
+    return {"errors": errors, "stats": stats, "cudart": getattr(gpu, "cudart_path", None)}
 
 
 def w_clock(gpu, probe, args):
@@ -504,6 +425,101 @@ def w_bench(gpu, probe, args):
     return {"ns_per_launch": (time.perf_counter_ns() - t0) / n, "launches": n}
 
 
+# ---- libprofd_cupti against a daemon (library.py) ------------------------------------------
+
+def lib_delivery(gpu, mode, secs, rate, say, k):
+    """
+    D6: 50 ms kernels (long) or small ones at RATE a second (small), a sync every 5 s. After
+    each sync "kK MONO N": the first N kernels had ended by MONO (from CUDA events: every
+    kernel's in long, every 100th's in small).
+    """
+    ref = gpu.clock_ref()
+    marks, launched = [], 0
+    t0 = last_sync = time.time()
+
+    def sync():
+        gpu.sync()
+        for n, e in marks:
+            say(f"k{k} {gpu.event_mono(ref, e)} {n}")
+        marks.clear()
+    while time.time() - t0 < secs:
+        if mode == "long":
+            gpu.long_kernel(50)
+            launched += 1
+            marks.append((launched, gpu.event_mark()))
+            if launched % 8 == 0 and time.time() - last_sync < 5:
+                time.sleep(0.35)   # stay about one kernel ahead of the GPU, never idle
+        else:
+            n = min(int((time.time() - t0) * rate) - launched, 100)
+            if n > 0:
+                gpu.tiny(n)
+                launched += n
+                marks.append((launched, gpu.event_mark()))
+            else:
+                time.sleep(0.0005)
+        if time.time() - last_sync >= 5:
+            sync()
+            last_sync = time.time()
+    sync()
+    return {"launched": launched, "secs": time.time() - t0}
+
+
+def w_libsteps(gpu, probe, args):
+    """
+    Steps run one by one for the kit (library.py) with libprofd_cupti injected: OUT GO STEP...
+    Before step k it says "wait k" and waits for the file GO.k; each step is framed by
+    "begin k NAME MONO" and "end k NAME MONO JSON". Steps: long:SECS and small:SECS:RATE (D6),
+    graph:REPLAYS (D4), profiler:STEPS and profiler_hold:SECS (D8: until GO.k.stop).
+    """
+    out_path, go, steps = args[0], args[1], args[2:]
+    gpu.init()
+    gpu.add_one()
+    gpu.sync()
+    g = gpu.graph_make(10) if any(s.startswith("graph:") for s in steps) else None
+    if any(s.startswith("long:") for s in steps):
+        gpu.long_kernel(1)   # its calibration kernel, before any window counts records
+    gpu.sync()
+    f = open(out_path, "w")
+
+    def say(line):
+        f.write(line + "\n")
+        f.flush()
+
+    def wait(path, limit=180):
+        end = time.time() + limit
+        while not os.path.exists(path) and time.time() < end:
+            time.sleep(0.02)
+    say(f"pid {os.getpid()}")
+    for k, step in enumerate(steps):
+        say(f"wait {k}")
+        wait(f"{go}.{k}")
+        name, *a = step.split(":")
+        say(f"begin {k} {name} {mono_ns()}")
+        if name in ("long", "small"):
+            res = lib_delivery(gpu, name, float(a[0]), float(a[1]) if a[1:] else 0, say, k)
+        elif name == "graph":
+            def replay_graph():
+                for _ in range(int(a[0])):
+                    gpu.graph_replay(g)
+            replay_graph()
+            # Only the fake can say what CUPTI saw (its call log); real CUPTI cannot.
+            res = {"replays": int(a[0]), "cupti": getattr(gpu, "cupti_counts", dict)()}
+        elif name == "profiler":
+            res = gpu.profiler_steps(int(a[0]))
+        elif name == "profiler_hold":
+            end = time.time() + float(a[0])
+            res = gpu.profiler_until(lambda: os.path.exists(f"{go}.{k}.stop")
+                                     or time.time() > end, lambda: say("holding"))
+        else:
+            res = {"error": f"unknown step {name}"}
+        gpu.sync()
+        say(f"end {k} {name} {mono_ns()} {json.dumps(res)}")
+    say(f"wait {len(steps)}")
+    wait(f"{go}.{len(steps)}", 60)
+    f.close()
+    return {}
+
+
 # ---- part B: a training loop --------------------------------------------------------------
 
 def w_train(gpu, probe, args):
@@ -539,6 +555,8 @@ def w_train(gpu, probe, args):
     def forward(x):
         if torch_mode:
             return model(x)
+        if not gpu.cache:
+            gpu.cache_alloc(2 << 20)   # the caching allocator's segment for activations
         gpu.mm()
         gpu.conv()
         return None
@@ -559,6 +577,8 @@ def w_train(gpu, probe, args):
         # A fresh cudaMalloc the caching allocator cannot serve from its segments.
         if torch_mode:
             held.append(t.empty(256 << 20, dtype=t.uint8, device="cuda"))
+        else:
+            gpu.cache_alloc(256 << 20, keep=True)
 
     # The line of train_step whose kernels are the backward pass's, for the stack check.
     want = "loss.backward()" if torch_mode else "# backward's kernels"
@@ -572,29 +592,28 @@ def w_train(gpu, probe, args):
         f.flush()
         start = time.time()
         grew = False
-        mem0 = t.cuda.memory_stats() if torch_mode else {}
+        mem0 = gpu.mem_stats()
         while time.time() - start < seconds and not os.path.exists(go_path):
             x, y = load_batch()
             c0 = time.perf_counter_ns()
             train_step(x, y)
             gpu.sync()
             c1 = time.perf_counter_ns() - c0
-            # The caching allocator's cudaMalloc total, for the memory check (B.memory).
-            seg = t.cuda.memory_stats().get("reserved_bytes.all.allocated", 0) \
-                if torch_mode else None
-            f.write(f"step {mono_ns()} {c1}" + (f" {seg}" if seg is not None else "") + "\n")
+            # The caching allocator's cudaMalloc total and segment counts (B.memory).
+            ms = gpu.mem_stats()
+            f.write(f"step {mono_ns()} {c1} " + " ".join(str(ms.get(k, 0)) for k in MEM_KEYS)
+                    + "\n")
             f.flush()
             if not grew and os.path.exists(go_path + ".grow"):
+                # Cached segments go back, so the next forward passes allocate theirs anew
+                # while profd collects; then a tensor no segment can hold.
+                gpu.empty_cache()
                 grow_memory()
                 grew = True
                 f.write(f"grew {256 << 20}\n")
         res = {}
-        if torch_mode:
-            mem1 = t.cuda.memory_stats()
-            res["memory"] = {k: mem1.get(k, 0) - mem0.get(k, 0) for k in
-                             ("segment.all.allocated", "reserved_bytes.all.allocated",
-                              "reserved_bytes.all.freed", "reserved_bytes.all.current")}
-            res["memory_now"] = mem1.get("reserved_bytes.all.current", 0)
+        mem1 = gpu.mem_stats()
+        res["memory"] = {k: mem1.get(k, 0) - mem0.get(k, 0) for k in MEM_KEYS}
         res["profiler"] = gpu.profiler_steps(20, lambda: train_step(*load_batch()))
         f.write("result " + json.dumps(res) + "\n")
     return {}
@@ -628,8 +647,9 @@ def w_launches(gpu, probe, args):
 
 
 WORKLOADS = {"versions": w_versions, "inject": w_inject, "corr": w_corr, "clock": w_clock,
-             "graph": w_graph, "nvtx": w_nvtx, "delivery": w_delivery, "kineto": w_kineto,
-             "bench": w_bench, "procaddr": w_procaddr, "train": w_train, "launches": w_launches}
+             "graph": w_graph, "memory": w_memory, "nvtx": w_nvtx, "delivery": w_delivery,
+             "kineto": w_kineto, "bench": w_bench, "libsteps": w_libsteps,
+             "procaddr": w_procaddr, "train": w_train, "launches": w_launches}
 
 
 def main():
