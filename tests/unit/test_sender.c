@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -22,10 +23,12 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "check.h"
 #include "log.h"
 #include "sender.h"
+#include "spool.h"
 #include "timeutil.h"
 
 /* --- the scripted server ------------------------------------------------------------------- */
@@ -34,6 +37,7 @@ enum action {
 	A_REPLY = 0,
 	A_RESET, /* read reset_after bytes of the body, then close with a reset */
 	A_HANG,	 /* read the request, never answer */
+	A_HUGE,	 /* answer status with a body of 10 GB, written until the client hangs up */
 };
 
 struct reply {
@@ -64,6 +68,9 @@ struct server {
 	struct reply dflt; /* after the script */
 	struct got got[MAX_GOT];
 	size_t ngot, nconn, attempts;
+	uint64_t huge_written; /* bytes of A_HUGE bodies the client took before hanging up */
+	uint64_t huge_ns;      /* how long the last A_HUGE answer lasted */
+	size_t huge_answers;   /* A_HUGE answers finished */
 };
 
 struct rbuf {
@@ -123,6 +130,32 @@ static void answer(int c, const struct reply *r)
 	send_str(c, buf);
 }
 
+/* A reply claiming 10 GB, its body written as fast as the client takes it. */
+static void answer_huge(struct server *sv, int c, int status)
+{
+	static char chunk[65536];
+	uint64_t t0 = mono_ns(), n = 0;
+	char head[256];
+
+	memset(chunk, 'x', sizeof(chunk));
+	snprintf(head, sizeof(head), "HTTP/1.1 %d Scripted\r\nContent-Length: 10000000000\r\n\r\n",
+		 status);
+	send_str(c, head);
+	/* 20 s at most: the sender's timeout is 5 s */
+	while (n < 10000000000ull && mono_ns() - t0 < 20 * NSEC_PER_SEC) {
+		ssize_t w = send(c, chunk, sizeof(chunk), MSG_NOSIGNAL);
+
+		if (w <= 0)
+			break;
+		n += (uint64_t)w;
+	}
+	pthread_mutex_lock(&sv->lock);
+	sv->huge_written += n;
+	sv->huge_ns = mono_ns() - t0;
+	sv->huge_answers++;
+	pthread_mutex_unlock(&sv->lock);
+}
+
 /* Serve the requests of one connection until it closes. */
 static void serve(struct server *sv, int c)
 {
@@ -177,6 +210,10 @@ static void serve(struct server *sv, int c)
 					      {.fd = sv->stop_fd[0], .events = POLLIN}};
 
 			poll(p, 2, 20000);
+			goto out;
+		}
+		if (r.action == A_HUGE) {
+			answer_huge(sv, c, r.status);
 			goto out;
 		}
 		answer(c, &r);
@@ -371,7 +408,8 @@ static int submit(struct sender *s, struct body b, uint64_t created_ns)
 	uint8_t *copy = malloc(b.len);
 
 	memcpy(copy, b.data, b.len);
-	return sender__submit(s, copy, b.len, created_ns);
+	/* as many samples as count_100 finds in it */
+	return sender__submit(s, copy, b.len, created_ns, b.len / 100);
 }
 
 static bool got_is(struct server *sv, size_t i, const uint8_t *data, size_t len)
@@ -385,6 +423,16 @@ static bool got_is(struct server *sv, size_t i, const uint8_t *data, size_t len)
 		fprintf(stderr, "request %zu: not the %zu bytes expected (%zu bytes)\n", i, len,
 			i < sv->ngot ? sv->got[i].len : 0);
 	return ok;
+}
+
+static size_t server_huge_answers(struct server *sv)
+{
+	size_t n;
+
+	pthread_mutex_lock(&sv->lock);
+	n = sv->huge_answers;
+	pthread_mutex_unlock(&sv->lock);
+	return n;
 }
 
 static double gap_s(struct server *sv, size_t i, size_t j)
@@ -654,7 +702,8 @@ static void test_quarantine(void)
 	if (p)
 		*p = '\0';
 	data = read_whole(path("quarantine/quarantine/%s", name), &len);
-	CHECK(data && len == e.len && !memcmp(data, e.data, len));
+	/* as it was spooled: its header, then the body */
+	CHECK(data && len == SPOOL_HDR_LEN + e.len && !memcmp(data + SPOOL_HDR_LEN, e.data, e.len));
 	free(data);
 	data = read_whole(path("quarantine/quarantine/%s.reply", name), &len);
 	CHECK(data && !strcmp((char *)data, "HTTP 400\n\nbad profile: no service_name"));
@@ -878,34 +927,365 @@ static void test_expiry(void)
 	free(k.data);
 }
 
-/* A spool left by an older run: temp files of interrupted writes go, foreign files stay. */
-static void test_resume_leftovers(void)
+/* The request files of dir, oldest first: up to max names into names. */
+static size_t list_requests(const char *dir, char names[][SPOOL_NAME_MAX], size_t max)
 {
-	struct body a = make_body(600, 71);
-	const char *dir = path("leftovers");
-	char name[128];
+	struct dirent *de;
+	DIR *d = opendir(dir);
+	size_t n = 0;
+	uint64_t c, q;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d)) && n < max)
+		if (spool_name_parse(de->d_name, &c, &q)) /* which checked it fits */
+			memcpy(names[n++], de->d_name, strlen(de->d_name) + 1);
+	closedir(d);
+	qsort(names, n, SPOOL_NAME_MAX, (int (*)(const void *, const void *))strcmp);
+	return n;
+}
+
+static void write_file(const char *p, const void *data, size_t len)
+{
+	FILE *f = fopen(p, "wb");
+
+	if (!CHECK(f != NULL))
+		return;
+	if (len)
+		CHECK_EQ_U(fwrite(data, 1, len, f), len);
+	fclose(f);
+}
+
+/* A header as spool.h lays it out, its own CRC right, claiming a body of len bytes. */
+static void fake_header(uint8_t *h, const char *exporter, uint64_t len)
+{
+	memset(h, 0, SPOOL_HDR_LEN);
+	memcpy(h, "PROFDSPL", 8);
+	h[8] = 1;
+	h[12] = SPOOL_HDR_LEN;
+	strcpy((char *)h + 16, exporter);
+	for (int i = 0; i < 8; i++)
+		h[32 + i] = (uint8_t)(len >> (8 * i));
+	uint32_t crc = (uint32_t)crc32(crc32(0, NULL, 0), h, 52);
+	for (int i = 0; i < 4; i++)
+		h[52 + i] = (uint8_t)(crc >> (8 * i));
+}
+
+/*
+ * A spool damaged while profd was stopped (the probe's list, and more): files left by an older
+ * profd without a header, emptied, cut short, random bytes, another exporter's, a file grown
+ * past its header, one claiming a body over the cap, a 64 MiB sparse one, a link, a FIFO and a
+ * file of another user. Each is quarantined with a note saying why, none is sent, none counts
+ * against the cap of the three good requests, which all go.
+ */
+static void test_spool_damage(void)
+{
+	char dir[512];
+	struct body good[5], junk = make_body(2000, 99);
+	char names[8][SPOOL_NAME_MAX], name[SPOOL_NAME_MAX], url[128];
+	uint64_t t = real_ns() - 60 * NSEC_PER_SEC;
+	uint8_t h[SPOOL_HDR_LEN], *data;
+	struct sender_opts o;
 	struct server sv;
 	struct sender *s;
-	FILE *f;
+	size_t len, n;
+	int dfd;
 
-	mkdir(dir, 0700);
-	snprintf(name, sizeof(name), "%020llu-%020llu.req", (unsigned long long)real_ns(), 5ull);
-	f = fopen(path("leftovers/%s", name), "wb");
-	fwrite(a.data, 1, a.len, f);
-	fclose(f);
-	fclose(fopen(path("leftovers/.tmp-%s", name), "wb"));
-	fclose(fopen(path("leftovers/README"), "wb"));
+	snprintf(dir, sizeof(dir), "%s", path("damage"));
+	o = opts_for(dir, dead_port(), url, sizeof(url));
+	s = sender__new(&o);
+	if (!CHECK(s != NULL))
+		return;
+	for (unsigned i = 0; i < 5; i++) {
+		good[i] = make_body(1000, 90 + i);
+		CHECK_EQ_I(submit(s, good[i], t + i), 0);
+	}
+	CHECK(WAIT_FOR(count_files(dir, NULL, 0) == 5, 3));
+	sender__free(s);
+	n = list_requests(dir, names, 8);
+	if (!CHECK_EQ_U(n, 5))
+		return;
+	/* the fourth, cut to 300 bytes; a byte of the fifth's body changed */
+	CHECK_EQ_I(truncate(path("damage/%s", names[3]), 300), 0);
+	dfd = open(path("damage/%s", names[4]), O_WRONLY | O_CLOEXEC);
+	CHECK(pwrite(dfd, "?", 1, SPOOL_HDR_LEN + 500) == 1);
+	close(dfd);
+	/* older than the good ones, so a cap would take them first if they counted */
+	spool_name(name, t - 20, 100);
+	write_file(path("damage/%s", name), good[0].data, good[0].len); /* no header */
+	spool_name(name, t - 19, 101);
+	write_file(path("damage/%s", name), "", 0);
+	spool_name(name, t - 18, 102);
+	write_file(path("damage/%s", name), junk.data, junk.len);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	spool_name(name, t - 17, 103);
+	CHECK_EQ_I(spool_write(dfd, name, "otlp", good[1].data, good[1].len, 10), 0);
+	spool_name(name, t - 16, 104);
+	CHECK_EQ_I(spool_write(dfd, name, "pyroscope", good[1].data, good[1].len, 10), 0);
+	CHECK_EQ_I(truncate(path("damage/%s", name), 3ll << 30), 0); /* 3 GiB, sparse */
+	spool_name(name, t - 15, 105);
+	fake_header(h, "pyroscope", 3ull << 30);
+	write_file(path("damage/%s", name), h, sizeof(h));
+	spool_name(name, t - 14, 106);
+	fake_header(h, "pyroscope", 64u << 20);
+	write_file(path("damage/%s", name), h, sizeof(h));
+	CHECK_EQ_I(truncate(path("damage/%s", name), SPOOL_HDR_LEN + (64 << 20)), 0);
+	spool_name(name, t - 13, 107);
+	CHECK_EQ_I(symlink(path("damage/%s", names[0]), path("damage/%s", name)), 0);
+	spool_name(name, t - 12, 108);
+	CHECK_EQ_I(mkfifo(path("damage/%s", name), 0600), 0);
+	spool_name(name, t - 11, 109);
+	CHECK_EQ_I(spool_write(dfd, name, "pyroscope", good[2].data, good[2].len, 10), 0);
+	if (geteuid() == 0)
+		CHECK_EQ_I(fchownat(dfd, name, 12345, 12345, 0), 0);
+	close(dfd);
+	/* a write a crash interrupted goes; a file that is no request is left alone */
+	write_file(path("damage/.tmp-%s", names[0]), "x", 1);
+	write_file(path("damage/README"), "x", 1);
+
+	/* taken up: only the good ones wait, whatever the others' sizes say */
+	o = opts_for(dir, dead_port(), url, sizeof(url));
+	s = sender__new(&o);
+	if (!CHECK(s != NULL))
+		return;
+	CHECK_EQ_U(STAT(s, spool_requests), 4);
+	CHECK_EQ_U(STAT(s, spool_bytes), 4000);
+	/* the changed byte: found reading the body, before anything is sent */
+	CHECK(WAIT_FOR(STAT(s, requests_invalid) == (geteuid() == 0 ? 12 : 11), 5));
+	CHECK_EQ_U(STAT(s, spool_requests), 3);
+	CHECK_EQ_U(STAT(s, spool_bytes), 3000);
+	CHECK_EQ_U(STAT(s, samples_resumed), 30 + (geteuid() == 0 ? 0 : 10));
+	CHECK_EQ_U(STAT(s, quarantine_requests), STAT(s, requests_invalid));
+	CHECK_EQ_U(STAT(s, requests_dropped), 0);
+	CHECK_EQ_U(list_requests(dir, names + 5, 3), 3);
+	CHECK_EQ_I(count_files(dir, NULL, 0), 4);
+	CHECK(access(path("damage/README"), F_OK) == 0);
+	/* each with its reason beside it */
+	spool_name(name, t - 20, 100);
+	data = read_whole(path("damage/quarantine/%s.invalid", name), &len);
+	CHECK(data && strstr((char *)data, "no spool header"));
+	free(data);
+	spool_name(name, t - 17, 103);
+	data = read_whole(path("damage/quarantine/%s.invalid", name), &len);
+	CHECK(data && strstr((char *)data, "a request for otlp, not pyroscope"));
+	free(data);
+	spool_name(name, t - 14, 106);
+	data = read_whole(path("damage/quarantine/%s.invalid", name), &len);
+	CHECK(data && strstr((char *)data, "sparse"));
+	free(data);
+	spool_name(name, t - 13, 107);
+	data = read_whole(path("damage/quarantine/%s.invalid", name), &len);
+	CHECK(data && strstr((char *)data, "symbolic link"));
+	free(data);
+	data = read_whole(path("damage/quarantine/%s.invalid", names[3]), &len);
+	CHECK(data && strstr((char *)data, "300 bytes, its header says"));
+	free(data);
+	data = read_whole(path("damage/quarantine/%s.invalid", names[4]), &len);
+	CHECK(data && strstr((char *)data, "the body's checksum does not match"));
+	free(data);
+	sender__free(s);
+
+	/* a cap the good ones fill exactly: quarantine/ makes way, they all go, in order */
 	server_start(&sv, 200);
+	o = opts_for(dir, sv.port, url, sizeof(url));
+	o.max_bytes = 3000;
+	s = sender__new(&o);
+	if (!CHECK(s != NULL))
+		return;
+	CHECK(WAIT_FOR(STAT(s, requests_sent) == 3 && STAT(s, spool_requests) == 0, 10));
+	CHECK_EQ_U(STAT(s, requests_dropped), 0);
+	CHECK_EQ_U(STAT(s, samples_sent), 30);
+	CHECK_EQ_U(STAT(s, quarantine_requests), 0);
+	if (CHECK_EQ_U(server_ngot(&sv), 3))
+		for (size_t i = 0; i < 3; i++)
+			CHECK(got_is(&sv, i, good[i].data, good[i].len));
+	CHECK_EQ_U(list_requests(dir, names + 5, 3), 0);
+	sender__free(s);
+	server_stop(&sv);
+	for (int i = 0; i < 5; i++)
+		free(good[i].data);
+	free(junk.data);
+}
+
+/*
+ * The counters are one moment's: every request submitted is in exactly one of sent, dropped,
+ * expired, quarantined or waiting at every read, and samples_sent never passes what was
+ * submitted. (A fresh clone's CI read requests_sent 3 with spool_requests still 1.)
+ */
+struct reader {
+	struct sender *s;
+	uint64_t want, want_samples, reads, torn;
+	struct sender_stats bad;
+	volatile bool stop;
+};
+
+static void *read_stats(void *arg)
+{
+	struct reader *rd = arg;
+
+	while (!rd->stop) {
+		struct sender_stats st;
+		uint64_t all;
+
+		sender__stats(rd->s, &st);
+		all = st.requests_sent + st.requests_dropped + st.requests_expired +
+		      st.requests_quarantined + st.requests_invalid + st.spool_requests;
+		rd->reads++;
+		if (all != rd->want || st.samples_sent > rd->want_samples) {
+			if (!rd->torn++)
+				rd->bad = st;
+		}
+		if (st.requests_sent == rd->want)
+			break;
+	}
+	return NULL;
+}
+
+static void test_stats_consistent(void)
+{
+	const char *dir = path("consistent");
+	struct reader rd = {.want = 200};
+	struct body b = make_body(300, 77);
+	struct server sv;
+	pthread_t th;
+
+	server_start(&sv, 200);
+	rd.s = start_sender(dir, sv.port);
+	if (!CHECK(rd.s != NULL))
+		return;
+	/* all handed over before the reader looks: from then on the total is known */
+	for (uint64_t i = 0; i < rd.want; i++) {
+		CHECK_EQ_I(submit(rd.s, b, 0), 0);
+		rd.want_samples += b.len / 100;
+	}
+	pthread_create(&th, NULL, read_stats, &rd);
+	CHECK(WAIT_FOR(STAT(rd.s, requests_sent) == rd.want, 30));
+	rd.stop = true;
+	pthread_join(th, NULL);
+	fprintf(stderr, "consistent: %" PRIu64 " reads, %" PRIu64 " torn\n", rd.reads, rd.torn);
+	if (!CHECK_EQ_U(rd.torn, 0))
+		fprintf(stderr,
+			"first torn read: sent %" PRIu64 " waiting %" PRIu64
+			" samples_sent %" PRIu64 "\n",
+			rd.bad.requests_sent, rd.bad.spool_requests, rd.bad.samples_sent);
+	CHECK(rd.reads > 100);
+	CHECK_EQ_U(STAT(rd.s, samples_sent), rd.want_samples);
+	sender__free(rd.s);
+	server_stop(&sv);
+	free(b.data);
+}
+
+/*
+ * A reply whose body says 10 GB: the sender reads 64 KiB of it and goes on with the status
+ * (400: quarantined with that much of the reply; 503: retried), it does not read until the
+ * timeout (5 s here) on every attempt.
+ */
+static void test_huge_reply(void)
+{
+	struct body e = make_body(900, 81), f = make_body(901, 82);
+	const char *dir = path("huge");
+	char names[4][SPOOL_NAME_MAX];
+	struct server sv;
+	struct sender *s;
+	uint8_t *data;
+	size_t len;
+
+	server_start(&sv, 200);
+	server_script(&sv, &(struct reply){.status = 400, .action = A_HUGE});
 	s = start_sender(dir, sv.port);
 	if (!CHECK(s != NULL))
 		return;
+	CHECK_EQ_I(submit(s, e, 0), 0);
+	CHECK(WAIT_FOR(STAT(s, requests_quarantined) == 1, 3));
+	CHECK(WAIT_FOR(server_huge_answers(&sv) == 1, 3));
+	CHECK_EQ_U(STAT(s, requests_retried), 0);
+	fprintf(stderr, "huge: the client took %" PRIu64 " bytes in %.2f s\n", sv.huge_written,
+		(double)sv.huge_ns / NSEC_PER_SEC);
+	/* 64 KiB read, what the socket buffers hold besides */
+	CHECK(sv.huge_written < (32u << 20));
+	if (CHECK_EQ_U(list_requests(path("huge/quarantine"), names, 4), 1)) {
+		data = read_whole(path("huge/quarantine/%s.reply", names[0]), &len);
+		CHECK(data && len == strlen("HTTP 400\n\n") + (64u << 10));
+		CHECK(data && !strncmp((char *)data, "HTTP 400\n\nxxxx", 14));
+		free(data);
+	}
+	server_script(&sv, &(struct reply){.status = 503, .action = A_HUGE});
+	CHECK_EQ_I(submit(s, f, 0), 0);
 	CHECK(WAIT_FOR(STAT(s, requests_sent) == 1, 5));
-	CHECK(got_is(&sv, 0, a.data, a.len));
-	CHECK_EQ_I(count_files(dir, name, sizeof(name)), 1);
-	CHECK_STREQ(name, "README");
+	CHECK(WAIT_FOR(server_huge_answers(&sv) == 2, 3));
+	CHECK_EQ_U(STAT(s, requests_retried), 1);
+	CHECK(sv.huge_written < (64u << 20));
+	CHECK(got_is(&sv, 2, f.data, f.len));
 	sender__free(s);
 	server_stop(&sv);
-	free(a.data);
+	free(e.data);
+	free(f.data);
+}
+
+/*
+ * quarantine/ counts against the spool's cap and age: over them its oldest go first, before any
+ * request still to be sent, and status counts them.
+ */
+static void test_quarantine_cap(void)
+{
+	const char *dir = path("qcap");
+	uint64_t t = real_ns(), each = strlen("HTTP 400\n\n") + SPOOL_HDR_LEN + 1000;
+	char names[16][SPOOL_NAME_MAX], want[SPOOL_NAME_MAX], url[128];
+	struct body b[8];
+	struct sender_opts o;
+	struct server sv;
+	struct sender *s;
+
+	server_start(&sv, 400);
+	o = opts_for(dir, sv.port, url, sizeof(url));
+	o.max_bytes = 5000; /* four quarantined requests of 1000 bytes and their notes */
+	s = sender__new(&o);
+	if (!CHECK(s != NULL))
+		return;
+	for (unsigned i = 0; i < 8; i++) {
+		b[i] = make_body(1000, 110 + i);
+		CHECK_EQ_I(submit(s, b[i], t + i), 0);
+		CHECK(WAIT_FOR(STAT(s, requests_quarantined) == i + 1, 3));
+	}
+	CHECK_EQ_U(STAT(s, quarantine_requests), 4);
+	CHECK_EQ_U(STAT(s, quarantine_dropped), 4);
+	CHECK_EQ_U(STAT(s, quarantine_bytes), 4 * each);
+	CHECK_EQ_U(STAT(s, requests_dropped), 0);
+	/* the newest four are kept, their notes with them */
+	CHECK_EQ_I(count_files(path("qcap/quarantine"), NULL, 0), 8);
+	if (CHECK_EQ_U(list_requests(path("qcap/quarantine"), names, 16), 4)) {
+		spool_name(want, t + 4, 4);
+		CHECK_STREQ(names[0], want);
+	}
+	sender__free(s);
+	server_stop(&sv);
+
+	/* a backend down: what waits to be sent pushes quarantine/ out, not the other way */
+	o = opts_for(dir, dead_port(), url, sizeof(url));
+	o.max_bytes = 5000;
+	s = sender__new(&o);
+	if (!CHECK(s != NULL))
+		return;
+	CHECK_EQ_U(STAT(s, quarantine_requests), 4);
+	for (unsigned i = 0; i < 3; i++)
+		CHECK_EQ_I(submit(s, b[i], 0), 0);
+	CHECK(WAIT_FOR(STAT(s, spool_requests) == 3 && STAT(s, quarantine_requests) == 1, 3));
+	CHECK_EQ_U(STAT(s, quarantine_dropped), 3);
+	CHECK_EQ_U(STAT(s, requests_dropped), 0);
+	sender__free(s);
+
+	/* and the age cap: a restart with max_age 1 s empties it */
+	o.max_age_ns = NSEC_PER_SEC;
+	usleep(1100 * 1000);
+	s = sender__new(&o);
+	if (!CHECK(s != NULL))
+		return;
+	CHECK(WAIT_FOR(STAT(s, quarantine_requests) == 0, 3));
+	CHECK_EQ_U(STAT(s, quarantine_dropped), 1);
+	CHECK_EQ_I(count_files(path("qcap/quarantine"), NULL, 0), 0);
+	sender__free(s);
+	for (int i = 0; i < 8; i++)
+		free(b[i].data);
 }
 
 static void test_bad_opts(void)
@@ -945,6 +1325,28 @@ static void test_bad_opts(void)
 	o.spool_dir = path("a-file/spool");
 	CHECK(sender__new(&o) == NULL);
 	CHECK_EQ_I(errno, ENOTDIR);
+	/* the spool is a trust boundary: a link on its path, a folder others can write */
+	mkdir(path("real"), 0700);
+	CHECK_EQ_I(symlink(path("real"), path("link")), 0);
+	o.spool_dir = path("link/spool");
+	CHECK(sender__new(&o) == NULL);
+	CHECK_EQ_I(errno, ELOOP);
+	CHECK(access(path("real/spool"), F_OK) != 0); /* nothing made through the link */
+	mkdir(path("open"), 0700);
+	chmod(path("open"), 0777);
+	o.spool_dir = path("open");
+	CHECK(sender__new(&o) == NULL);
+	CHECK_EQ_I(errno, EPERM);
+	o.spool_dir = path("open/spool"); /* under it, too: not sticky */
+	CHECK(sender__new(&o) == NULL);
+	CHECK_EQ_I(errno, EPERM);
+	if (geteuid() == 0) {
+		mkdir(path("theirs"), 0700);
+		CHECK_EQ_I(chown(path("theirs"), 12345, 12345), 0);
+		o.spool_dir = path("theirs/spool");
+		CHECK(sender__new(&o) == NULL);
+		CHECK_EQ_I(errno, EPERM);
+	}
 }
 
 /* --- a full disk --------------------------------------------------------------------------- */
@@ -1091,7 +1493,10 @@ int main(void)
 	test_cap();
 	test_hang();
 	test_expiry();
-	test_resume_leftovers();
+	test_spool_damage();
+	test_stats_consistent();
+	test_huge_reply();
+	test_quarantine_cap();
 	if (!no_fs) {
 		test_disk_full(fs);
 		umount2(fs, MNT_DETACH);
