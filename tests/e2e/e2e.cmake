@@ -87,7 +87,8 @@ endif()
 foreach(t cpu_split kernel_frames system_wide exited bad_input cli_errors lifecycle systemd_unit package top
           python python_exit svg_browser diff formats socket_safety setuid perf_map_budget flood
           losses perf_maps children record views stacks pyspy gil gil_wait offcpu offcpu_python cuda_sync
-          export export_faults export_outage export_netns export_labels export_tls unwind)
+          export export_faults export_outage export_netns export_labels export_tls export_spool
+          unwind)
   add_test(NAME e2e.${t}
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_${t}.py)
   set_tests_properties(e2e.${t} PROPERTIES
