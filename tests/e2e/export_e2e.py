@@ -123,7 +123,9 @@ def exporter(d, name="pyroscope"):
                                   "requests_expired", "requests_quarantined", "requests_split",
                                   "samples_exported", "samples_sent", "bytes_sent",
                                   "spool_bytes", "spool_requests", "oldest_age_ns",
-                                  "spool_errors", "requests_built", "encode_errors")}
+                                  "spool_errors", "requests_built", "encode_errors",
+                                  "quarantine_requests", "quarantine_bytes",
+                                  "quarantine_dropped", "requests_invalid")}
             out.update(x)
             out.setdefault("last_error", "")
             return out
