@@ -399,6 +399,9 @@ static void *worker(void *arg)
 		struct req *in;
 		bool stop;
 
+		/* before the hand-over is taken: its publish would forget what was taken */
+		if (s->verify_resumed)
+			sender_verify_resumed(s);
 		pthread_mutex_lock(&s->lock);
 		in = s->ho_head;
 		s->ho_head = s->ho_tail = NULL;
@@ -410,8 +413,6 @@ static void *worker(void *arg)
 		s->ho_bytes = s->ho_count = s->ho_oldest = 0;
 		stop = s->stop;
 		pthread_mutex_unlock(&s->lock);
-		if (s->verify_resumed)
-			sender_verify_resumed(s);
 		sender_take_in(s, in);
 		if (stop && !stop_at)
 			stop_at = mono_ns() + STOP_GRACE_NS;
