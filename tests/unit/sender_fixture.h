@@ -2,7 +2,7 @@
 /*
  * What the export sender's unit tests share (test_sender.c, test_spool.c): a scripted HTTP/1.1
  * server on 127.0.0.1 (a real socket, a thread of the test), the test's folder and token file,
- * and helpers that submit bodies, read the spool and wait for the counters. Include it after
+ * and functions that submit bodies, read the spool and wait for the counters. Include it after
  * defining _GNU_SOURCE.
  */
 #ifndef PROFD_TEST_SENDER_FIXTURE_H
