@@ -355,8 +355,7 @@ int sender_resume(struct sender *s, const char *dir)
 		r->created_ns = files[i].created_ns;
 		if (files[i].seq >= s->seq)
 			s->seq = files[i].seq + 1;
-		/* the header and the file's size now; the body's CRC on the worker (a whole spool)
-		 */
+		/* header and size now; the bodies' CRCs on the worker (a whole spool to read) */
 		err = spool_read(s->dirfd, r->name, s->name, s->max_bytes, false, NULL, &info, why,
 				 sizeof(why));
 		r->len = info.len;
