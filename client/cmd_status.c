@@ -319,6 +319,12 @@ static void print_export(FILE *out, const Profd__StatusReply *st)
 		if (x->spool_errors)
 			fprintf(out, ", %" PRIu64 " spool write errors (kept in memory)",
 				x->spool_errors);
+		fprintf(out, "; quarantine %" PRIu64 " requests in %s, %" PRIu64 " dropped",
+			x->quarantine_requests, fmt_bytes(x->quarantine_bytes, b, sizeof(b)),
+			x->quarantine_dropped);
+		if (x->requests_invalid)
+			fprintf(out, ", %" PRIu64 " spool files did not verify",
+				x->requests_invalid);
 		if (x->auth_failing)
 			fputs("; THE BACKEND REFUSES THE CREDENTIALS (401/403)", out);
 		fputc('\n', out);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "config_file.h"
+#include "dirsafe.h"
 #include "parse.h"
 #include "timeutil.h"
 #include "wire.h"
@@ -215,6 +216,7 @@ struct parse_state {
 	struct config *cfg;
 	int verbose;
 	bool quiet;
+	bool spool_checked; /* the spool folder in cfg was checked where it was given */
 };
 
 static int check_url(const struct origin *o, const char *opt, const char *url)
@@ -260,6 +262,34 @@ static int check_readable(const struct origin *o, const char *opt, const char *p
 		return bad_at(o, opt, path, "cannot read it: not a regular file");
 	}
 	close(fd);
+	return 0;
+}
+
+/*
+ * The spool is a trust boundary: what is in it is sent with the node's credentials. The folder
+ * and each backend's subfolder must not be, or pass through, a symbolic link, and no other user
+ * may be able to write the folder or anything on its path (a sticky folder on the way, like
+ * /tmp, is fine). Missing parts are fine: profd makes them, private. The sender checks again,
+ * without following links, when it opens the folder.
+ */
+static int check_spool(const struct origin *o, const char *opt, const char *path)
+{
+	static const char *const subs[] = {"", "/pyroscope", "/otlp"};
+	char sub[4096], why[4200];
+	int fd;
+
+	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
+		snprintf(sub, sizeof(sub), "%s%s", path, subs[i]);
+		fd = dirsafe_open(sub, 0, why, sizeof(why) - 16);
+		if (fd >= 0) {
+			close(fd);
+			continue;
+		}
+		if (fd == -ENOENT)
+			break;
+		strcat(why, ": refusing it");
+		return bad_at(o, opt, path, why);
+	}
 	return 0;
 }
 
@@ -546,7 +576,10 @@ static int apply(struct parse_state *st, int c, const char *optarg, const struct
 	case OPT_EX_SPOOL:
 		if (optarg[0] != '/' || strlen(optarg) >= 3072)
 			return bad_at(o, "--export-spool", optarg, "expected an absolute path");
+		if (check_spool(o, "--export-spool", optarg))
+			return -EINVAL;
 		cfg->export.spool = optarg;
+		st->spool_checked = true;
 		break;
 	case OPT_EX_SPOOL_MAX_SIZE:
 		if (parse_size(optarg, 1ull << 20, 1ull << 40, &cfg->export.spool_max_size))
@@ -839,6 +872,10 @@ int config_parse(int argc, char **argv, struct config *cfg)
 				"(see profd --help)\n");
 		return -EINVAL;
 	}
+	/* the default folder is used only when something is exported */
+	if ((cfg->export.pyroscope || cfg->export.otlp) && !st.spool_checked &&
+	    check_spool(NULL, "--export-spool", cfg->export.spool))
+		return -EINVAL;
 	if (!cfg->ringbuf_size)
 		cfg->ringbuf_size = config_default_ringbuf(sysconf(_SC_NPROCESSORS_CONF));
 	/* --record shares the terminal with the command: only what needs saying. */

@@ -13,6 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "dirsafe.h"
 #include "frame.h"
 #include "log.h"
 #include "wire.h"
@@ -868,19 +869,12 @@ fail:
  */
 static int check_dir(const char *dir, const struct stat *st)
 {
-	if (st->st_uid != 0 && st->st_uid != geteuid()) {
-		pr_err("server: the socket directory %s belongs to uid %u, not to root or profd's "
-		       "user: refusing it",
-		       dir, (unsigned int)st->st_uid);
-		return -EPERM;
-	}
-	if ((st->st_mode & (S_IWGRP | S_IWOTH)) && !(st->st_mode & S_ISVTX)) {
-		pr_err("server: the socket directory %s is writable by others (mode %04o) and not "
-		       "sticky: refusing it",
-		       dir, (unsigned int)(st->st_mode & 07777));
-		return -EPERM;
-	}
-	return 0;
+	char why[128];
+	int err = dirsafe_check(st, true, why, sizeof(why));
+
+	if (err)
+		pr_err("server: the socket directory %s %s: refusing it", dir, why);
+	return err;
 }
 
 /*

@@ -436,7 +436,7 @@ static int emit(uint8_t *body, size_t len, uint64_t samples, void *ctx)
 	ec->b->requests_built++;
 	ec->b->samples_exported += samples;
 	/* A full hand-over queue drops the request; the sender counts it. */
-	sender__submit(ec->b->sender, body, len, ec->created_ns);
+	sender__submit(ec->b->sender, body, len, ec->created_ns, samples);
 	return 0;
 }
 
@@ -665,7 +665,12 @@ int exporter__status(struct exporter *e, Profd__StatusReply *st)
 		SET(requests_expired, ss.requests_expired);
 		SET(requests_quarantined, ss.requests_quarantined);
 		SET(requests_split, ss.requests_split);
-		SET(samples_exported, b->samples_exported);
+		/*
+		 * The requests a previous run (or the exporter before a reload) left in the spool
+		 * are sent by this one: their samples count as exported here too, or samples_sent
+		 * would pass samples_exported.
+		 */
+		SET(samples_exported, b->samples_exported + ss.samples_resumed);
 		SET(samples_sent, ss.samples_sent);
 		SET(bytes_sent, ss.bytes_sent);
 		SET(spool_bytes, ss.spool_bytes);
@@ -681,6 +686,10 @@ int exporter__status(struct exporter *e, Profd__StatusReply *st)
 		SET(spool_errors, ss.spool_errors);
 		SET(requests_built, b->requests_built);
 		SET(encode_errors, b->encode_errors);
+		SET(quarantine_requests, ss.quarantine_requests);
+		SET(quarantine_bytes, ss.quarantine_bytes);
+		SET(quarantine_dropped, ss.quarantine_dropped);
+		SET(requests_invalid, ss.requests_invalid);
 #undef SET
 	}
 	return 0;

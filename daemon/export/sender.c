@@ -30,25 +30,28 @@
 #include "sender_priv.h"
 #include "timeutil.h"
 
+/* The worker's: seen by readers at the next sender_publish. */
 void sender_set_error(struct sender *s, const char *fmt, ...)
 {
 	va_list ap;
 
-	pthread_mutex_lock(&s->lock);
 	va_start(ap, fmt);
-	vsnprintf(s->st.last_error, sizeof(s->st.last_error), fmt, ap);
+	vsnprintf(s->w.last_error, sizeof(s->w.last_error), fmt, ap);
 	va_end(ap);
-	s->st.last_error_ns = real_ns();
-	pthread_mutex_unlock(&s->lock);
+	s->w.last_error_ns = real_ns();
 }
 
-/* Tell sender__stats what the queue holds now. */
 void sender_publish(struct sender *s)
 {
+	s->w.spool_bytes = s->q_bytes;
+	s->w.spool_requests = s->q_count;
+	s->w.oldest_ns = s->head ? s->head->created_ns : 0;
+	s->w.quarantine_requests = s->nquar;
+	s->w.quarantine_bytes = s->quar_bytes;
 	pthread_mutex_lock(&s->lock);
-	s->pub_bytes = s->q_bytes;
-	s->pub_count = s->q_count;
-	s->pub_oldest = s->head ? s->head->created_ns : 0;
+	s->pub = s->w;
+	/* what was taken from the hand-over is in the queue now, or counted where it went */
+	s->tk_bytes = s->tk_count = s->tk_oldest = 0;
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -76,23 +79,36 @@ static void start(struct sender *s)
 	int err;
 
 	if (!body) {
-		err = spool_read(s->dirfd, r->name, SIZE_MAX, &s->send_buf, &len);
+		struct spool_info info;
+		char why[SPOOL_WHY_MAX];
+
+		err = spool_read(s->dirfd, r->name, s->name, s->max_bytes, true, &s->send_buf,
+				 &info, why, sizeof(why));
+		if (err == -EBADMSG) {
+			/* changed on disk since it was written or checked: never sent as it is */
+			sender_invalid(s, r, why);
+			sender_publish(s);
+			return;
+		}
 		if (err) {
 			/* gone or unreadable: nothing to send, nothing to keep */
 			pr_err("export: %s: spool: %s: %s; dropped", s->name, r->name,
 			       strerror(-err));
-			stat_add(s, &s->st.requests_dropped, 1);
+			s->w.requests_dropped++;
 			sender_q_drop(s, r);
 			sender_publish(s);
 			return;
 		}
 		body = s->send_buf;
-		/* the file's size now is what gets sent */
+		len = (size_t)info.len;
+		/* what the header says now is what gets sent and counted */
 		s->q_bytes = s->q_bytes - r->len + len;
 		r->len = len;
+		r->samples = info.samples;
 	}
 	s->has_retry_after = false;
 	s->reply_len = 0;
+	s->reply_cut = false;
 	s->errbuf[0] = '\0';
 	curl_easy_setopt(s->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
 	curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, body);
@@ -141,7 +157,7 @@ static void retry_later(struct sender *s, enum log_level lvl, const char *why)
 	else
 		delay = backoff_ns(s);
 	s->next_attempt_ns = mono_ns() + delay;
-	stat_add(s, &s->st.requests_retried, 1);
+	s->w.requests_retried++;
 	sender_set_error(s, "%s (retry in %.1f s)", why, (double)delay / NSEC_PER_SEC);
 	pr_log(lvl,
 	       "export: %s: %s: %s; %" PRIu64 " requests (%" PRIu64 " bytes) kept, retry in %.1f s",
@@ -165,27 +181,36 @@ static void reply_excerpt(const struct sender *s, char *buf, size_t size)
 
 static void quarantine(struct sender *s, struct req *r, const uint8_t *body, long status)
 {
-	char ex[128];
-	int err;
+	char ex[128], head[32], name[SPOOL_NAME_MAX];
+	uint8_t *note;
+	size_t hlen;
+	int err = -ENOMEM;
 
+	memcpy(name, r->name, sizeof(name));
 	reply_excerpt(s, ex, sizeof(ex));
-	/* a spooled request's file is moved; one kept in memory is written there */
-	err = spool_quarantine(s->dirfd, r->name, r->body ? body : NULL, r->len, status, s->reply,
-			       s->reply_len);
+	hlen = (size_t)snprintf(head, sizeof(head), "HTTP %ld\n\n", status);
+	note = malloc(hlen + s->reply_len);
+	if (note) {
+		memcpy(note, head, hlen);
+		memcpy(note + hlen, s->reply, s->reply_len);
+		/* a spooled request's file is moved; one kept in memory is written there */
+		err = sender_quarantine(s, r, r->body ? body : NULL, ".reply", note,
+					hlen + s->reply_len);
+		free(note);
+	} else {
+		sender_q_drop(s, r);
+		s->w.requests_dropped++;
+	}
 	if (err) {
 		pr_err("export: %s: HTTP %ld for %s and quarantine/ failed (%s): request dropped",
-		       s->name, status, r->name, strerror(-err));
-		if (!r->body)
-			spool_remove(s->dirfd, r->name);
+		       s->name, status, name, strerror(-err));
 	} else {
+		s->w.requests_quarantined++;
 		pr_err("export: %s: HTTP %ld: request %s refused, moved to quarantine/: %s",
-		       s->name, status, r->name, ex);
+		       s->name, status, name, ex);
 	}
 	sender_set_error(s, "HTTP %ld: %s (quarantined)", status, ex);
-	stat_add(s, &s->st.requests_quarantined, 1);
-	sender_q_unlink(s, r);
-	free(r->body);
-	free(r);
+	sender_enforce_caps(s);
 }
 
 /* 413: both halves replace r, in order, on disk before r leaves it. */
@@ -215,20 +240,25 @@ static void split_req(struct sender *s, struct req *r, const uint8_t *body, long
 		quarantine(s, r, body, status);
 		return;
 	}
+	/* the halves share the request's samples, whatever count() makes of them */
+	h[0]->samples = s->count ? s->count(part[0], plen[0]) : r->samples / 2;
+	if (h[0]->samples > r->samples)
+		h[0]->samples = r->samples;
+	h[1]->samples = r->samples - h[0]->samples;
 	for (int i = 0; i < 2; i++) {
 		h[i]->created_ns = r->created_ns;
 		h[i]->len = plen[i];
 		h[i]->body = part[i];
-		if (!spool_write(s->dirfd, h[i]->name, part[i], plen[i])) {
+		if (!spool_write(s->dirfd, h[i]->name, s->name, part[i], plen[i], h[i]->samples)) {
 			free(part[i]);
 			h[i]->body = NULL;
 		} else {
-			stat_add(s, &s->st.spool_errors, 1);
+			s->w.spool_errors++;
 		}
 	}
 	pr_info("export: %s: HTTP 413: request %s (%zu bytes) split in %zu + %zu bytes", s->name,
 		r->name, r->len, plen[0], plen[1]);
-	stat_add(s, &s->st.requests_split, 1);
+	s->w.requests_split++;
 	sender_q_drop(s, r);
 	sender_q_insert(s, h[0]);
 	sender_q_insert(s, h[1]);
@@ -248,6 +278,9 @@ static void finish(struct sender *s, CURLcode rc)
 	s->busy = false;
 	pthread_mutex_unlock(&s->lock);
 	s->inflight = NULL;
+	/* on_body stopped a reply past REPLY_MAX: the status and what was kept are the answer */
+	if (rc == CURLE_WRITE_ERROR && s->reply_cut)
+		rc = CURLE_OK;
 	if (rc != CURLE_OK) {
 		snprintf(why, sizeof(why), "%s", s->errbuf[0] ? s->errbuf : curl_easy_strerror(rc));
 		s->has_retry_after = false;
@@ -255,18 +288,13 @@ static void finish(struct sender *s, CURLcode rc)
 		goto out;
 	}
 	curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
-	pthread_mutex_lock(&s->lock);
-	s->st.auth_failing = status == 401 || status == 403;
-	pthread_mutex_unlock(&s->lock);
+	s->w.auth_failing = status == 401 || status == 403;
 	if (status >= 200 && status < 300) {
-		uint64_t samples = s->count ? s->count(body, r->len) : 0;
-
-		pthread_mutex_lock(&s->lock);
-		s->st.requests_sent++;
-		s->st.samples_sent += samples;
-		s->st.bytes_sent += r->len;
-		s->st.last_success_ns = real_ns();
-		pthread_mutex_unlock(&s->lock);
+		/* counted sent in the same sender_publish that takes it out of the queue */
+		s->w.requests_sent++;
+		s->w.samples_sent += r->samples;
+		s->w.bytes_sent += r->len;
+		s->w.last_success_ns = real_ns();
 		if (s->failures)
 			pr_info("export: %s: %s: delivering again", s->name, s->url);
 		s->failures = 0;
@@ -345,6 +373,14 @@ static void idle(struct sender *s)
 		if (t < until)
 			until = t;
 	}
+	if (s->nquar) {
+		/* and when the oldest in quarantine/ does */
+		rnow = real_ns();
+		age = rnow > s->quar[0].created_ns ? rnow - s->quar[0].created_ns : 0;
+		t = now + (age < s->max_age_ns ? s->max_age_ns - age : 0) + NSEC_PER_MSEC;
+		if (t < until)
+			until = t;
+	}
 	ts.tv_sec = (time_t)(until / NSEC_PER_SEC);
 	ts.tv_nsec = (long)(until % NSEC_PER_SEC);
 	pthread_mutex_lock(&s->lock);
@@ -363,9 +399,17 @@ static void *worker(void *arg)
 		struct req *in;
 		bool stop;
 
+		/* before the hand-over is taken: its publish would forget what was taken */
+		if (s->verify_resumed)
+			sender_verify_resumed(s);
 		pthread_mutex_lock(&s->lock);
 		in = s->ho_head;
 		s->ho_head = s->ho_tail = NULL;
+		/* still waiting for readers until sender_take_in publishes where they went */
+		s->tk_bytes += s->ho_bytes;
+		s->tk_count += s->ho_count;
+		if (s->ho_oldest && (!s->tk_oldest || s->ho_oldest < s->tk_oldest))
+			s->tk_oldest = s->ho_oldest;
 		s->ho_bytes = s->ho_count = s->ho_oldest = 0;
 		stop = s->stop;
 		pthread_mutex_unlock(&s->lock);
@@ -419,6 +463,9 @@ static void sender_release(struct sender *s)
 	}
 	if (s->dirfd >= 0)
 		close(s->dirfd);
+	if (s->qfd >= 0)
+		close(s->qfd);
+	free(s->quar);
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
 	free(s->name);
@@ -432,9 +479,12 @@ struct sender *sender__new(const struct sender_opts *o)
 	struct sender *s;
 	int err;
 
+	char why[SPOOL_WHY_MAX + 64];
+
 	if (!o || !o->name || !o->url || !o->spool_dir || !o->content_type ||
-	    (o->nheaders && !o->headers)) {
-		pr_err("export: sender: name, url, spool_dir and content_type are required");
+	    (o->nheaders && !o->headers) || strlen(o->name) >= SPOOL_EXPORTER_MAX) {
+		pr_err("export: sender: name (< 16 characters), url, spool_dir and content_type "
+		       "are required");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -443,7 +493,7 @@ struct sender *sender__new(const struct sender_opts *o)
 		errno = ENOMEM;
 		return NULL;
 	}
-	s->dirfd = -1;
+	s->dirfd = s->qfd = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -484,10 +534,16 @@ struct sender *sender__new(const struct sender_opts *o)
 			pr_err("export: %s: cannot set up libcurl", s->name);
 		goto fail;
 	}
-	s->dirfd = spool_open(o->spool_dir);
+	s->dirfd = spool_open(o->spool_dir, why, sizeof(why));
 	if (s->dirfd < 0) {
 		err = s->dirfd;
-		pr_err("export: %s: spool %s: %s", s->name, o->spool_dir, strerror(-err));
+		pr_err("export: %s: spool %s: %s: refusing it", s->name, o->spool_dir, why);
+		goto fail;
+	}
+	s->qfd = spool_quarantine_open(s->dirfd, why, sizeof(why));
+	if (s->qfd < 0) {
+		err = s->qfd;
+		pr_err("export: %s: spool %s: %s: refusing it", s->name, o->spool_dir, why);
 		goto fail;
 	}
 	if ((err = sender_resume(s, o->spool_dir)))
@@ -504,7 +560,8 @@ fail:
 	return NULL;
 }
 
-int sender__submit(struct sender *s, uint8_t *body, size_t len, uint64_t created_ns)
+int sender__submit(struct sender *s, uint8_t *body, size_t len, uint64_t created_ns,
+		   uint64_t samples)
 {
 	struct req *r;
 	bool wake;
@@ -516,7 +573,7 @@ int sender__submit(struct sender *s, uint8_t *body, size_t len, uint64_t created
 	r = calloc(1, sizeof(*r));
 	pthread_mutex_lock(&s->lock);
 	if (!r || s->ho_count >= HANDOVER_MAX_REQS || s->ho_bytes + len > s->mem_max) {
-		s->st.requests_dropped++;
+		s->ho_dropped++;
 		pthread_mutex_unlock(&s->lock);
 		pr_warn("export: %s: hand-over queue full: request of %zu bytes dropped", s->name,
 			len);
@@ -526,6 +583,7 @@ int sender__submit(struct sender *s, uint8_t *body, size_t len, uint64_t created
 	}
 	r->body = body;
 	r->len = len;
+	r->samples = samples;
 	r->created_ns = created_ns ? created_ns : real_ns();
 	if (s->ho_tail)
 		s->ho_tail->next = r;
@@ -547,12 +605,14 @@ int sender__submit(struct sender *s, uint8_t *body, size_t len, uint64_t created
 void sender__stats(struct sender *s, struct sender_stats *out)
 {
 	pthread_mutex_lock(&s->lock);
-	*out = s->st;
-	out->spool_bytes = s->pub_bytes + s->ho_bytes;
-	out->spool_requests = s->pub_count + s->ho_count;
-	out->oldest_ns = s->pub_oldest;
+	*out = s->pub;
+	out->requests_dropped += s->ho_dropped;
+	out->spool_bytes += s->ho_bytes + s->tk_bytes;
+	out->spool_requests += s->ho_count + s->tk_count;
 	if (s->ho_oldest && (!out->oldest_ns || s->ho_oldest < out->oldest_ns))
 		out->oldest_ns = s->ho_oldest;
+	if (s->tk_oldest && (!out->oldest_ns || s->tk_oldest < out->oldest_ns))
+		out->oldest_ns = s->tk_oldest;
 	pthread_mutex_unlock(&s->lock);
 }
 

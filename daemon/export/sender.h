@@ -18,8 +18,12 @@
  * request older than max_age is dropped unsent (expired). Delivery is at least once: a request
  * whose answer was lost (a reset, a crash, sender__free during the attempt) is sent again.
  *
- * Spool files are "<created_ns>-<seq>.req", both 20 digits, holding the body as sent; a split's
- * halves append "-0" and "-1". See spool.h.
+ * Spool files are "<created_ns>-<seq>.req", both 20 digits, holding a header (magic, format,
+ * exporter, length, samples, CRC-32) and the body as sent; a split's halves append "-0" and "-1".
+ * A file that does not verify (when taken up at start, and again when read to be sent) is moved
+ * to quarantine/ with "<name>.invalid" beside it and counted as invalid; it is never sent and
+ * never counted against the cap of the good ones. quarantine/ counts against max_bytes and
+ * max_age: over them its oldest go first. See spool.h.
  */
 #ifndef PROFD_EXPORT_SENDER_H
 #define PROFD_EXPORT_SENDER_H
@@ -29,15 +33,15 @@
 #include <stdint.h>
 
 struct sender_opts {
-	const char *name;	      /* "pyroscope" or "otlp": logs, status, the spool subfolder */
-	const char *url;	      /* the full endpoint URL, path included */
+	const char *name; /* "pyroscope" or "otlp": logs, status, spool headers (< 16 chars) */
+	const char *url;  /* the full endpoint URL, path included */
 	const char *content_type;     /* "application/proto", "application/x-protobuf" */
 	const char *content_encoding; /* NULL, or "gzip" when bodies are gzip-compressed */
-	const char *spool_dir;	      /* this sender's folder (created 0700 with parents) */
-	uint64_t max_bytes;	      /* spool cap; 0: 1 GiB */
-	uint64_t max_age_ns;	      /* older requests expire; 0: 1 h */
-	uint64_t timeout_ns;	      /* per request; 0: 30 s */
-	uint64_t retry_max_ns;	      /* longest wait between attempts; 0: 5 min */
+	const char *spool_dir;	/* this sender's folder (created 0700 with parents; dirsafe_open) */
+	uint64_t max_bytes;	/* spool cap; 0: 1 GiB */
+	uint64_t max_age_ns;	/* older requests expire; 0: 1 h */
+	uint64_t timeout_ns;	/* per request; 0: 30 s */
+	uint64_t retry_max_ns;	/* longest wait between attempts; 0: 5 min */
 	uint64_t mem_max_bytes; /* requests the spool cannot take, kept in memory; 0: 64 MiB */
 	const char *ca_file;	/* NULL: the system CAs */
 	const char *cert_file;	/* client certificate (PEM) for mTLS; NULL: none */
@@ -54,29 +58,34 @@ struct sender_opts {
 	int (*split)(const uint8_t *body, size_t len, uint8_t **a, size_t *alen, uint8_t **b,
 		     size_t *blen);
 	/*
-	 * How many samples a request carries (for the samples_* counters); NULL: 0. Called on
-	 * the worker thread.
+	 * How many samples a request carries: called on the worker thread for the halves of a
+	 * split only, to share the request's count between them. NULL: in halves.
 	 */
 	uint64_t (*count)(const uint8_t *body, size_t len);
 };
 
 struct sender_stats {
-	uint64_t requests_sent;	   /* answered 2xx */
-	uint64_t requests_retried; /* attempts that failed and will be tried again */
-	uint64_t requests_dropped; /* spool over its cap, or memory queue full */
-	uint64_t requests_expired; /* older than max_age, never sent */
-	uint64_t requests_quarantined;
-	uint64_t requests_split; /* 413s that split a request */
-	uint64_t samples_sent;	 /* opts.count of the requests answered 2xx */
-	uint64_t bytes_sent;	 /* bodies answered 2xx */
-	uint64_t spool_errors;	 /* spool writes that failed (disk full): kept in memory */
-	uint64_t spool_bytes;	 /* spooled and not sent yet, memory queue included */
+	uint64_t requests_sent;	       /* answered 2xx */
+	uint64_t requests_retried;     /* attempts that failed and will be tried again */
+	uint64_t requests_dropped;     /* spool over its cap, or memory queue full */
+	uint64_t requests_expired;     /* older than max_age, never sent */
+	uint64_t requests_quarantined; /* refused by the backend (4xx) */
+	uint64_t requests_invalid;     /* spool files that did not verify: quarantined, not sent */
+	uint64_t requests_split;       /* 413s that split a request */
+	uint64_t samples_sent;	       /* of the requests answered 2xx (as submitted) */
+	uint64_t samples_resumed;      /* of the requests taken up from a previous run's spool */
+	uint64_t bytes_sent;	       /* bodies answered 2xx */
+	uint64_t spool_errors;	       /* spool writes that failed (disk full): kept in memory */
+	uint64_t spool_bytes;	       /* spooled and not sent yet, memory queue included */
 	uint64_t spool_requests;
-	uint64_t oldest_ns;	  /* CLOCK_REALTIME creation of the oldest unsent; 0: none */
-	uint64_t last_success_ns; /* CLOCK_REALTIME; 0: never */
-	uint64_t last_error_ns;	  /* CLOCK_REALTIME; 0: never */
-	char last_error[256];	  /* one line: "HTTP 503 (retry in 4 s)", "connect: ..." */
-	bool auth_failing;	  /* the last answer was 401/403 */
+	uint64_t oldest_ns;	      /* CLOCK_REALTIME creation of the oldest unsent; 0: none */
+	uint64_t quarantine_requests; /* in quarantine/ now */
+	uint64_t quarantine_bytes;    /* theirs and their notes' */
+	uint64_t quarantine_dropped;  /* removed from quarantine/ by max_bytes or max_age */
+	uint64_t last_success_ns;     /* CLOCK_REALTIME; 0: never */
+	uint64_t last_error_ns;	      /* CLOCK_REALTIME; 0: never */
+	char last_error[256];	      /* one line: "HTTP 503 (retry in 4 s)", "connect: ..." */
+	bool auth_failing;	      /* the last answer was 401/403 */
 };
 
 struct sender;
@@ -84,18 +93,25 @@ struct sender;
 /*
  * Start a sender: creates the spool folder, takes up the requests a previous run left there
  * (oldest first) and starts the worker thread. Returns the sender or NULL with errno set (and
- * one logged line saying why: folder not writable, unreadable token file, ...).
+ * one logged line saying why: a folder another user can write or a link on its path (EPERM,
+ * ELOOP), not writable, unreadable token file, ...).
  */
 struct sender *sender__new(const struct sender_opts *opts);
 /*
  * Queue a request. Takes ownership of body (malloc'd) in every case. created_ns is its
- * CLOCK_REALTIME creation time (for expiry and the spool's order; 0: now). Never blocks on I/O.
+ * CLOCK_REALTIME creation time (for expiry and the spool's order; 0: now); samples the CPU
+ * samples it carries (samples_sent adds them when it is delivered). Never blocks on I/O.
  * Returns 0, -EINVAL for an empty body, or -ENOBUFS when the in-memory hand-over queue is full
  * (mem_max_bytes or 65536 requests not yet taken by the worker): the request is dropped and
  * counted.
  */
-int sender__submit(struct sender *s, uint8_t *body, size_t len, uint64_t created_ns);
-/* A copy of the counters (thread-safe). */
+int sender__submit(struct sender *s, uint8_t *body, size_t len, uint64_t created_ns,
+		   uint64_t samples);
+/*
+ * A copy of the counters (thread-safe), all of one moment: every request submitted or taken up
+ * is in exactly one of sent, quarantined, invalid, dropped, expired or spool_requests (a split
+ * adds one), and samples_sent never passes what was submitted and taken up.
+ */
 void sender__stats(struct sender *s, struct sender_stats *out);
 /*
  * Stop: requests not spooled yet are written to the spool (best effort) so the next run sends

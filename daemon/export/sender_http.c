@@ -62,12 +62,19 @@ static size_t on_header(char *buf, size_t size, size_t n, void *ctx)
 		/* a new response (after a 100 Continue): forget the previous one's */
 		s->has_retry_after = false;
 		s->reply_len = 0;
+		s->reply_cut = false;
 	} else if (len > 12 && !strncasecmp(buf, "Retry-After:", 12)) {
 		parse_retry_after(s, buf + 12, len - 12);
 	}
 	return len;
 }
 
+/*
+ * The reply's body matters only as far as its first REPLY_MAX bytes (the error text kept with a
+ * quarantined request and in the error line): past them the transfer stops, so a backend
+ * answering an endless body costs 64 KiB, not a read until the timeout on every attempt.
+ * finish() takes the status as the answer (reply_cut).
+ */
 static size_t on_body(char *buf, size_t size, size_t n, void *ctx)
 {
 	struct sender *s = ctx;
@@ -75,6 +82,10 @@ static size_t on_body(char *buf, size_t size, size_t n, void *ctx)
 
 	memcpy(s->reply + s->reply_len, buf, len < room ? len : room);
 	s->reply_len += len < room ? len : room;
+	if (len > room) {
+		s->reply_cut = true;
+		return 0; /* CURLE_WRITE_ERROR: the connection is closed, not drained */
+	}
 	return len;
 }
 

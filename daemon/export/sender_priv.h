@@ -4,6 +4,11 @@
  * of unsent requests and the spool under it) and sender_http.c (libcurl set-up and callbacks).
  * Who may touch what: the fields under "the worker's alone" belong to the worker thread (and to
  * sender__new before it starts); the fields under "shared" are read and written under lock.
+ *
+ * The counters: the worker counts in w, its own, and copies w with the queue's and quarantine's
+ * state into pub under the lock at the end of each step (sender_publish), so a reader sees every
+ * counter of one moment: a request answered 2xx leaves the queue in the same copy that counts
+ * it sent. Only what sender__submit does is counted under the lock directly.
  */
 #ifndef PROFD_EXPORT_SENDER_PRIV_H
 #define PROFD_EXPORT_SENDER_PRIV_H
@@ -32,8 +37,17 @@ struct req {
 	struct req *prev, *next;
 	uint64_t created_ns;
 	size_t len;
+	uint64_t samples; /* CPU samples it carries (the exporter's count, kept in the header) */
+	bool unverified;  /* taken up from a previous run: its body's CRC not checked yet */
 	uint8_t *body; /* handed over, or kept in memory (the spool failed); NULL: in the spool */
 	char name[SPOOL_NAME_MAX];
+};
+
+/* A request in quarantine/ with its notes. */
+struct quar {
+	char name[SPOOL_NAME_MAX];
+	uint64_t created_ns;
+	uint64_t bytes;
 };
 
 struct sender {
@@ -42,7 +56,7 @@ struct sender {
 	int (*split)(const uint8_t *body, size_t len, uint8_t **a, size_t *alen, uint8_t **b,
 		     size_t *blen);
 	uint64_t (*count)(const uint8_t *body, size_t len);
-	int dirfd;
+	int dirfd, qfd; /* the spool folder and its quarantine/ */
 	CURLM *multi;
 	CURL *easy;
 	struct curl_slist *headers;
@@ -54,8 +68,13 @@ struct sender {
 	/* The worker's alone. */
 	struct req *head, *tail; /* unsent, oldest first */
 	uint64_t q_bytes, q_count, mem_bytes;
-	struct req *inflight;	  /* the request of the attempt in flight */
-	uint8_t *send_buf;	  /* its body when read from the spool */
+	struct quar *quar; /* quarantine/, oldest first */
+	size_t nquar, quar_cap;
+	uint64_t quar_bytes;
+	bool verify_resumed;   /* requests taken up from the spool wait for sender_verify_resumed */
+	struct sender_stats w; /* the counters, published to pub by sender_publish */
+	struct req *inflight;  /* the request of the attempt in flight */
+	uint8_t *send_buf;     /* its body when read from the spool */
 	uint64_t next_attempt_ns; /* mono_ns() */
 	unsigned failures;	  /* consecutive failed attempts */
 	uint64_t seq, rand;
@@ -65,15 +84,17 @@ struct sender {
 	uint64_t retry_after_ns;
 	uint8_t reply[REPLY_MAX];
 	size_t reply_len;
+	bool reply_cut; /* the body went past REPLY_MAX: the transfer was stopped there */
 
 	/* Shared, under lock. */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool stop, busy; /* busy: a transfer is in flight (submit interrupts curl_multi_poll) */
 	struct req *ho_head, *ho_tail;
-	uint64_t ho_bytes, ho_count, ho_oldest;
-	uint64_t pub_bytes, pub_count, pub_oldest; /* the queue's, as the worker last saw it */
-	struct sender_stats st;
+	uint64_t ho_bytes, ho_count, ho_oldest, ho_dropped;
+	/* taken from the hand-over by the worker, not in pub yet: still counted as waiting */
+	uint64_t tk_bytes, tk_count, tk_oldest;
+	struct sender_stats pub; /* w and the queue as the worker last published them */
 	pthread_t thread;
 };
 
@@ -85,16 +106,9 @@ static inline uint64_t real_ns(void)
 	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
 }
 
-static inline void stat_add(struct sender *s, uint64_t *field, uint64_t n)
-{
-	pthread_mutex_lock(&s->lock);
-	*field += n;
-	pthread_mutex_unlock(&s->lock);
-}
-
 /* sender.c */
 void sender_set_error(struct sender *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Tell sender__stats what the queue holds now. */
+/* Copy the worker's counters and what the queue and quarantine/ hold now to sender__stats. */
 void sender_publish(struct sender *s);
 /* Abandon the attempt in flight, if any; its request stays queued. */
 void sender_abort_inflight(struct sender *s);
@@ -104,13 +118,30 @@ void sender_q_insert(struct sender *s, struct req *r);
 void sender_q_unlink(struct sender *s, struct req *r);
 /* Take r out of the queue and forget it, its spool file included. */
 void sender_q_drop(struct sender *s, struct req *r);
-/* Drop the oldest requests until the queue fits max_bytes and memory fits mem_max. */
+/*
+ * Drop the oldest until the queue and quarantine/ together fit max_bytes (quarantine/ first: a
+ * refused request will never be delivered, an unsent one still may) and memory fits mem_max.
+ */
 void sender_enforce_caps(struct sender *s);
+/*
+ * Move r (out of the queue, freed) to quarantine/ with the note "<name><suffix>": for a file
+ * that did not verify (".invalid", body NULL) or a request the backend refused (".reply"; body
+ * the request when it is only in memory). Returns 0, or -errno (logged; r is dropped).
+ */
+int sender_quarantine(struct sender *s, struct req *r, const uint8_t *body, const char *suffix,
+		      const uint8_t *note, size_t note_len);
+/* r's spool file did not verify (why): quarantined and counted as invalid, never sent. */
+void sender_invalid(struct sender *s, struct req *r, const char *why);
+/* Check the body of each request taken up from the spool (worker, before the first attempt). */
+void sender_verify_resumed(struct sender *s);
 /* Spool the requests handed over (a list linked by next) and queue them. */
 void sender_take_in(struct sender *s, struct req *in);
-/* Drop the requests older than max_age (never the one in flight). */
+/* Drop the requests and quarantined ones older than max_age (never the one in flight). */
 void sender_expire(struct sender *s);
-/* Take up what a previous run left in the spool folder dir. 0 or -errno (logged). */
+/*
+ * Take up what a previous run left in the spool folder dir and in its quarantine/; files whose
+ * header does not verify are quarantined at once. 0 or -errno (logged).
+ */
 int sender_resume(struct sender *s, const char *dir);
 /* At exit: what is only in memory goes to the spool for the next run (best effort). */
 void sender_spool_leftovers(struct sender *s);

@@ -101,7 +101,8 @@ foreach(t cpu_split kernel_frames system_wide exited bad_input cli_errors lifecy
           python python_exit svg_browser diff formats socket_safety setuid perf_map_budget flood
           losses perf_maps children record views stacks pyspy gil gil_wait offcpu offcpu_python cuda_sync
           py_imports
-          export export_faults export_outage export_netns export_labels export_tls unwind)
+          export export_faults export_outage export_netns export_labels export_tls export_spool
+          unwind)
   add_test(NAME e2e.${t}
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_${t}.py)
   set_tests_properties(e2e.${t} PROPERTIES
@@ -135,7 +136,8 @@ set_tests_properties(e2e.unwind_tables PROPERTIES
 # results (CPU shares, formats, views, Python version sweeps that unit.test_python already runs
 # under the sanitizers, timing): those pay the slowdown for nothing. A new e2e test says which.
 foreach(t bad_input cli_errors lifecycle socket_safety setuid flood losses perf_maps
-          perf_map_budget exited python_exit stacks export_config export_faults unwind_tables)
+          perf_map_budget exited python_exit stacks export_config export_faults export_spool
+          unwind_tables)
   set_property(TEST e2e.${t} APPEND PROPERTY LABELS asan)
 endforeach()
 # numpy's wheel from PyPI (its venv made by scripts/torch-venv --numpy-only on first use):

@@ -123,7 +123,9 @@ def exporter(d, name="pyroscope"):
                                   "requests_expired", "requests_quarantined", "requests_split",
                                   "samples_exported", "samples_sent", "bytes_sent",
                                   "spool_bytes", "spool_requests", "oldest_age_ns",
-                                  "spool_errors", "requests_built", "encode_errors")}
+                                  "spool_errors", "requests_built", "encode_errors",
+                                  "quarantine_requests", "quarantine_bytes",
+                                  "quarantine_dropped", "requests_invalid")}
             out.update(x)
             out.setdefault("last_error", "")
             return out
@@ -269,6 +271,17 @@ def push_request(body):
     return out
 
 
+SPOOL_MAGIC = b"PROFDSPL"
+SPOOL_HDR_LEN = 56
+
+
+def spool_body(data):
+    """The request body of a spool file: after its header (daemon/export/spool.h)."""
+    if data[:8] != SPOOL_MAGIC:
+        fail(f"a spool file without a header: {data[:16]!r}")
+    return data[SPOOL_HDR_LEN:]
+
+
 def request_files(folder):
     """The request files of a spool (or quarantine) folder, oldest first: names ending .req
     that are not temp files."""
@@ -285,7 +298,7 @@ def count_requests(folder):
     out = {"files": 0, "bytes": 0, "samples": 0, "by_service": {}, "ids": set()}
     for name in request_files(folder):
         with open(os.path.join(folder, name), "rb") as f:
-            body = f.read()
+            body = spool_body(f.read())
         out["files"] += 1
         out["bytes"] += len(body)
         for labels, samples in push_request(body):

@@ -18,13 +18,15 @@
  *	6  a configuration file on the memfd through config_parse (--config); the file is the
  *	   administrator's, but a crash on a typo is still a crash
  *	7  a spooled request through pyroscope__count and pyroscope__split (the spool is on disk:
- *	   a torn or foreign file must be refused, not trusted)
+ *	   a torn or foreign file must be refused, not trusted); the same bytes as a spool file
+ *	   through spool_read, whose header must verify before the body is read, and counted
  *
  * Files are written only under a temporary directory and into a memfd; nothing is kept
  * between inputs.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +40,7 @@
 #include "perf_map.h"
 #include "pyroscope.h"
 #include "procfs.h"
+#include "spool.h"
 #include "sampler.h"
 #include "symbolize_elf.h"
 #include "sym_index.h"
@@ -45,7 +48,7 @@
 #define MAPS_PID 4242
 
 static char tmp_root[64], maps_path[128], debug_root[128];
-static int memfd = -1;
+static int memfd = -1, spool_fd = -1;
 
 static void log_discard(enum log_level level, const char *msg, void *ctx)
 {
@@ -56,6 +59,10 @@ static void cleanup(void)
 	char path[160];
 
 	unlink(maps_path);
+	if (spool_fd >= 0)
+		unlinkat(spool_fd, "x.req", 0);
+	snprintf(path, sizeof(path), "%s/spool", tmp_root);
+	rmdir(path);
 	snprintf(path, sizeof(path), "%s/%u", tmp_root, MAPS_PID);
 	rmdir(path);
 	rmdir(debug_root);
@@ -78,6 +85,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	snprintf(maps_path, sizeof(maps_path), "%s/maps", path);
 	snprintf(debug_root, sizeof(debug_root), "%s/debug", tmp_root);
 	if (mkdir(path, 0755) || mkdir(debug_root, 0755))
+		abort();
+	snprintf(path, sizeof(path), "%s/spool", tmp_root);
+	if (mkdir(path, 0700))
+		abort();
+	spool_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (spool_fd < 0)
 		abort();
 	atexit(cleanup);
 	memfd = memfd_create("profd-fuzz", MFD_CLOEXEC);
@@ -272,11 +285,37 @@ static void fuzz_config(const uint8_t *data, size_t size)
 	config_free(&cfg);
 }
 
+/* The bytes as a spool file: refused, or a body of the header's length whose CRC matched. */
+static void fuzz_spool_file(const uint8_t *data, size_t size)
+{
+	char why[SPOOL_WHY_MAX];
+	struct spool_info info;
+	uint8_t *body = NULL;
+	int fd, err;
+
+	fd = openat(spool_fd, "x.req", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || (size && write(fd, data, size) != (ssize_t)size))
+		abort();
+	close(fd);
+	err = spool_read(spool_fd, "x.req", "pyroscope", 1 << 20, true, &body, &info, why,
+			 sizeof(why));
+	if (!err) {
+		if (info.len + SPOOL_HDR_LEN != size ||
+		    memcmp(body, data + SPOOL_HDR_LEN, info.len))
+			abort();
+		pyroscope__count(body, info.len);
+		free(body);
+	} else if (err != -EBADMSG || !why[0] || body) {
+		abort();
+	}
+}
+
 static void fuzz_spooled(const uint8_t *data, size_t size)
 {
 	uint8_t *copy = malloc(size ? size : 1), *a = NULL, *b = NULL;
 	size_t alen, blen;
 
+	fuzz_spool_file(data, size);
 	if (!copy)
 		return;
 	memcpy(copy, data, size);

@@ -68,6 +68,9 @@ that matches an ingest request is applied and its count goes down by one):
   {"reset": true, "count": 2}                     read part of the body, then RST the connection
   {"status": 400, "match_service": "NAME"}        400 for requests carrying service NAME (forever)
   {"delay": SECONDS, "count": 1}                  wait before answering (with status: then fail)
+  {"status": 400, "body_bytes": 10000000000}      with status: a reply body that long, written
+                                                  until the client hangs up (/_stats counts
+                                                  "huge_reply_bytes" written, "huge_replies")
   {"clear": true}                                 remove every rule
 Options on any rule: "count" (default 1; -1 forever; rules with max_body or match_service
 default to forever), "endpoint": "pyroscope" | "otlp" (default: both).
@@ -587,7 +590,7 @@ class Faults:
         if not isinstance(spec, dict):
             raise ValueError("a fault is a JSON object")
         known = {"status", "retry_after", "count", "max_body", "reset", "match_service",
-                 "delay", "clear", "endpoint"}
+                 "delay", "clear", "endpoint", "body_bytes"}
         bad = set(spec) - known
         if bad:
             raise ValueError(f"unknown fault keys {sorted(bad)}")
@@ -602,9 +605,11 @@ class Faults:
             raise ValueError("a fault needs status, reset or delay")
         if spec.get("match_service") is not None and not status:
             raise ValueError("match_service needs a status")
+        if spec.get("body_bytes") is not None and not status:
+            raise ValueError("body_bytes needs a status")
         if spec.get("endpoint") not in (None, "pyroscope", "otlp"):
             raise ValueError("endpoint is pyroscope or otlp")
-        for k in ("retry_after", "max_body", "delay"):
+        for k in ("retry_after", "max_body", "delay", "body_bytes"):
             if k in spec and (not isinstance(spec[k], (int, float)) or spec[k] < 0):
                 raise ValueError(f"{k} must be a number >= 0")
         forever = "max_body" in spec or "match_service" in spec
@@ -700,6 +705,29 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def send_huge(self, status, n, headers=()):
+        """A reply whose body is n bytes of "x", written as fast as the client reads it, until
+        it hangs up; what it took is counted in /_stats (huge_reply_bytes, huge_replies)."""
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(n))
+        for k, v in headers:
+            self.send_header(k, v)
+        self.end_headers()
+        chunk, sent = b"x" * 65536, 0
+        self.close_connection = True
+        try:
+            self.wfile.flush()
+            while sent < n:
+                k = min(len(chunk), n - sent)
+                self.connection.sendall(chunk[:k])
+                sent += k
+        except OSError:
+            pass
+        with self.app.huge_lock:
+            self.app.huge_bytes += sent
+            self.app.huge_replies += 1
+
     def send_json(self, status, obj):
         self.send_bytes(status, json.dumps(obj, sort_keys=True).encode() + b"\n",
                         "application/json")
@@ -782,6 +810,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if u.path == "/_stats":
             st = self.app.acc.stats(arrivals=q.get("arrivals") == "1")
             st["faults"] = self.app.faults.list()
+            with self.app.huge_lock:
+                st["huge_reply_bytes"] = self.app.huge_bytes
+                st["huge_replies"] = self.app.huge_replies
             if isinstance(self.server, TLSServer):
                 st["tls"] = self.server.tls_stats()
             return self.send_json(200, st)
@@ -863,6 +894,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             faulted(str(fault["status"]))
             hdrs = [("Retry-After", str(fault["retry_after"]))] if "retry_after" in fault else []
             self.skip_body(length)
+            if fault.get("body_bytes"):
+                return self.send_huge(fault["status"], int(fault["body_bytes"]), hdrs)
             return self.send_error_for(endpoint, fault["status"],
                                        f"injected fault: HTTP {fault['status']}", hdrs)
 
@@ -1136,6 +1169,8 @@ def run(args, tmp):
     app.pprof = PprofCheck(PprofCheck.find(args.pprof), tmp)
     app.acc = Accounting(args.state)
     app.faults = Faults()
+    app.huge_lock = threading.Lock()
+    app.huge_bytes = app.huge_replies = 0
     app.older_ns = int(args.reject_older_than * 1e9)
     app.newer_ns = int(args.reject_newer_than * 1e9)
     app.max_request = args.max_request

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <string.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int parse(struct config *cfg, int argc, char **argv)
@@ -263,9 +264,56 @@ static void test_children_and_record(void)
 	CHECK_EQ_I(parse(&cfg, 3, (char *[]){"profd", "-o", "x.svg", NULL}), -EINVAL);
 }
 
+/*
+ * The spool is a trust boundary: a folder others can write, or a link on its path, is refused
+ * with one line naming it; missing folders (profd makes them) and a sticky /tmp on the way are
+ * fine.
+ */
+static void test_spool(void)
+{
+	char dir[] = "/tmp/profd-test-spool-XXXXXX", p[96], q[96], err[512];
+	struct config cfg;
+
+	if (!CHECK(mkdtemp(dir) != NULL))
+		return;
+	snprintf(p, sizeof(p), "%s/missing/spool", dir);
+	CHECK_EQ_I(parse(&cfg, 5,
+			 (char *[]){"profd", "--pyroscope", "http://127.0.0.1:9", "--export-spool",
+				    p, NULL}),
+		   CONFIG_RUN);
+	snprintf(p, sizeof(p), "%s/open", dir);
+	CHECK_EQ_I(mkdir(p, 0700), 0);
+	CHECK_EQ_I(chmod(p, 0777), 0);
+	strcat(p, "/spool");
+	err[0] = '\0';
+	CHECK_EQ_I(parse_err(&cfg, 5,
+			     (char *[]){"profd", "--pyroscope", "http://127.0.0.1:9",
+					"--export-spool", p, NULL},
+			     err, sizeof(err)),
+		   -EINVAL);
+	CHECK(strstr(err, "/open is writable by others (mode 0777) and not sticky: refusing it"));
+	snprintf(q, sizeof(q), "%s/link", dir);
+	snprintf(p, sizeof(p), "%s/missing", dir);
+	CHECK_EQ_I(symlink(p, q), 0);
+	strcat(q, "/spool");
+	err[0] = '\0';
+	CHECK_EQ_I(parse_err(&cfg, 5,
+			     (char *[]){"profd", "--pyroscope", "http://127.0.0.1:9",
+					"--export-spool", q, NULL},
+			     err, sizeof(err)),
+		   -EINVAL);
+	CHECK(strstr(err, "/link is a symbolic link: refusing it"));
+	snprintf(p, sizeof(p), "%s/open", dir);
+	rmdir(p);
+	snprintf(p, sizeof(p), "%s/link", dir);
+	unlink(p);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	test_file();
+	test_spool();
 	test_children_and_record();
 	test_ringbuf_default();
 	test_sizes();
