@@ -668,12 +668,14 @@ static void test_status(void)
 		     "  pid 300:    stopped: CUPTI activity taken by another tool in the process, "
 		     "idle: another CUPTI client took it\n"
 		     "clients:") != NULL);
-	CHECK(strstr(out,
-		     "\nexport pyroscope http://p:4040/push.v1.PusherService/Push: last "
-		     "success never, last error 5.0 s ago (HTTP 401: no?way); requests 3 "
-		     "sent, 2 retried, 0 dropped, 0 expired, 0 quarantined; samples 10 "
-		     "exported, 7 sent; spool 2.0 KiB in 2 requests, oldest 1m 5s; THE BACKEND "
-		     "REFUSES THE CREDENTIALS (401/403)\n") != NULL);
+	CHECK(
+	    strstr(out,
+		   "\nexport pyroscope http://p:4040/push.v1.PusherService/Push: last "
+		   "success never, last error 5.0 s ago (HTTP 401: no?way); requests 3 "
+		   "sent, 2 retried, 0 dropped, 0 expired, 0 quarantined; samples 10 "
+		   "exported, 7 sent; spool 2.0 KiB in 2 requests, oldest 1m 5s; quarantine 0 "
+		   "requests in 0 B, 0 dropped; THE BACKEND REFUSES THE CREDENTIALS (401/403)\n") !=
+	    NULL);
 
 	CHECK_EQ_I(fake_start(&fk, SC_GPU), 0);
 	g.socket = fk.path;
