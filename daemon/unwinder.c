@@ -331,7 +331,7 @@ static int use_debug_build(void *arg, Elf *debug, int fd)
 	(void)fd;
 	void **a = arg;
 
-	return cfi_table__build(a[0], debug, a[1]);
+	return cfi_table__build_fd(a[0], *(int *)a[2], debug, a[1]);
 }
 
 /*
@@ -417,16 +417,16 @@ static bool covers_code(Elf *e, const struct cfi_table *ct)
  * own CFI (.eh_frame, .debug_frame) leaves most of its code out, the .debug_frame of its separate
  * debug file fills in. Returns 0, -ENOENT when neither has CFI, or another negative errno.
  */
-static int table_build(struct unwinder *u, Elf *e, const char *build_id, const char *path,
+static int table_build(struct unwinder *u, Elf *e, int fd, const char *build_id, const char *path,
 		       const char *fs_root, struct cfi_table *ct)
 {
 	struct elf_debug_ctx dbg = {.debug_root = u->debug_root, .fs_root = fs_root, .path = path};
 	struct cfi_table own = {0};
 	char found[PATH_MAX];
-	void *arg[2] = {e, ct};
+	void *arg[3] = {e, ct, &fd};
 	int err;
 
-	err = cfi_table__build(e, NULL, &own);
+	err = cfi_table__build_fd(e, fd, NULL, &own);
 	if (err && err != -ENOENT)
 		return err;
 	if (!err && covers_code(e, &own)) {
@@ -602,7 +602,7 @@ static long table_get(struct unwinder *u, const struct file_id *f, int fd, const
 	else
 		err = read_loads(e, &loads, &nloads);
 	if (!err)
-		err = table_build(u, e, f->build_id, path, fs_root, &ct);
+		err = table_build(u, e, f->vdso ? -1 : fd, f->build_id, path, fs_root, &ct);
 	if (!err && !ct.nrows)
 		err = -ENOENT;
 	/*

@@ -103,7 +103,7 @@ int main(int argc, char **argv)
 	} else {
 		struct cfi_table t;
 
-		err = cfi_table__build(e, d, &t);
+		err = cfi_table__build_fd(e, fd, d, &t);
 		if (err) {
 			fprintf(stderr, "profd-cfi: %s: %s\n", path, err_text(err));
 			goto out;

@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Bytes of one function at most (MKL's sgemm kernels have 7 KiB). */
 #define FUNC_MAX (256u << 10)
@@ -530,8 +531,9 @@ static void out_push(struct profd_unwind_row *o, size_t *n, uint64_t pc,
 	o[(*n)++] = r;
 }
 
-int cfi_insn_merge(const struct rows *t, const struct rows *a, const struct cfi_fde *fns,
-		   size_t nfns, struct profd_unwind_row **out, size_t *nout)
+int cfi_insn_merge(const struct profd_unwind_row *t, size_t tn, const struct rows *a,
+		   const struct cfi_fde *fns, size_t nfns, struct profd_unwind_row **out,
+		   size_t *nout)
 {
 	static const struct profd_unwind_row gap = {.kind = PROFD_UW_GAP};
 	size_t i = 0, j = 0, n = 0;
@@ -539,37 +541,67 @@ int cfi_insn_merge(const struct rows *t, const struct rows *a, const struct cfi_
 
 	*out = NULL;
 	*nout = 0;
-	if (!t->n && !a->n)
+	if (!tn && !a->n)
 		return 0;
-	o = malloc((t->n + a->n + nfns) * sizeof(*o));
+	o = malloc((tn + a->n + nfns) * sizeof(*o));
 	if (!o)
 		return -ENOMEM;
 	for (size_t r = 0; r < nfns; r++) {
 		const struct profd_unwind_row *prev = NULL;
 
-		for (; i < t->n && t->v[i].pc < fns[r].start; i++)
-			out_push(o, &n, t->v[i].pc, &t->v[i].row);
+		for (; i < tn && t[i].pc < fns[r].start; i++)
+			out_push(o, &n, t[i].pc, &t[i]);
 		if (i)
-			prev = &t->v[i - 1].row;
-		for (; i < t->n && t->v[i].pc < fns[r].end; i++)
-			prev = &t->v[i].row;
+			prev = &t[i - 1];
+		for (; i < tn && t[i].pc < fns[r].end; i++)
+			prev = &t[i];
 		for (; j < a->n && a->v[j].pc < fns[r].end; j++)
 			if (a->v[j].pc >= fns[r].start)
 				out_push(o, &n, a->v[j].pc, &a->v[j].row);
 		/* At the function's end the rule the CFI gave there holds again. */
-		if (i == t->n || t->v[i].pc != fns[r].end)
+		if (i == tn || t[i].pc != fns[r].end)
 			out_push(o, &n, fns[r].end, prev ? prev : &gap);
 	}
-	for (; i < t->n; i++)
-		out_push(o, &n, t->v[i].pc, &t->v[i].row);
+	for (; i < tn; i++)
+		out_push(o, &n, t[i].pc, &t[i]);
 	*out = o;
 	*nout = n;
 	return 0;
 }
 
-int cfi_insn_add(Elf *elf, Elf *debug, const struct cfi_fde *fdes, size_t nfdes, struct rows *a,
-		 struct cfi_fde **ranges, size_t *nranges, struct cfi_stats *st)
+/*
+ * The n bytes at file offset off into *buf (grown as needed, the caller frees it). Returns the
+ * bytes or NULL: a short read (the file changed) leaves the function out.
+ */
+static const uint8_t *read_code(int fd, uint64_t off, size_t n, uint8_t **buf, size_t *cap)
 {
+	size_t got = 0;
+
+	if (n > *cap) {
+		uint8_t *b = realloc(*buf, n);
+
+		if (!b)
+			return NULL;
+		*buf = b;
+		*cap = n;
+	}
+	while (got < n) {
+		ssize_t r = pread(fd, *buf + got, n - got, (off_t)(off + got));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return NULL;
+		got += (size_t)r;
+	}
+	return *buf;
+}
+
+int cfi_insn_add(Elf *elf, int fd, Elf *debug, const struct cfi_fde *fdes, size_t nfdes,
+		 struct rows *a, struct cfi_fde **ranges, size_t *nranges, struct cfi_stats *st)
+{
+	uint8_t *code = NULL;
+	size_t code_cap = 0;
 	struct fn_list l = {0};
 	struct rows tmp = {0};
 	uint64_t budget = INSN_BUDGET;
@@ -596,6 +628,7 @@ int cfi_insn_add(Elf *elf, Elf *debug, const struct cfi_fde *fdes, size_t nfdes,
 		goto out;
 	for (size_t i = 0; i < l.n; i++) {
 		struct fn f = l.v[i];
+		const uint8_t *bytes;
 		GElf_Shdr sh;
 		Elf_Data *d;
 		int r;
@@ -604,14 +637,24 @@ int cfi_insn_add(Elf *elf, Elf *debug, const struct cfi_fde *fdes, size_t nfdes,
 			st->insn_skipped++;
 			continue;
 		}
-		/* Only the function's bytes, read with pread: not the whole (huge) .text. */
-		d = elf_getdata_rawchunk(elf, (int64_t)(sh.sh_offset + (f.start - sh.sh_addr)),
-					 f.end - f.start, ELF_T_BYTE);
-		if (!d || !d->d_buf || d->d_size != f.end - f.start) {
+		/*
+		 * Only the function's bytes, not the whole (huge) .text; from fd into one buffer
+		 * where the file is at hand, as libelf keeps each chunk it reads until elf_end().
+		 */
+		if (fd >= 0) {
+			bytes = read_code(fd, sh.sh_offset + (f.start - sh.sh_addr),
+					  f.end - f.start, &code, &code_cap);
+		} else {
+			d = elf_getdata_rawchunk(elf,
+						 (int64_t)(sh.sh_offset + (f.start - sh.sh_addr)),
+						 f.end - f.start, ELF_T_BYTE);
+			bytes = d && d->d_buf && d->d_size == f.end - f.start ? d->d_buf : NULL;
+		}
+		if (!bytes) {
 			st->insn_skipped++;
 			continue;
 		}
-		r = analyse(h, in, d->d_buf, d->d_size, f.start, &tmp, &budget, st);
+		r = analyse(h, in, bytes, f.end - f.start, f.start, &tmp, &budget, st);
 		if (r < 0 || GROW(a->v, a->cap, a->n + tmp.n)) {
 			err = r < 0 ? r : -ENOMEM;
 			goto out;
@@ -642,5 +685,6 @@ out:
 		cs_close(&h);
 	free(l.v);
 	free(tmp.v);
+	free(code);
 	return err;
 }

@@ -126,18 +126,20 @@ int cfi_rows_push(struct rows *t, uint64_t pc, const struct profd_unwind_row *ro
 
 /*
  * Rows from machine code for the functions that a symbol of elf or debug names and no FDE
- * covers (cfi_insn.c). fdes: the FDE ranges, sorted. a gets the analysed rows, sorted, and
+ * covers (cfi_insn.c), their bytes read from fd (elf's file) or, when fd < 0, through libelf.
+ * fdes: the FDE ranges, sorted. a gets the analysed rows, sorted, and
  * *ranges (malloc'd, sorted) the analysed functions' ranges; counts go to st. Returns 0 or
  * -ENOMEM; what cannot be analysed is left out.
  */
-int cfi_insn_add(Elf *elf, Elf *debug, const struct cfi_fde *fdes, size_t nfdes, struct rows *a,
-		 struct cfi_fde **ranges, size_t *nranges, struct cfi_stats *st);
+int cfi_insn_add(Elf *elf, int fd, Elf *debug, const struct cfi_fde *fdes, size_t nfdes,
+		 struct rows *a, struct cfi_fde **ranges, size_t *nranges, struct cfi_stats *st);
 /*
- * The final table (*out malloc'd, *nout rows): t's rows with a's in place of t's within the
+ * The final table (*out malloc'd, *nout rows): t's tn rows with a's in place of t's within the
  * ranges fns; at each range's end t's rule there holds again. Returns 0 or -ENOMEM.
  */
-int cfi_insn_merge(const struct rows *t, const struct rows *a, const struct cfi_fde *fns,
-		   size_t nfns, struct profd_unwind_row **out, size_t *nout);
+int cfi_insn_merge(const struct profd_unwind_row *t, size_t tn, const struct rows *a,
+		   const struct cfi_fde *fns, size_t nfns, struct profd_unwind_row **out,
+		   size_t *nout);
 
 bool cfi_cur_need(struct cur *c, size_t n);
 uint8_t cfi_rd_u8(struct cur *c);

@@ -55,6 +55,12 @@ struct cfi_table {
  * zeroed. The caller owns out's arrays: cfi_table__fini().
  */
 int cfi_table__build(struct Elf *elf, struct Elf *debug, struct cfi_table *out);
+/*
+ * cfi_table__build() for an elf opened on fd (not owned): the bytes of the functions analysed
+ * from their machine code are read from fd into one reused buffer. Without it (fd < 0) they are
+ * read through libelf, which keeps every chunk until elf_end(): tens of MB for libtorch_cpu.so.
+ */
+int cfi_table__build_fd(struct Elf *elf, int fd, struct Elf *debug, struct cfi_table *out);
 /* Free the arrays of t and zero it. Accepts a zeroed table. */
 void cfi_table__fini(struct cfi_table *t);
 
