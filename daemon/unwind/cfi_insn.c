@@ -431,37 +431,93 @@ static int fn_cmp(const void *pa, const void *pb)
 	return a->end > b->end ? -1 : a->end < b->end; /* the longest first */
 }
 
-/* The function symbols of e whose start no FDE covers. */
-static int uncovered_syms(Elf *e, const struct cfi_fde *fdes, size_t nfdes, struct fn_list *l)
+/* Keeps sym when it is a defined function below 4 GiB that no FDE covers. */
+static int keep_uncovered(const GElf_Sym *sym, const struct cfi_fde *fdes, size_t nfdes,
+			  struct fn_list *l)
+{
+	int type = GELF_ST_TYPE(sym->st_info);
+
+	if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym->st_shndx == SHN_UNDEF ||
+	    !sym->st_value || sym->st_value >= UINT32_MAX ||
+	    cfi_fde_find(fdes, nfdes, sym->st_value))
+		return 0;
+	if (GROW(l->v, l->cap, l->n + 1))
+		return -ENOMEM;
+	l->v[l->n++] = (struct fn){sym->st_value, sym->st_value + sym->st_size};
+	return 0;
+}
+
+/*
+ * The symbols of one table read from fd in blocks (an x86-64 file: ELF64, the host's byte
+ * order), so that libelf does not keep a copy: libtorch_cpu.so's .symtab is 12.8 MB. Returns 0,
+ * -ENOMEM, or -EIO when the file cannot be read as its header says (the caller then asks libelf).
+ */
+static int uncovered_syms_fd(int fd, const GElf_Shdr *sh, const struct cfi_fde *fdes, size_t nfdes,
+			     struct fn_list *l)
+{
+	Elf64_Sym block[1024];
+	uint64_t n = sh->sh_size / sizeof(Elf64_Sym);
+
+	for (uint64_t i = 0; i < n;) {
+		size_t want = n - i < 1024 ? (size_t)(n - i) : 1024;
+		ssize_t r = pread(fd, block, want * sizeof(*block),
+				  (off_t)(sh->sh_offset + i * sizeof(*block)));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0 || (size_t)r % sizeof(*block))
+			return -EIO;
+		for (size_t k = 0; k < (size_t)r / sizeof(*block); k++) {
+			GElf_Sym sym = block[k];
+			int err;
+
+			if (i + k == 0) /* the null symbol */
+				continue;
+			err = keep_uncovered(&sym, fdes, nfdes, l);
+			if (err)
+				return err;
+		}
+		i += (size_t)r / sizeof(*block);
+	}
+	return 0;
+}
+
+/* The function symbols of e (open on fd, or -1) whose start no FDE covers. */
+static int uncovered_syms(Elf *e, int fd, const struct cfi_fde *fdes, size_t nfdes,
+			  struct fn_list *l)
 {
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
 
 	while (e && (scn = elf_nextscn(e, scn))) {
 		Elf_Data *d;
-		size_t n;
+		size_t n, had = l->n;
+		int err;
 
 		if (!gelf_getshdr(scn, &sh) ||
 		    (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) || !sh.sh_entsize)
 			continue;
+		if (fd >= 0 && gelf_getclass(e) == ELFCLASS64 &&
+		    sh.sh_entsize == sizeof(Elf64_Sym)) {
+			err = uncovered_syms_fd(fd, &sh, fdes, nfdes, l);
+			if (!err)
+				continue;
+			if (err != -EIO)
+				return err;
+			l->n = had; /* unreadable as the header says: as libelf reads it */
+		}
 		d = elf_getdata(scn, NULL);
 		if (!d)
 			continue;
 		n = d->d_size / sh.sh_entsize;
 		for (size_t i = 1; i < n; i++) {
 			GElf_Sym sym;
-			int type;
 
 			if (!gelf_getsym(d, (int)i, &sym))
 				break;
-			type = GELF_ST_TYPE(sym.st_info);
-			if ((type != STT_FUNC && type != STT_GNU_IFUNC) ||
-			    sym.st_shndx == SHN_UNDEF || !sym.st_value ||
-			    sym.st_value >= UINT32_MAX || cfi_fde_find(fdes, nfdes, sym.st_value))
-				continue;
-			if (GROW(l->v, l->cap, l->n + 1))
-				return -ENOMEM;
-			l->v[l->n++] = (struct fn){sym.st_value, sym.st_value + sym.st_size};
+			err = keep_uncovered(&sym, fdes, nfdes, l);
+			if (err)
+				return err;
 		}
 	}
 	return 0;
@@ -612,9 +668,9 @@ int cfi_insn_add(Elf *elf, int fd, Elf *debug, const struct cfi_fde *fdes, size_
 
 	*ranges = NULL;
 	*nranges = 0;
-	err = uncovered_syms(elf, fdes, nfdes, &l);
+	err = uncovered_syms(elf, fd, fdes, nfdes, &l);
 	if (!err)
-		err = uncovered_syms(debug, fdes, nfdes, &l);
+		err = uncovered_syms(debug, -1, fdes, nfdes, &l);
 	if (err || !l.n)
 		goto out;
 	fn_bounds(elf, &l, fdes, nfdes);
