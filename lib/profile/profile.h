@@ -9,8 +9,8 @@
  * base name, NVTX ranges are "[nvtx] NAME", and a frame without a symbol is
  * "[unknown] (MODULE+0xADDR)".
  */
-#ifndef PROFCTL_PROFILE_H
-#define PROFCTL_PROFILE_H
+#ifndef PROFD_PROFILE_H
+#define PROFD_PROFILE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -19,8 +19,9 @@
 #include "profd.pb-c.h"
 
 /*
- * Check that every index in p (strings, frames, stacks) is in range, so the rest of the client
- * may follow them. Returns 0 or -EPROTO with a reason in err.
+ * Check that every index in p (strings, frames, stacks) is in range, so the code that draws
+ * from it (profctl's formats, the pprof encoder) may follow them. Returns 0 or -EPROTO with a
+ * reason in err.
  */
 int profile_check(const Profd__Profile *p, char *err, size_t err_len);
 /* The string at idx, "" when out of range. Owned by p. */
