@@ -12,7 +12,7 @@
 #include "format.h"
 #include "opts.h"
 #include "output.h"
-#include "profile.h"
+#include "flame.h"
 #include "reshape.h"
 #include "trace.h"
 #include "value.h"

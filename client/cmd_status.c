@@ -4,7 +4,7 @@
 #include "conn.h"
 #include "format.h"
 #include "opts.h"
-#include "profile.h"
+#include "flame.h"
 
 #include <errno.h>
 #include <inttypes.h>

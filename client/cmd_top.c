@@ -10,7 +10,7 @@
 #include "fetch.h"
 #include "functable.h"
 #include "opts.h"
-#include "profile.h"
+#include "flame.h"
 #include "value.h"
 #include "view.h"
 

@@ -15,7 +15,7 @@
 
 #include "fdio.h"
 #include "frame.h"
-#include "profile.h"
+#include "flame.h"
 #include "timeutil.h"
 #include "wire.h"
 

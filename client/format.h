@@ -1,28 +1,13 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* Output formats drawn from a checked profile. */
+/* Output formats drawn from a checked profile (pprof.h: the options and the pprof encoder). */
 #ifndef PROFCTL_FORMAT_H
 #define PROFCTL_FORMAT_H
 
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "pprof.h"
 #include "profd.pb-c.h"
-
-struct render_opts {
-	bool process_root; /* system-wide dump: each stack starts with its process name */
-	const char *title; /* SVG title; NULL: "Flame Graph" */
-	/*
-	 * The column of Sample.values drawn: flame widths, folded counts, speedscope weights,
-	 * pprof's default sample type. 0 (the first) unless the caller chose one by name
-	 * (profile_value_index).
-	 */
-	uint32_t value_index;
-	/*
-	 * pprof: no pid/tid/thread_name/process_name sample labels (a backend such as Pyroscope
-	 * makes every sample label a series of its own).
-	 */
-	bool no_sample_labels;
-};
 
 /*
  * Folded stacks, as flamegraph.pl and inferno read them: one line per distinct stack, frames
@@ -39,17 +24,6 @@ int format_folded(const Profd__Profile *p, const struct render_opts *o, FILE *ou
  * (ns as us/ms/s), sizes (KiB, MiB). Returns 0 or a negative errno.
  */
 int format_svg(const Profd__Profile *p, const struct render_opts *o, FILE *out);
-
-/*
- * pprof: a gzip-compressed perftools.profiles.Profile (proto/profile.proto) as `go tool pprof`
- * reads it. The CPU sample column becomes two values, samples/count and cpu/nanoseconds
- * (samples times the period); other columns keep their type and unit. The default sample type
- * is cpu/nanoseconds when the chosen column is the CPU one, else the chosen column's type.
- * Every sample carries
- * pid and tid number labels and thread_name and process_name string labels. o may be NULL.
- * Returns 0 or a negative errno (-EIO when writing to out failed).
- */
-int format_pprof(const Profd__Profile *p, const struct render_opts *o, FILE *out);
 
 /*
  * speedscope's JSON file format: one "sampled" profile per thread, weights the chosen column

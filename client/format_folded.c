@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include "format.h"
 #include "grow.h"
-#include "profile.h"
+#include "flame.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -6,7 +6,7 @@
 #include "diff.h"
 #include "format.h"
 #include "grow.h"
-#include "profile.h"
+#include "flame.h"
 #include "value.h"
 
 #include <errno.h>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include "report.h"
 #include "format.h"
-#include "profile.h"
+#include "flame.h"
 #include "value.h"
 #include "grow.h"
 #include "satmath.h"

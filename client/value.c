@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include "value.h"
-#include "profile.h"
+#include "flame.h"
 #include "satmath.h"
 
 #include <errno.h>

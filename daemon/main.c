@@ -222,6 +222,8 @@ static void on_drain_timer(uv_timer_t *h)
 	if (n < 0 && n != -EINTR)
 		pr_warn("ring buffer: %s", strerror(-n));
 	gpu__tick(app->d.gpu, mono_ns());
+	/* A flood's count is written when its interval is over, not only when more is logged. */
+	log_expire_repeats();
 	/* Twice a second: new processes' export labels, read while they still run. */
 	if (app->d.exporter && ++app->export_peeks % 5 == 0)
 		exporter__peek(app->d.exporter);
@@ -752,5 +754,6 @@ out:
 		free(app.reloaded);
 	}
 	config_free(&cfg);
+	log_flush_repeats();
 	return app.exit_code;
 }

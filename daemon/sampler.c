@@ -176,12 +176,13 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	enum log_level lvl = level == LIBBPF_WARN   ? LOG_LVL_WARN
 			     : level == LIBBPF_INFO ? LOG_LVL_DEBUG
 						    : LOG_LVL_DEBUG;
-	char buf[1024];
 
-	if (!log_enabled(lvl))
-		return 0;
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	log_msg(lvl, "%s", buf); /* libbpf prefixes its own name */
+	/*
+	 * libbpf prefixes its own name. Its format is the message site the log's rate limit
+	 * counts by: formatted into "%s", all of libbpf's lines would be one site and -v would
+	 * lose its load log after the first few lines.
+	 */
+	log_vmsg(lvl, fmt, ap);
 	return 0;
 }
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "format.h"
+#include "pprof.h"
 #include "gz.h"
 #include "log.h"
 #include "profile.pb-c.h"

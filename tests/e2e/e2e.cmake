@@ -99,7 +99,7 @@ else()
 endif()
 foreach(t cpu_split kernel_frames system_wide exited bad_input cli_errors lifecycle systemd_unit package top
           python python_exit svg_browser diff formats socket_safety setuid perf_map_budget flood
-          losses perf_maps children record views stacks pyspy gil gil_wait offcpu offcpu_python cuda_sync
+          log_flood losses perf_maps children record views stacks pyspy gil gil_wait offcpu offcpu_python cuda_sync
           py_imports
           export export_faults export_outage export_netns export_labels export_tls export_spool
           unwind)
@@ -135,7 +135,7 @@ set_tests_properties(e2e.unwind_tables PROPERTIES
 # does not when the plain pass runs the same code on ordinary input and its checks are about
 # results (CPU shares, formats, views, Python version sweeps that unit.test_python already runs
 # under the sanitizers, timing): those pay the slowdown for nothing. A new e2e test says which.
-foreach(t bad_input cli_errors lifecycle socket_safety setuid flood losses perf_maps
+foreach(t bad_input cli_errors lifecycle socket_safety setuid flood log_flood losses perf_maps
           perf_map_budget exited python_exit stacks export_config export_faults export_spool
           unwind_tables)
   set_property(TEST e2e.${t} APPEND PROPERTY LABELS asan)

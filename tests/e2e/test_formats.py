@@ -41,7 +41,7 @@ def run_py(py, code, *args):
 
 
 def display_name(f):
-    """profctl's display name of a JSON frame (client/profile.h spells out the rules)."""
+    """profctl's display name of a JSON frame (lib/profile/profile.h spells out the rules)."""
     name = f["name"] or "[unknown]"
     base = lambda p: p.rsplit("/", 1)[-1]
     if f["kind"] == "python":

@@ -2,7 +2,7 @@
 /* Frame naming, folded output and the SVG flame graph, from profiles built by hand. */
 #include "check.h"
 #include "format.h"
-#include "profile.h"
+#include "flame.h"
 #include "profile_fixture.h"
 #include "reshape.h"
 

@@ -1003,6 +1003,77 @@ static void test_max_clients(void)
 	h_stop(&h);
 }
 
+/*
+ * One peer's connect loop past the limit (issue 24 item 5: 182,161 lines in 20 s): the log
+ * gets at most a burst per interval of the refusal and one line with the count, which adds up
+ * to every refusal.
+ */
+static size_t log_count(const char *s, uint64_t *repeats)
+{
+	size_t n = 0;
+
+	*repeats = 0;
+	pthread_mutex_lock(&log_lock);
+	for (const char *p = log_buf; (p = strstr(p, s)); p += strlen(s)) {
+		const char *eol = strchr(p, '\n');
+		const char *r = strstr(p, " (repeated ");
+
+		if (r && (!eol || r < eol)) {
+			uint64_t v = 0;
+
+			for (r += strlen(" (repeated "); *r && *r != ' '; r++)
+				if (*r != ',')
+					v = v * 10 + (uint64_t)(*r - '0');
+			*repeats += v;
+		} else {
+			n++;
+		}
+	}
+	pthread_mutex_unlock(&log_lock);
+	return n;
+}
+
+static void test_refusal_flood(void)
+{
+	struct server_opts o = base_opts();
+	struct harness h;
+	uint64_t start, repeats;
+	size_t written, intervals;
+	int a, b;
+
+	o.max_clients = 2;
+	CHECK_EQ_I(h_start(&h, &o), 0);
+	a = cl_connect();
+	b = cl_connect();
+	CHECK(cl_hello(a));
+	CHECK(cl_hello(b));
+	/* A fresh limiter and log: earlier tests' refusals do not count here. */
+	log_set_rate_limit(LOG_RATE_BURST, LOG_RATE_INTERVAL_NS);
+	log_clear();
+	start = now_ms();
+	for (int i = 0; i < 300; i++) {
+		int c = cl_connect();
+
+		CHECK(c >= 0);
+		CHECK(cl_hello(c));
+		CHECK_EQ_I(cl_send_status(c), 0);
+		/* The refusal is logged before the reply is sent. */
+		check_error(cl_recv(c), PROFD__ERROR_CODE__ERROR_BUSY, "too many connections");
+		close(c);
+	}
+	intervals = (size_t)((now_ms() - start) / (LOG_RATE_INTERVAL_NS / 1000000)) + 1;
+	written = log_count("refused, too many connections", &repeats);
+	CHECK(written >= LOG_RATE_BURST);
+	CHECK(written <= intervals * LOG_RATE_BURST);
+	log_flush_repeats();
+	written = log_count("refused, too many connections", &repeats);
+	CHECK_EQ_U(written + repeats, 300);
+	CHECK(repeats >= 300 - intervals * LOG_RATE_BURST);
+	close(a);
+	close(b);
+	h_stop(&h);
+}
+
 static void test_two_clients(void)
 {
 	struct server_opts o = base_opts();
@@ -1495,6 +1566,7 @@ int main(void)
 	test_slow_reader();
 	test_write_timeout();
 	test_max_clients();
+	test_refusal_flood();
 	test_two_clients();
 	test_on_close();
 	test_uplinks();

@@ -15,7 +15,7 @@
  * function is the qualified name with the full path of the file, and the line is the line
  * executing.
  */
-#include "format.h"
+#include "pprof.h"
 #include "grow.h"
 #include "intern.h"
 #include "profile.h"
