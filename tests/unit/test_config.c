@@ -5,6 +5,7 @@
 #include "timeutil.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -310,9 +311,49 @@ static void test_spool(void)
 	rmdir(dir);
 }
 
+/*
+ * A FIFO given as the configuration (or as a credentials file) is refused with one line, at
+ * once: opening it to read would wait for a writer forever, at start and on every reload.
+ */
+static void test_fifo(void)
+{
+	char dir[] = "/tmp/profd-test-fifo-XXXXXX", fifo[64], text[160], err[512];
+	const char *conf;
+	struct config cfg;
+
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	CHECK_EQ_I(mkfifo(fifo, 0600), 0);
+	/* A hang is the bug: turn it into a failure instead of the test runner's timeout. */
+	alarm(10);
+	memset(err, 0, sizeof(err));
+	CHECK_EQ_I(
+	    parse_err(&cfg, 3, (char *[]){"profd", "--config", fifo, NULL}, err, sizeof(err)),
+	    -EINVAL);
+	CHECK(strstr(err, fifo) == err + strlen("profd: "));
+	CHECK(strstr(err, ": not a regular file\n") != NULL);
+	CHECK(strchr(err, '\n') == err + strlen(err) - 1);
+	config_free(&cfg);
+
+	snprintf(text, sizeof(text), "[export]\nbearer_token_file = %s\n", fifo);
+	conf = write_file(text);
+	memset(err, 0, sizeof(err));
+	CHECK_EQ_I(parse_err(&cfg, 3, (char *[]){"profd", "--config", (char *)conf, NULL}, err,
+			     sizeof(err)),
+		   -EINVAL);
+	CHECK(strstr(err, ":2: bearer_token_file") != NULL);
+	CHECK(strstr(err, "cannot read it: not a regular file") != NULL);
+	config_free(&cfg);
+	alarm(0);
+	unlink(conf);
+	unlink(fifo);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	test_file();
+	test_fifo();
 	test_spool();
 	test_children_and_record();
 	test_ringbuf_default();
