@@ -15,6 +15,7 @@
 
 #include "config_file.h"
 #include "dirsafe.h"
+#include "fdio.h"
 #include "parse.h"
 #include "timeutil.h"
 #include "wire.h"
@@ -246,20 +247,17 @@ out:
 static int check_readable(const struct origin *o, const char *opt, const char *path)
 {
 	char why[160];
-	struct stat st;
 	int fd;
 
 	if (!*path)
 		return bad_at(o, opt, path, "expected a file name");
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		snprintf(why, sizeof(why), "cannot read it: %s", strerror(errno));
-		return bad_at(o, opt, path, why);
-	}
-	/* Root opens anything; a directory or a device is still not a credentials file. */
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		close(fd);
+	/* Root opens anything; a directory, a device or a FIFO is still not a credentials file. */
+	fd = fd_open_regular(path, 0);
+	if (fd == -EINVAL)
 		return bad_at(o, opt, path, "cannot read it: not a regular file");
+	if (fd < 0) {
+		snprintf(why, sizeof(why), "cannot read it: %s", strerror(-fd));
+		return bad_at(o, opt, path, why);
 	}
 	close(fd);
 	return 0;

@@ -27,7 +27,10 @@ struct config_service {
 	const char *glob;
 };
 
-/* The [export] section: where and how profiles leave the node. */
+/*
+ * The [export] section: where and how profiles leave the node. config_export_same compares
+ * every field: a new one goes there too, or a reload that changes only it is not applied.
+ */
 struct export_config {
 	const char *pyroscope; /* base URL; NULL: off */
 	const char *otlp;      /* base URL; NULL: off */
@@ -104,6 +107,17 @@ enum config_result {
  */
 int config_parse(int argc, char **argv, struct config *cfg);
 void config_free(struct config *cfg);
+/*
+ * Whether a and b set every [export] setting alike (a new field of struct export_config is
+ * compared here too). The files they name are compared by config_export_files_hash.
+ */
+bool config_export_same(const struct export_config *a, const struct export_config *b);
+/*
+ * A hash of the bytes of the TLS and credentials files x names, so that a reload sees a rotated
+ * token or certificate under the same name. Reads at most CONFIG_FILE_MAX bytes of each, and
+ * never blocks on a FIFO; a missing or unreadable file hashes as such.
+ */
+uint64_t config_export_files_hash(const struct export_config *x);
 /* The ring buffer's size when --ringbuf-size is not given, for ncpus CPUs. */
 uint64_t config_default_ringbuf(long ncpus);
 

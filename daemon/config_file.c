@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fdio.h"
+
 #define MAX_LINE 4096
 
 static char *trim(char *s)
@@ -54,22 +56,14 @@ static int bad_line(const char *path, unsigned line, const char *why)
 
 static int read_all(const char *path, char **out, size_t *len)
 {
-	struct stat st;
 	char *buf = NULL;
 	size_t n = 0;
 	int fd, err = 0;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* A FIFO at the name would hang the start, or the event loop on a reload. */
+	fd = fd_open_regular(path, 0);
 	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st)) {
-		err = -errno;
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		err = -EISDIR;
-		goto out;
-	}
+		return fd;
 	buf = malloc(CONFIG_FILE_MAX + 1);
 	if (!buf) {
 		err = -ENOMEM;
@@ -116,7 +110,7 @@ int config_file_read(const char *path, const char *const *sections, config_entry
 			fprintf(stderr,
 				"profd: %s: larger than %u bytes: not a configuration file\n", path,
 				CONFIG_FILE_MAX);
-		else if (err == -EISDIR)
+		else if (err == -EINVAL)
 			fprintf(stderr, "profd: %s: not a regular file\n", path);
 		else
 			fprintf(stderr, "profd: %s: %s\n", path, strerror(-err));

@@ -62,6 +62,8 @@ struct app {
 	/* The fleet export: its timer, and SIGHUP to reload its settings. */
 	uv_timer_t export_timer;
 	uv_signal_t sighup;
+	uv_timer_t reload_timer; /* armed by the first SIGHUP of a burst: one reload for all */
+	uint64_t export_files;	 /* config_export_files_hash of the [export] in use */
 	unsigned export_peeks;
 	int argc;
 	char **argv;
@@ -323,6 +325,7 @@ static void on_export_timer(uv_timer_t *h)
 /* Start the exporter of cfg's [export] (none configured: none). 0 or a negative errno. */
 static int export_start(struct app *app, const struct config *cfg)
 {
+	app->export_files = config_export_files_hash(&cfg->export);
 	app->d.exporter = exporter__new(&(struct exporter_opts){
 	    .cfg = &cfg->export,
 	    .store = app->d.store,
@@ -349,11 +352,19 @@ static void export_stop(struct app *app)
 }
 
 /*
- * SIGHUP: read the configuration again. The [export] settings take effect now; a bad file keeps
- * the running configuration (config_parse printed which line is wrong). Sampling settings need a
- * restart.
+ * SIGHUPs closer than this are one reload. A burst (a script's loop, a supervisor gone wrong)
+ * otherwise re-reads the file once per signal, and the loop answers nobody meanwhile.
  */
-static void on_sighup(uv_signal_t *h, int signum)
+#define RELOAD_DELAY_MS 200
+
+/*
+ * The reload: read the configuration again. The [export] settings take effect now; a bad file
+ * keeps the running configuration (config_parse printed which line is wrong). Sampling settings
+ * need a restart. The same [export] (and the same bytes in the files it names) leaves the
+ * exporter running: a restart would flush early, re-arm its interval and forget its sender's
+ * state, so a storm of reloads would stop delivery.
+ */
+static void on_reload(uv_timer_t *h)
 {
 	struct app *app = h->data;
 	const struct config *in_use = app->reloaded ? app->reloaded : app->cfg;
@@ -371,6 +382,12 @@ static void on_sighup(uv_signal_t *h, int signum)
 	if (nc->frequency_hz != app->cfg->frequency_hz || nc->off_cpu != app->cfg->off_cpu ||
 	    nc->mem_cap != app->cfg->mem_cap)
 		pr_warn("reload: only the [export] settings change now; the others at restart");
+	if (config_export_same(&in_use->export, &nc->export) &&
+	    config_export_files_hash(&nc->export) == app->export_files) {
+		pr_info("reload: %s: [export] unchanged; the exporter goes on",
+			nc->config_file ? nc->config_file : "command line");
+		goto drop;
+	}
 	export_stop(app);
 	err = export_start(app, nc);
 	if (err) {
@@ -390,6 +407,15 @@ static void on_sighup(uv_signal_t *h, int signum)
 drop:
 	config_free(nc);
 	free(nc);
+}
+
+/* SIGHUP: reload once, after the burst it may belong to; the signals meanwhile join it. */
+static void on_sighup(uv_signal_t *h, int signum)
+{
+	struct app *app = h->data;
+
+	if (!uv_is_active((uv_handle_t *)&app->reload_timer))
+		uv_timer_start(&app->reload_timer, on_reload, RELOAD_DELAY_MS, 0);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -694,6 +720,8 @@ int main(int argc, char **argv)
 		app.exit_code = 1;
 		goto out;
 	}
+	uv_timer_init(app.loop, &app.reload_timer);
+	app.reload_timer.data = &app;
 	uv_signal_init(app.loop, &app.sighup);
 	app.sighup.data = &app;
 	uv_signal_start(&app.sighup, on_sighup, SIGHUP);

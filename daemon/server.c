@@ -33,6 +33,11 @@
 #define MAX_PROBATION 32
 #define MAX_PROBATION_PER_UID 4
 /*
+ * A library says Hello and GpuAttach as soon as it is connected: a connection on probation this
+ * long without attaching is an idle client, and gives way to a newer one when probation is full.
+ */
+#define PROBATION_GRACE_MS 1000
+/*
  * Time non-root requests may take in one turn of the loop; the rest wait for the next turn, so
  * that the ring buffer is drained and root is answered whatever other users send.
  */
@@ -100,7 +105,8 @@ struct conn {
 	bool reading;
 	bool draining; /* a final reply is queued; the connection closes once it is out */
 	bool closing;
-	size_t fed; /* header + body bytes of the frames completed in this feed */
+	size_t fed;	       /* header + body bytes of the frames completed in this feed */
+	uint64_t probation_ms; /* uv_now() when it went on probation */
 };
 
 struct wreq {
@@ -260,13 +266,27 @@ static unsigned int conns_of_uid(const struct server *s, uint32_t uid, bool upli
 	return n;
 }
 
-static unsigned int probation_of_uid(const struct server *s, uint32_t uid)
+/* Connections on probation that may still attach (not being refused): of uid, or all. */
+static unsigned int probation_waiting(const struct server *s, uint32_t uid, bool all)
 {
 	unsigned int n = 0;
 
 	for (const struct conn *c = s->conns; c; c = c->next)
-		n += c->admitted && c->probation && c->peer.uid == uid;
+		n += c->admitted && c->probation && !c->draining && !c->closing &&
+		     (all || c->peer.uid == uid);
 	return n;
+}
+
+/* The longest waiting of those probation_waiting counts; NULL when none. */
+static struct conn *probation_oldest(const struct server *s, uint32_t uid, bool all)
+{
+	struct conn *old = NULL;
+
+	for (struct conn *c = s->conns; c; c = c->next)
+		if (c->admitted && c->probation && !c->draining && !c->closing &&
+		    (all || c->peer.uid == uid) && (!old || c->peer.conn_id < old->peer.conn_id))
+			old = c;
+	return old;
 }
 
 /* Reply bytes queued to the connections of one uid. */
@@ -454,6 +474,32 @@ static void conn_refuse_busy(struct conn *c)
 	conn_send_error(c, PROFD__ERROR_CODE__ERROR_BUSY,
 			"busy: too many connections from your user or in all, try again later");
 	conn_drain_and_close(c);
+}
+
+/*
+ * Room on probation for c, a connection past the client limits. Its user's idle connections
+ * must not keep her own CUDA jobs out: when her share is full, her longest waiting connection
+ * there gives way (a library attaches at once, so that one is not a library). When probation
+ * is full for everyone, the longest waiting connection gives way once it has had
+ * PROBATION_GRACE_MS to attach. Returns false when there is no room: c is to be refused.
+ */
+static bool probation_make_room(struct server *s, const struct conn *c)
+{
+	struct conn *old;
+
+	if (c->peer.uid != 0 && probation_waiting(s, c->peer.uid, false) >= MAX_PROBATION_PER_UID) {
+		old = probation_oldest(s, c->peer.uid, false);
+		pr_debug("server: client pid %d uid %u: on probation without attaching, gives way",
+			 old->peer.pid, old->peer.uid);
+		conn_refuse_busy(old);
+	}
+	if (probation_waiting(s, 0, true) < MAX_PROBATION)
+		return true;
+	old = probation_oldest(s, 0, true);
+	if (uv_now(s->loop) - old->probation_ms < PROBATION_GRACE_MS)
+		return false;
+	conn_refuse_busy(old);
+	return true;
 }
 
 static void conn_hello(struct conn *c, const Profd__Hello *hello)
@@ -830,13 +876,12 @@ static void on_connection(uv_stream_t *listener, int status)
 	     conns_of_uid(s, c->peer.uid, false) >= s->opts.max_clients_per_uid) ||
 	    s->nclients >= s->opts.max_clients) {
 		/* It may be a CUDA library about to become an uplink: hear what it asks first. */
-		if (s->nprobation >= MAX_PROBATION ||
-		    (c->peer.uid != 0 &&
-		     probation_of_uid(s, c->peer.uid) >= MAX_PROBATION_PER_UID)) {
+		if (!probation_make_room(s, c)) {
 			conn_refuse_busy(c);
 			return;
 		}
 		c->probation = true;
+		c->probation_ms = uv_now(s->loop);
 	}
 	c->reader = frame_reader__new(FRAME_MAX_REQUEST);
 	if (!c->reader) {

@@ -2,8 +2,11 @@
 #include "fdio.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "timeutil.h"
 
@@ -41,4 +44,31 @@ int fd_send_all(int fd, const uint8_t *buf, size_t len, uint64_t deadline_ns)
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+int fd_open_regular(const char *path, int flags)
+{
+	struct stat st;
+	int fd, err;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | flags);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st)) {
+		err = -errno;
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		err = -EINVAL;
+		goto fail;
+	}
+	/* Reads of a regular file do not block anyway; callers expect a plain fd. */
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)) {
+		err = -errno;
+		goto fail;
+	}
+	return fd;
+fail:
+	close(fd);
+	return err;
 }

@@ -9,6 +9,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "fdio.h"
 #include "log.h"
 #include "parse.h"
 #include "sender_priv.h"
@@ -97,9 +98,10 @@ static int read_secret(const char *path, char **out)
 	ssize_t r;
 	int fd, err = 0;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* Checked at parsing already; the file may have been replaced by a FIFO since. */
+	fd = fd_open_regular(path, 0);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	while (n < SECRET_MAX) {
 		r = read(fd, buf + n, SECRET_MAX - n);
 		if (r < 0 && errno == EINTR)
@@ -133,10 +135,10 @@ static int read_secret(const char *path, char **out)
 
 static int check_readable(const char *path)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = fd_open_regular(path, 0);
 
 	if (fd < 0)
-		return -errno;
+		return fd;
 	close(fd);
 	return 0;
 }

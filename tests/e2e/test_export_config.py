@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # profd's configuration file at start-up and on SIGHUP, with export to the stand-in receiver:
-# - each bad file (unknown key, bad URL, unreadable token file) stops the start with exit 2 and one
-#   line naming the file and the line;
+# - each bad file (unknown key, bad URL, unreadable token file, a FIFO) stops the start with exit 2
+#   and one line naming the file and the line;
 # - a running profd reloads on SIGHUP: a bad file keeps the running configuration (one logged line
 #   naming file and line; data still reaches the first receiver), a good one moves the export to
 #   a second receiver with a new static label;
@@ -57,6 +57,10 @@ start_bad(write("token.conf", "[export]\npyroscope = https://p.example:4040\n"
 start_bad(write("tokendir.conf", "[export]\npyroscope = https://p.example:4040\n"
                 f"bearer_token_file = {tmp}\n"), ":3: bearer_token_file")
 start_bad(write("section.conf", "[exporter]\n"), ":1: unknown section [exporter]")
+# A FIFO is refused at once: opening it to read would wait for a writer forever.
+fifo = os.path.join(tmp, "fifo.conf")
+os.mkfifo(fifo)
+start_bad(fifo, f"{fifo}: not a regular file")
 
 # The package's default file parses (everything in it commented out but the rate and the cap).
 r = subprocess.run([PROFD, "--config", os.path.join(SRC, "packaging", "profd.conf"), "--help"],

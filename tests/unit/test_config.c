@@ -5,6 +5,8 @@
 #include "timeutil.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -310,9 +312,110 @@ static void test_spool(void)
 	rmdir(dir);
 }
 
+/*
+ * A FIFO given as the configuration (or as a credentials file) is refused with one line, at
+ * once: opening it to read would wait for a writer forever, at start and on every reload.
+ */
+static void test_fifo(void)
+{
+	char dir[] = "/tmp/profd-test-fifo-XXXXXX", fifo[64], text[160], err[512];
+	const char *conf;
+	struct config cfg;
+
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	CHECK_EQ_I(mkfifo(fifo, 0600), 0);
+	/* A hang is the bug: turn it into a failure instead of the test runner's timeout. */
+	alarm(10);
+	memset(err, 0, sizeof(err));
+	CHECK_EQ_I(
+	    parse_err(&cfg, 3, (char *[]){"profd", "--config", fifo, NULL}, err, sizeof(err)),
+	    -EINVAL);
+	CHECK(strstr(err, fifo) == err + strlen("profd: "));
+	CHECK(strstr(err, ": not a regular file\n") != NULL);
+	CHECK(strchr(err, '\n') == err + strlen(err) - 1);
+	config_free(&cfg);
+
+	snprintf(text, sizeof(text), "[export]\nbearer_token_file = %s\n", fifo);
+	conf = write_file(text);
+	memset(err, 0, sizeof(err));
+	CHECK_EQ_I(parse_err(&cfg, 3, (char *[]){"profd", "--config", (char *)conf, NULL}, err,
+			     sizeof(err)),
+		   -EINVAL);
+	CHECK(strstr(err, ":2: bearer_token_file") != NULL);
+	CHECK(strstr(err, "cannot read it: not a regular file") != NULL);
+	config_free(&cfg);
+	alarm(0);
+	unlink(conf);
+	unlink(fifo);
+	rmdir(dir);
+}
+
+/*
+ * What a SIGHUP compares to keep the exporter running: the [export] settings (a
+ * sampling setting is no change) and the bytes of the credentials files (a rotated token is).
+ */
+static void test_export_same(void)
+{
+	char tok[] = "/tmp/profd-test-token-XXXXXX", text[512];
+	struct config a, b;
+	const char *path;
+	uint64_t h;
+	int fd;
+
+	fd = mkstemp(tok);
+	CHECK(fd >= 0);
+	CHECK_EQ_I(write(fd, "one\n", 4), 4);
+	close(fd);
+	snprintf(text, sizeof(text),
+		 "frequency = 49\n[export]\npyroscope = http://127.0.0.1:9\ninterval = 2s\n"
+		 "labels = a=1, b=2\nheader = X-A: 1\nbearer_token_file = %s\n"
+		 "[services]\nt = *train*\n",
+		 tok);
+	path = write_file(text);
+	CHECK_EQ_I(parse(&a, 3, (char *[]){"profd", "--config", (char *)path, NULL}), CONFIG_RUN);
+	h = config_export_files_hash(&a.export);
+
+	/* Parsed again, with only the sampling rate changed: the same. */
+	CHECK_EQ_I(
+	    parse(&b, 5, (char *[]){"profd", "--config", (char *)path, "--frequency", "19", NULL}),
+	    CONFIG_RUN);
+	CHECK(config_export_same(&a.export, &b.export));
+	CHECK(config_export_files_hash(&b.export) == h);
+	config_free(&b);
+
+	/* Each setting differs on its own. */
+	static const char *const other[] = {
+	    "--export-interval=3s",	 "--export-labels=a=1,b=3",    "--export-header=X-A: 2",
+	    "--otlp=http://127.0.0.1:9", "--export-sample-labels=pid",
+	};
+	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
+		CHECK_EQ_I(
+		    parse(&b, 4,
+			  (char *[]){"profd", "--config", (char *)path, (char *)other[i], NULL}),
+		    CONFIG_RUN);
+		if (config_export_same(&a.export, &b.export))
+			fprintf(stderr, "%s: seen as the same\n", other[i]);
+		CHECK(!config_export_same(&a.export, &b.export));
+		config_free(&b);
+	}
+
+	/* The token file rotated under the same name: the hash differs. */
+	fd = open(tok, O_WRONLY | O_TRUNC);
+	CHECK(fd >= 0);
+	CHECK_EQ_I(write(fd, "two\n", 4), 4);
+	close(fd);
+	CHECK(config_export_files_hash(&a.export) != h);
+	config_free(&a);
+	unlink(path);
+	unlink(tok);
+}
+
 int main(void)
 {
 	test_file();
+	test_fifo();
+	test_export_same();
 	test_spool();
 	test_children_and_record();
 	test_ringbuf_default();

@@ -1396,6 +1396,119 @@ static void test_probation_uplink(void)
 }
 
 /*
+ * A user's idle connections, her whole client share and then her whole share of probation, do
+ * not keep her own CUDA library out: its connection takes the place of her longest waiting one
+ * on probation and becomes an uplink; her idle clients stay.
+ */
+static void test_probation_own_user(void)
+{
+	enum { PER_UID = 2, NIDLE = PER_UID + 4 /* MAX_PROBATION_PER_UID */ };
+	struct server_opts o = base_opts();
+	struct harness h;
+	int go[2], status = -1;
+	pid_t pid;
+	char c;
+
+	if (geteuid() != 0) {
+		skipped = "the per-user probation needs root, to connect as another user";
+		return;
+	}
+	CHECK_EQ_I(chmod(tmpdir, 0711), 0);
+	CHECK_EQ_I(pipe(go), 0);
+	pid = fork();
+	if (pid == 0) {
+		int fd[NIDLE], lib;
+		Profd__Response *r;
+		bool gave_way;
+
+		close(go[1]);
+		if (setuid(65534) < 0 || read(go[0], &c, 1) != 1)
+			_exit(2);
+		for (int i = 0; i < NIDLE; i++) {
+			fd[i] = cl_connect();
+			if (fd[i] < 0 || !cl_hello(fd[i]))
+				_exit(3);
+		}
+		lib = cl_connect();
+		if (lib < 0 || !cl_hello(lib))
+			_exit(4); /* refused: the bug */
+		if (cl_gpu_attach(lib) < 0)
+			_exit(5);
+		sleep_ms(100);
+		/* The first on probation gave way (told busy, then closed); the others stay. */
+		r = cl_recv(fd[PER_UID]);
+		gave_way = r && r->msg_case == PROFD__RESPONSE__MSG_ERROR &&
+			   r->error->code == PROFD__ERROR_CODE__ERROR_BUSY &&
+			   cl_closed(fd[PER_UID]);
+		profd__response__free_unpacked(r, NULL);
+		if (!gave_way)
+			_exit(6);
+		for (int i = 0; i < NIDLE; i++)
+			if (i != PER_UID && cl_closed_now(fd[i]))
+				_exit(7);
+		if (cl_closed_now(lib))
+			_exit(8);
+		_exit(0);
+	}
+	close(go[0]);
+	o.socket_mode = 0666;
+	o.max_clients_per_uid = PER_UID;
+	uplink_result = 1;
+	CHECK_EQ_I(h_start(&h, &o), 0);
+	c = 'g';
+	CHECK_EQ_I(write(go[1], &c, 1), 1);
+	waitpid(pid, &status, 0);
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		fprintf(stderr, "the user's connections: exit status %d\n",
+			WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK_EQ_I(uplink_result, 0);
+	close(go[1]);
+	h_stop(&h);
+	chmod(tmpdir, 0700);
+}
+
+/*
+ * Probation full for everyone (root's idle connections here): a new connection is refused while
+ * those had less than the grace to attach, and takes the longest waiting one's place after.
+ */
+static void test_probation_full(void)
+{
+	enum { NPROB = 32 /* MAX_PROBATION */ };
+	struct server_opts o = base_opts();
+	struct harness h;
+	int a, fd[NPROB], lib;
+
+	o.max_clients = 1;
+	CHECK_EQ_I(h_start(&h, &o), 0);
+	a = cl_connect();
+	CHECK(cl_hello(a));
+	for (int i = 0; i < NPROB; i++) {
+		fd[i] = cl_connect();
+		CHECK(cl_hello(fd[i]));
+	}
+	lib = cl_connect();
+	CHECK(!cl_hello(lib));
+	close(lib);
+	sleep_ms(1100);
+	lib = cl_connect();
+	CHECK(cl_hello(lib));
+	uplink_result = 1;
+	CHECK(cl_gpu_attach(lib) >= 0);
+	CHECK_EQ_I(uplink_result, 0);
+	check_error(cl_recv(fd[0]), PROFD__ERROR_CODE__ERROR_BUSY, "too many connections");
+	CHECK(cl_closed(fd[0]));
+	for (int i = 1; i < NPROB; i++)
+		CHECK(!cl_closed_now(fd[i]));
+	CHECK(!cl_closed_now(a));
+	close(lib);
+	for (int i = 0; i < NPROB; i++)
+		close(fd[i]);
+	close(a);
+	h_stop(&h);
+}
+
+/*
  * Another user pipelines many slow requests in one write: they are answered one per loop turn
  * within a time budget, and root's status is answered promptly all along.
  */
@@ -1572,6 +1685,8 @@ int main(void)
 	test_uplinks();
 	test_uplink_rules();
 	test_probation_uplink();
+	test_probation_own_user();
+	test_probation_full();
 	test_pipelined_flood();
 	test_socket_file();
 
