@@ -246,6 +246,11 @@ static void print_gpu(FILE *out, const Profd__StatusReply *st)
 			"%-14s%" PRIu64
 			" flushes forced by the delay bound (records in flight lost)\n",
 			"", st->gpu_forced_flushes);
+	if (st->gpu_bad_records)
+		fprintf(out,
+			"%-14s%" PRIu64
+			" records refused as malformed (bad times, strings or sizes)\n",
+			"", st->gpu_bad_records);
 	for (size_t i = 0; i < st->n_gpu; i++) {
 		const Profd__GpuProcessStatus *g = st->gpu[i];
 		char pid[32];

@@ -192,6 +192,7 @@ static int status_for_user(struct daemon *d, uint32_t uid, Profd__StatusReply *s
 	st->has_gpu_uprobe_launches = st->has_gpu_launches_limited = false;
 	st->has_gpu_memory_records = st->has_gpu_memory_unmatched_frees = false;
 	st->has_gpu_zero_time_records = st->has_gpu_forced_flushes = false;
+	st->has_gpu_bad_records = false;
 	st->has_perf_map_bytes = st->has_perf_map_entries_dropped = false;
 	st->has_perf_maps_sparse = st->has_perf_map_reads = st->has_perf_map_read_ns = false;
 	st->has_symbol_bytes = st->has_symbol_files = st->has_symbol_budget_bytes = false;
@@ -405,6 +406,8 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 		st.gpu_zero_time_records = gs.zero_time_records;
 		st.has_gpu_forced_flushes = true;
 		st.gpu_forced_flushes = gs.forced_flushes;
+		st.has_gpu_bad_records = true;
+		st.gpu_bad_records = gs.bad_records;
 		err = gpu_status_list(d, peer, &st);
 		if (err)
 			return err;

@@ -193,6 +193,23 @@ static Profd__Response *batch(struct daemon *d, const struct server_peer *peer, 
 	return call(d, peer, &req, ret);
 }
 
+/* One kernel that ends before it starts: refused as malformed, and counted. */
+static Profd__Response *bad_batch(struct daemon *d, const struct server_peer *peer, int *ret)
+{
+	Profd__Request req = PROFD__REQUEST__INIT;
+	Profd__GpuBatch b = PROFD__GPU_BATCH__INIT;
+	Profd__GpuKernel k = PROFD__GPU_KERNEL__INIT, *kp = &k;
+
+	k.start_ns = t0 + 5000;
+	k.end_ns = t0 + 4000;
+	k.correlation_id = 99;
+	b.n_kernels = 1;
+	b.kernels = &kp;
+	req.msg_case = PROFD__REQUEST__MSG_GPU_BATCH;
+	req.gpu_batch = &b;
+	return call(d, peer, &req, ret);
+}
+
 static Profd__Response *status(struct daemon *d, const struct server_peer *peer)
 {
 	Profd__Request req = PROFD__REQUEST__INIT;
@@ -464,6 +481,22 @@ int main(void)
 		CHECK_EQ_I(ret, -EINVAL);
 		CHECK(r == NULL);
 	}
+
+	/* A malformed record is refused without failing the batch, and counted. */
+	r = status(&d, &root);
+	CHECK(r && r->status->has_gpu_bad_records && r->status->gpu_bad_records == 0);
+	profd__response__free_unpacked(r, NULL);
+	r = bad_batch(&d, &lib_a, &ret);
+	CHECK_EQ_I(ret, 0);
+	profd__response__free_unpacked(r, NULL);
+	r = status(&d, &root);
+	CHECK(r && r->status->has_gpu_bad_records);
+	if (r)
+		CHECK_EQ_U(r->status->gpu_bad_records, 1);
+	profd__response__free_unpacked(r, NULL);
+	r = status(&d, &user);
+	CHECK(r && !r->status->has_gpu_bad_records); /* the machine's count: root's */
+	profd__response__free_unpacked(r, NULL);
 
 	/* Status: root sees both libraries, a user their own, another user none. */
 	r = status(&d, &root);
