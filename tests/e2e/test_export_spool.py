@@ -133,7 +133,9 @@ try:
               "a reload to alice's folder keeps the running configuration")
         check("belongs to uid" in d.log_text(), "and the log says why")
         check(not os.path.exists(theirs + "/spool"), "nothing is made in alice's folder")
-        write(conf, good_conf)
+        # A changed [export] (an unchanged one keeps its exporter): the exporter restarts
+        # on the spool it had.
+        write(conf, good_conf.replace(b"interval = 1s", b"interval = 2s"))
         d.proc.send_signal(signal.SIGHUP)
         check(wait_for(lambda: "configuration applied" in d.log_text(), 10),
               "a good reload applies")
