@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static int check_failures;
 static int check_count;
@@ -94,5 +96,36 @@ static int check_count;
 		}                                                                                  \
 		rc_;                                                                               \
 	})
+
+/*
+ * Runs fn in a child process of its own, for tests of code that keeps global state (the CUPTI
+ * library's), after setup (when not NULL) in that child. Returns 0 when the child made checks
+ * and all passed, else 1, having said which test failed.
+ */
+static inline int check_run_forked(const char *name, void (*setup)(void), void (*fn)(void))
+{
+	int status = 0;
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		return 1;
+	if (pid == 0) {
+		check_count = check_failures = 0;
+		if (setup)
+			setup();
+		fn();
+		fprintf(stderr, "%s: %d checks, %d failed\n", name, check_count, check_failures);
+		fflush(NULL);
+		_exit(check_failures || !check_count ? 1 : 0);
+	}
+	waitpid(pid, &status, 0);
+	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+		fprintf(stderr, "%s: FAILED (status 0x%x)\n", name, status);
+		return 1;
+	}
+	return 0;
+}
 
 #endif

@@ -491,32 +491,13 @@ static void case_knobs_bad(void)
 
 /* -------------------------------------------------------------------------------------------- */
 
-static int run(const char *name, void (*fn)(void))
+/* Each case in a child: the library keeps its state in globals. */
+static void child_setup(void)
 {
-	int status = 0;
-	pid_t pid;
-
-	fflush(NULL);
-	pid = fork();
-	if (pid < 0)
-		return 1;
-	if (pid == 0) {
-		check_count = check_failures = 0;
-		setenv("PROFD_CUPTI_PATH", FAKE_CUPTI_PATH, 1);
-		fn();
-		fprintf(stderr, "%s: %d checks, %d failed\n", name, check_count, check_failures);
-		fflush(NULL);
-		_exit(check_failures || !check_count ? 1 : 0);
-	}
-	waitpid(pid, &status, 0);
-	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-		fprintf(stderr, "%s: FAILED (status 0x%x)\n", name, status);
-		return 1;
-	}
-	return 0;
+	setenv("PROFD_CUPTI_PATH", FAKE_CUPTI_PATH, 1);
 }
 
-#define RUN(fn) CHECK_EQ_I(run(#fn, fn), 0)
+#define RUN(fn) CHECK_EQ_I(check_run_forked(#fn, child_setup, fn), 0)
 
 int main(void)
 {
