@@ -26,4 +26,10 @@ int fd_send_all(int fd, const uint8_t *buf, size_t len, uint64_t deadline_ns);
  */
 int fd_open_regular(const char *path, int flags);
 
+/*
+ * Read len bytes at off, through short reads and EINTR. Returns the bytes read, fewer than len
+ * only at the end of the file (a file that shrank), or -errno.
+ */
+long fd_pread_full(int fd, void *buf, size_t len, uint64_t off);
+
 #endif

@@ -3,6 +3,7 @@
 #include "sym_index.h"
 
 #include "demangle.h"
+#include "fdio.h"
 #include "grow.h"
 #include "hash.h"
 
@@ -65,9 +66,6 @@ static atomic_uint_fast64_t index_serial;
 /* Read up to len bytes at off. Returns the bytes read (short at the end) or a negative errno. */
 static ssize_t src_read(int fd, const char *mem, uint64_t size, void *buf, size_t len, uint64_t off)
 {
-	size_t got = 0;
-	ssize_t r;
-
 	if (off >= size)
 		return 0;
 	if (len > size - off)
@@ -76,17 +74,8 @@ static ssize_t src_read(int fd, const char *mem, uint64_t size, void *buf, size_
 		memcpy(buf, mem + off, len);
 		return (ssize_t)len;
 	}
-	while (got < len) {
-		r = pread(fd, (char *)buf + got, len - got, (off_t)(off + got));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			break; /* the file shrank since it was opened */
-		got += (size_t)r;
-	}
-	return (ssize_t)got;
+	/* Short when the file shrank since it was opened. */
+	return fd_pread_full(fd, buf, len, off);
 }
 
 static int build_cmp(const void *pa, const void *pb)

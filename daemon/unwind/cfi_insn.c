@@ -23,13 +23,13 @@
  */
 #include "cfi_priv.h"
 
+#include "fdio.h"
 #include "grow.h"
 
 #include <capstone/capstone.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* Bytes of one function at most (MKL's sgemm kernels have 7 KiB). */
 #define FUNC_MAX (256u << 10)
@@ -460,14 +460,12 @@ static int uncovered_syms_fd(int fd, const GElf_Shdr *sh, const struct cfi_fde *
 
 	for (uint64_t i = 0; i < n;) {
 		size_t want = n - i < 1024 ? (size_t)(n - i) : 1024;
-		ssize_t r = pread(fd, block, want * sizeof(*block),
-				  (off_t)(sh->sh_offset + i * sizeof(*block)));
+		long r = fd_pread_full(fd, block, want * sizeof(*block),
+				       sh->sh_offset + i * sizeof(*block));
 
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0 || (size_t)r % sizeof(*block))
+		if (r != (long)(want * sizeof(*block)))
 			return -EIO;
-		for (size_t k = 0; k < (size_t)r / sizeof(*block); k++) {
+		for (size_t k = 0; k < want; k++) {
 			GElf_Sym sym = block[k];
 			int err;
 
@@ -477,7 +475,7 @@ static int uncovered_syms_fd(int fd, const GElf_Shdr *sh, const struct cfi_fde *
 			if (err)
 				return err;
 		}
-		i += (size_t)r / sizeof(*block);
+		i += want;
 	}
 	return 0;
 }
@@ -631,8 +629,6 @@ int cfi_insn_merge(const struct profd_unwind_row *t, size_t tn, const struct row
  */
 static const uint8_t *read_code(int fd, uint64_t off, size_t n, uint8_t **buf, size_t *cap)
 {
-	size_t got = 0;
-
 	if (n > *cap) {
 		uint8_t *b = realloc(*buf, n);
 
@@ -641,16 +637,7 @@ static const uint8_t *read_code(int fd, uint64_t off, size_t n, uint8_t **buf, s
 		*buf = b;
 		*cap = n;
 	}
-	while (got < n) {
-		ssize_t r = pread(fd, *buf + got, n - got, (off_t)(off + got));
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return NULL;
-		got += (size_t)r;
-	}
-	return *buf;
+	return fd_pread_full(fd, *buf, n, off) == (long)n ? *buf : NULL;
 }
 
 int cfi_insn_add(Elf *elf, int fd, Elf *debug, const struct cfi_fde *fdes, size_t nfdes,
