@@ -354,11 +354,12 @@ static void print_unwind(FILE *out, const Profd__StatusReply *st)
 		"%-14stables: %" PRIu64 " files, %s of %s, %" PRIu64 " built in %s (%" PRIu64
 		" failed, %" PRIu64 " without CFI, %" PRIu64 " too big), %" PRIu64
 		" evicted, %" PRIu64 " reused; %" PRIu64 " processes described (%" PRIu64
-		" descriptions), %" PRIu64 " waiting",
+		" descriptions, %" PRIu64 " mapping changes seen), %" PRIu64 " waiting",
 		"", u->tables, fmt_bytes(u->table_bytes, a, sizeof(a)),
 		fmt_bytes(u->memory, b, sizeof(b)), u->builds,
 		fmt_duration(u->build_ns, c, sizeof(c)), u->build_failed, u->no_cfi, u->too_big,
-		u->evictions, u->cache_hits, u->processes, u->described, u->queued);
+		u->evictions, u->cache_hits, u->processes, u->described, st->maps_changes,
+		u->queued);
 	if (u->busy_pid)
 		fprintf(out, "; describing pid %" PRIu32 ": %" PRIu32 " of %" PRIu32 " mappings",
 			u->busy_pid, u->busy_done, u->busy_mappings);
