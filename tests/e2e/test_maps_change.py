@@ -110,7 +110,7 @@ def group_bound():
         with Daemon("--pid", str(p.pid), "--frequency", "99",
                     "--unwind-max-mappings", "1024") as d:
             a = settled(d)
-            time.sleep(WINDOW / 2)
+            time.sleep(WINDOW)
             b = unwind(d)
             check(b.get("max_mappings") == 1024 and b.get("over_bound") == 0 and
                   b.get("mappings_dropped") == 0,
