@@ -76,9 +76,11 @@ def main():
         fx.kill()
         fx.wait()
     mb, mn = statistics.median(res["base"]), statistics.median(res["new"])
-    print(f"median daemon CPU over {a.seconds:.0f} s: base {mb:.2f} s ({100 * mb / a.seconds:.1f}% "
-          f"of a core), new {mn:.2f} s ({100 * mn / a.seconds:.1f}%); base/new "
-          f"{mb / mn if mn else float('inf'):.0f}x; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"median daemon CPU over {a.seconds:.0f} s: base {mb:.2f} s "
+          f"({100 * mb / a.seconds:.1f}% of a core), new {mn:.2f} s "
+          f"({100 * mn / a.seconds:.1f}%); base/new {mb / mn if mn else float('inf'):.0f}x; "
+          f"load average {load}")
 
 
 if __name__ == "__main__":

@@ -87,9 +87,12 @@ def group_bound():
             time.sleep(WINDOW)
             b = unwind(d)
             c1 = cpu_s(d.proc.pid)
-            log(f"  default bound: {json.dumps({k: b.get(k) for k in ('described', 'over_bound', 'backoffs', 'mappings_dropped', 'max_mappings', 'no_mapping', 'bottom')})}, "
+            keys = ("described", "over_bound", "backoffs", "mappings_dropped", "max_mappings",
+                    "no_mapping", "bottom")
+            log(f"  default bound: {json.dumps({k: b.get(k) for k in keys})}, "
                 f"daemon CPU {c1 - c0:.2f} s in {WINDOW:.0f} s")
-            check(b.get("max_mappings") == 512, f"status shows the bound 512 ({b.get('max_mappings')})")
+            check(b.get("max_mappings") == 512,
+                  f"status shows the bound 512 ({b.get('max_mappings')})")
             check(b.get("over_bound") == 1 and b.get("mappings_dropped", 0) >= nx - 512,
                   f"the process is over the bound: over_bound {b.get('over_bound')}, "
                   f"{b.get('mappings_dropped')} mappings left out of {nx}")
