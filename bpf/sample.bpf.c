@@ -305,12 +305,9 @@ int BPF_PROG(profd_maps, struct mm_struct *mm, bool write)
 	seen = bpf_map_lookup_elem(&maps_exec_vm, &tgid);
 	if (seen && *seen == exec_vm)
 		return 0;
-	if (seen)
-		*seen = exec_vm;
-	else
-		bpf_map_update_elem(&maps_exec_vm, &tgid, &exec_vm, BPF_ANY);
+	/* Dirty already: the daemon reads the mappings after it marks the process clean. */
 	if (bpf_map_lookup_elem(&maps_dirty, &tgid))
-		return 0;
+		goto remember;
 	err = bpf_map_update_elem(&maps_dirty, &tgid, &one, BPF_NOEXIST);
 	if (err) {
 		/* -EEXIST: another thread of the process marked it just now */
@@ -320,7 +317,7 @@ int BPF_PROG(profd_maps, struct mm_struct *mm, bool write)
 	}
 	rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
 	if (!rec) {
-		/* Clean again: the next change tries again. */
+		/* Clean again, the count not taken: the process's next unlock tries again. */
 		bpf_map_delete_elem(&maps_dirty, &tgid);
 		count(PROFD_CNT_TASK_DROPPED);
 		return 0;
@@ -334,6 +331,11 @@ int BPF_PROG(profd_maps, struct mm_struct *mm, bool write)
 	rec->__pad = 0;
 	bpf_get_current_comm(rec->comm, sizeof(rec->comm));
 	bpf_ringbuf_submit(rec, rb_flags(&events));
+remember:
+	if (seen)
+		*seen = exec_vm;
+	else
+		bpf_map_update_elem(&maps_exec_vm, &tgid, &exec_vm, BPF_ANY);
 	return 0;
 }
 

@@ -34,6 +34,12 @@
 
 /* A process is described again at most this often (a dlopen, an evicted table). */
 #define REFRESH_NS (1000ull * 1000 * 1000)
+/*
+ * A described process whose mappings did not change is described again for its walks' misses
+ * only this long after the last time: it heals what the kernel side does not see (code replaced
+ * by as much code in one call, a record lost to a full ring buffer) at a sixtieth of the cost.
+ */
+#define BACKOFF_NS (60ull * 1000 * 1000 * 1000)
 /* After the kernel's map of processes refused one, it is not tried again for this long. */
 #define RETRY_FULL_NS (30ull * 1000 * 1000 * 1000)
 /* How often described processes are checked for being alive (lost exit records). */
@@ -204,7 +210,8 @@ void unwinder__want(struct unwinder *u, uint32_t pid, uint32_t why)
 	 * out for the bound, or not code at all (a walk gone astray). Describing it again would
 	 * find the same; a change of its mappings comes as unwinder__maps_changed.
 	 */
-	if (p && u->o.sees_maps && why == PROFD_UNWIND_NO_MAPPING && p->described && !p->stale) {
+	if (p && u->o.sees_maps && why == PROFD_UNWIND_NO_MAPPING && p->described && !p->stale &&
+	    now - p->done_ns < BACKOFF_NS) {
 		u->st.backoffs++;
 		goto out;
 	}
