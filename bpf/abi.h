@@ -46,6 +46,13 @@ enum profd_record_type {
 	PROFD_REC_OFFCPU = 7,
 	/* struct profd_offcpu_agg_rec: the shorter waits of one thread, summed in the kernel. */
 	PROFD_REC_OFFCPU_AGG = 8,
+	/*
+	 * struct profd_task_rec: the process's executable mappings changed (code mapped, unmapped
+	 * or made executable), so what the daemon knows of its mappings may be stale. One record
+	 * per change from clean to dirty (the map maps_dirty), the next only after the daemon
+	 * marked it clean again: a process that maps in a loop costs one record per drain.
+	 */
+	PROFD_REC_MAPS = 9,
 };
 
 /*
@@ -295,8 +302,13 @@ struct profd_unwind_row {
 };
 _Static_assert(sizeof(struct profd_unwind_row) == 8, "profd_unwind_row layout");
 
-/* Executable mappings of one process that the walk knows; more are left to frame pointers. */
+/*
+ * Executable mappings of one process that the walk knows, by default (--unwind-max-mappings);
+ * more are left out. The daemon sizes unwind_procs' values for the bound before load, up to
+ * PROFD_UNWIND_MAPS_LIMIT.
+ */
 #define PROFD_UNWIND_MAX_MAPS 512
+#define PROFD_UNWIND_MAPS_LIMIT 8192
 /* Files whose tables the map unwind_tables holds at most. */
 #define PROFD_UNWIND_MAX_TABLES 4096
 
@@ -312,13 +324,17 @@ struct profd_unwind_map {
 };
 _Static_assert(sizeof(struct profd_unwind_map) == 32, "profd_unwind_map layout");
 
-/* Value of unwind_procs (key: tgid): maps[0 .. nr_maps) sorted by start, not overlapping. */
+/*
+ * Value of unwind_procs (key: tgid): maps[0 .. nr_maps) sorted by start, not overlapping. The
+ * array holds a power of two of mappings, at least the bound: PROFD_UNWIND_PROC_SIZE(that).
+ */
 struct profd_unwind_proc {
 	__u32 nr_maps;
 	__u32 __pad;
-	struct profd_unwind_map maps[PROFD_UNWIND_MAX_MAPS];
+	struct profd_unwind_map maps[];
 };
-_Static_assert(sizeof(struct profd_unwind_proc) == 8 + 32 * PROFD_UNWIND_MAX_MAPS,
+#define PROFD_UNWIND_PROC_SIZE(nmaps) (8 + 32 * (nmaps))
+_Static_assert(sizeof(struct profd_unwind_proc) == PROFD_UNWIND_PROC_SIZE(0),
 	       "profd_unwind_proc layout");
 
 /*

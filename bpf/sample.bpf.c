@@ -255,6 +255,90 @@ int BPF_PROG(profd_exec, struct task_struct *p, pid_t old_pid, struct linux_binp
 	return 0;
 }
 
+/*
+ * Processes whose code mappings changed since the daemon last looked (value: unused). Only the
+ * change from clean to dirty sends a record; the daemon deletes the entry when it acts on it.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PROFD_MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, __u8);
+} maps_dirty SEC(".maps");
+
+/*
+ * The pages of executable mappings (mm->exec_vm) each process had when last seen. LRU: a process
+ * pushed out counts as changed when next seen, which costs a record, never a missed change.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PROFD_MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, __u64);
+} maps_exec_vm SEC(".maps");
+
+/*
+ * Code mapped or unmapped: every mmap, munmap, mprotect or mremap changes a process's mappings
+ * under its mmap lock, and the kernel counts the pages of its executable mappings in
+ * mm->exec_vm (vm_stat_account). When the lock is let go the change is complete: a different
+ * count then marks the process dirty, and a record goes out if it was clean. A read of
+ * /proc/PID/maps after the record sees the change. Not seen: code replaced by as many pages of
+ * code in one call (mmap MAP_FIXED over a mapping, mremap moving one), which dlopen and JIT
+ * compilers do not do. The cheaper hooks are not there on every kernel: fentry on the mmap and
+ * mprotect paths needs ftrace's direct calls (refused on some), perf_event_mmap() is in
+ * kernel/events/, built without ftrace's hooks, and kprobes may be configured out.
+ */
+SEC("tp_btf/mmap_lock_released")
+int BPF_PROG(profd_maps, struct mm_struct *mm, bool write)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct profd_task_rec *rec;
+	__u64 exec_vm, *seen;
+	__u8 one = 1;
+	long err;
+
+	/* Another process's memory (/proc/PID/mem, an exiting or exec'ing image): not ours. */
+	if (task->mm != mm || !wanted(tgid))
+		return 0;
+	exec_vm = BPF_CORE_READ(mm, exec_vm);
+	seen = bpf_map_lookup_elem(&maps_exec_vm, &tgid);
+	if (seen && *seen == exec_vm)
+		return 0;
+	/* Dirty already: the daemon reads the mappings after it marks the process clean. */
+	if (bpf_map_lookup_elem(&maps_dirty, &tgid))
+		goto remember;
+	err = bpf_map_update_elem(&maps_dirty, &tgid, &one, BPF_NOEXIST);
+	if (err) {
+		/* -EEXIST: another thread of the process marked it just now */
+		if (err != -17)
+			count(PROFD_CNT_TASK_DROPPED);
+		return 0;
+	}
+	rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
+	if (!rec) {
+		/* Clean again, the count not taken: the process's next unlock tries again. */
+		bpf_map_delete_elem(&maps_dirty, &tgid);
+		count(PROFD_CNT_TASK_DROPPED);
+		return 0;
+	}
+	rec->hdr.type = PROFD_REC_MAPS;
+	rec->hdr.size = sizeof(*rec);
+	rec->ts_ns = bpf_ktime_get_ns();
+	rec->pid = tgid;
+	rec->uid = current_euid();
+	rec->ppid = 0;
+	rec->__pad = 0;
+	bpf_get_current_comm(rec->comm, sizeof(rec->comm));
+	bpf_ringbuf_submit(rec, rb_flags(&events));
+remember:
+	if (seen)
+		*seen = exec_vm;
+	else
+		bpf_map_update_elem(&maps_exec_vm, &tgid, &exec_vm, BPF_ANY);
+	return 0;
+}
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(profd_exit, struct task_struct *p)
 {
@@ -267,6 +351,8 @@ int BPF_PROG(profd_exit, struct task_struct *p)
 	/* Asked first: a followed process's exit is still reported as it leaves the filter. */
 	if (wanted(tgid))
 		task_record(PROFD_REC_EXIT, bpf_get_current_task_btf(), tgid, 0);
+	bpf_map_delete_elem(&maps_dirty, &tgid);
+	bpf_map_delete_elem(&maps_exec_vm, &tgid);
 	/* Followed processes leave the map, also where it filters nothing (system-wide). */
 	target = bpf_map_lookup_elem(&target_pids, &tgid);
 	if (target && (*target & PROFD_TARGET_TRANSIENT))

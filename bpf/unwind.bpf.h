@@ -16,6 +16,12 @@
 
 /* Set before load: false keeps the frame-pointer walk for every process. */
 const volatile bool unwind_cfi = true;
+/*
+ * Set before load with unwind_procs' value size: the slots of a description's maps[] less one,
+ * a power of two less one (PROFD_UNWIND_PROC_SIZE(unwind_maps_mask + 1) bytes). A read-only
+ * global is a known number to the verifier: an index masked with it stays within the value.
+ */
+const volatile __u32 unwind_maps_mask = PROFD_UNWIND_MAX_MAPS - 1;
 
 struct unwind_rows {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -37,8 +43,9 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 4096); /* resized by the daemon before load */
-	__type(key, __u32);
-	__type(value, struct profd_unwind_proc);
+	/* sizes, not types: the daemon sets the value's for --unwind-max-mappings before load */
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, PROFD_UNWIND_PROC_SIZE(PROFD_UNWIND_MAX_MAPS));
 } unwind_procs SEC(".maps");
 
 /* DWARF register numbers of x86-64 (System V psABI, figure 3.36). */
@@ -157,7 +164,7 @@ static long uw_map_half(__u64 i, void *data)
 
 	if (st->lo >= st->hi)
 		return 1;
-	mid = ((st->lo + st->hi) / 2) & (PROFD_UNWIND_MAX_MAPS - 1);
+	mid = ((st->lo + st->hi) / 2) & unwind_maps_mask;
 	if (c->proc->maps[mid].start <= c->key)
 		st->lo = mid + 1;
 	else
@@ -192,19 +199,19 @@ static __always_inline const struct profd_unwind_map *
 uw_find_map(struct uw_state *st, const struct profd_unwind_proc *proc, __u64 pc)
 {
 	struct uw_search c = {.st = st, .proc = proc, .key = pc};
-	__u32 n = proc->nr_maps, i = st->last_map & (PROFD_UNWIND_MAX_MAPS - 1);
+	__u32 n = proc->nr_maps, i = st->last_map & unwind_maps_mask;
 
-	if (n > PROFD_UNWIND_MAX_MAPS)
-		n = PROFD_UNWIND_MAX_MAPS;
+	if (n > unwind_maps_mask + 1)
+		n = unwind_maps_mask + 1;
 	if (i < n && proc->maps[i].start <= pc && pc < proc->maps[i].end)
 		return &proc->maps[i];
-	/* The first mapping that starts above pc; 10 halvings cover 512. */
+	/* The first mapping that starts above pc; 14 halvings cover PROFD_UNWIND_MAPS_LIMIT. */
 	st->lo = 0;
 	st->hi = n;
-	bpf_loop(10, uw_map_half, &c, 0);
+	bpf_loop(14, uw_map_half, &c, 0);
 	if (st->lo == 0 || st->lo > n)
 		return NULL;
-	i = (st->lo - 1) & (PROFD_UNWIND_MAX_MAPS - 1);
+	i = (st->lo - 1) & unwind_maps_mask;
 	if (pc >= proc->maps[i].end)
 		return NULL;
 	st->last_map = i;
@@ -433,7 +440,7 @@ __noinline int unwind_cfi_run(struct uw_state *st, __u32 tgid)
 	st->n = 0;
 	st->end = 0;
 	st->exact = 1;
-	if (st->last_map >= PROFD_UNWIND_MAX_MAPS)
+	if (st->last_map > unwind_maps_mask)
 		st->last_map = 0;
 	/* A fault's error code looks like a system call number: only a syscall insn says so. */
 	if (st->in_syscall) {

@@ -353,12 +353,13 @@ static void print_unwind(FILE *out, const Profd__StatusReply *st)
 	fprintf(out,
 		"%-14stables: %" PRIu64 " files, %s of %s, %" PRIu64 " built in %s (%" PRIu64
 		" failed, %" PRIu64 " without CFI, %" PRIu64 " too big), %" PRIu64
-		" evicted, %" PRIu64 " reused; %" PRIu64 " processes described, %" PRIu64
-		" waiting",
+		" evicted, %" PRIu64 " reused; %" PRIu64 " processes described (%" PRIu64
+		" descriptions, %" PRIu64 " mapping changes seen), %" PRIu64 " waiting",
 		"", u->tables, fmt_bytes(u->table_bytes, a, sizeof(a)),
 		fmt_bytes(u->memory, b, sizeof(b)), u->builds,
 		fmt_duration(u->build_ns, c, sizeof(c)), u->build_failed, u->no_cfi, u->too_big,
-		u->evictions, u->cache_hits, u->processes, u->queued);
+		u->evictions, u->cache_hits, u->processes, u->described, st->maps_changes,
+		u->queued);
 	if (u->busy_pid)
 		fprintf(out, "; describing pid %" PRIu32 ": %" PRIu32 " of %" PRIu32 " mappings",
 			u->busy_pid, u->busy_done, u->busy_mappings);
@@ -366,8 +367,10 @@ static void print_unwind(FILE *out, const Profd__StatusReply *st)
 		fprintf(out, "; %" PRIu64 " left out for the bound (walks stop there: no-table)",
 			u->over_budget);
 	if (u->mappings_dropped)
-		fprintf(out, "; %" PRIu64 " mappings over the 512 a process may have",
-			u->mappings_dropped);
+		fprintf(out,
+			"; %" PRIu64 " mappings over the %" PRIu64 " a process may have (%" PRIu64
+			" processes over now, %" PRIu64 " misses left alone)",
+			u->mappings_dropped, u->max_mappings, u->over_bound, u->backoffs);
 	fputc('\n', out);
 	/* Apart from the CFI's: rows of functions without CFI, analysed from their code. */
 	if (u->has_insn_functions)

@@ -13,6 +13,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "config_file.h"
 #include "dirsafe.h"
 #include "fdio.h"
@@ -53,6 +54,10 @@ static void usage(FILE *f)
 	    "      --unwind-memory SIZE  kernel memory for the unwind tables of mapped files\n"
 	    "                          (native stacks without frame pointers), least recently\n"
 	    "                          used evicted first (default 256M, from 1M to 64G)\n"
+	    "      --unwind-max-mappings N  executable mappings of a process the unwinder\n"
+	    "                          describes; walks into the others stop (default 512,\n"
+	    "                          from 16 to 8192; kernel memory: 32 bytes per mapping\n"
+	    "                          per described process)\n"
 	    "      --ringbuf-size SIZE kernel-to-daemon ring buffer, a power of two (default:\n"
 	    "                          512K per CPU, from 4M to 32M)\n"
 	    "      --bucket DURATION   time resolution of stored data (default 1s)\n"
@@ -155,6 +160,7 @@ enum {
 	OPT_EX_HEADER,
 	OPT_EX_SERVICE,
 	OPT_UNWIND_MEMORY,
+	OPT_UNWIND_MAX_MAPPINGS,
 	OPT_VERBOSE = 'v',
 	OPT_QUIET = 'q',
 };
@@ -166,6 +172,7 @@ static const struct option longopts[] = {
     {"memory-cap", required_argument, NULL, OPT_MEMCAP},
     {"ringbuf-size", required_argument, NULL, OPT_RINGBUF},
     {"unwind-memory", required_argument, NULL, OPT_UNWIND_MEMORY},
+    {"unwind-max-mappings", required_argument, NULL, OPT_UNWIND_MAX_MAPPINGS},
     {"bucket", required_argument, NULL, OPT_BUCKET},
     {"log", required_argument, NULL, OPT_LOG},
     {"socket-group", required_argument, NULL, OPT_GROUP},
@@ -514,6 +521,11 @@ static int apply(struct parse_state *st, int c, const char *optarg, const struct
 			return bad_at(o, "--unwind-memory", optarg,
 				      "expected a size from 1M to 64G");
 		break;
+	case OPT_UNWIND_MAX_MAPPINGS:
+		if (parse_u32(optarg, 16, PROFD_UNWIND_MAPS_LIMIT, &cfg->unwind_max_maps))
+			return bad_at(o, "--unwind-max-mappings", optarg,
+				      "expected a whole number from 16 to 8192");
+		break;
 	case OPT_RINGBUF:
 		if (parse_size(optarg, 64ull << 10, 1ull << 30, &v) || (v & (v - 1)))
 			return bad_at(o, "--ringbuf-size", optarg,
@@ -787,6 +799,7 @@ int config_parse(int argc, char **argv, struct config *cfg)
 	cfg->bucket_ns = NSEC_PER_SEC;
 	cfg->gpu_ring_size = 8ull << 20;
 	cfg->unwind_memory = 256ull << 20;
+	cfg->unwind_max_maps = PROFD_UNWIND_MAX_MAPS;
 	cfg->off_cpu_min_ns = 10 * NSEC_PER_USEC;
 	cfg->socket_path = wire_socket_path(NULL);
 	cfg->export.interval_ns = 15 * NSEC_PER_SEC;

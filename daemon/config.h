@@ -65,6 +65,8 @@ struct config {
 	uint64_t mem_cap;
 	uint64_t ringbuf_size;	/* a power of two; by the CPU count unless given */
 	uint64_t unwind_memory; /* --unwind-memory: kernel bytes of unwind tables */
+	/* --unwind-max-mappings: the executable mappings of a process described to the walk */
+	uint32_t unwind_max_maps;
 	uint64_t bucket_ns;
 	enum log_level log_level;
 	bool log_journal;

@@ -242,6 +242,10 @@ static void status_unwind(struct daemon *d, const uint64_t *cnt, Profd__UnwindSt
 	SET(busy_done, us.busy_done);
 	SET(busy_mappings, us.busy_files);
 	SET(mappings_dropped, us.maps_dropped);
+	SET(described, us.described);
+	SET(over_bound, us.over_bound);
+	SET(backoffs, us.backoffs);
+	SET(max_mappings, us.max_maps);
 #undef SET
 }
 
@@ -279,6 +283,8 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 	st.follows_children = d->sampler && sampler__follows_children(d->sampler);
 	st.has_children_followed = true;
 	st.children_followed = is.forks;
+	st.has_maps_changes = true;
+	st.maps_changes = is.maps_changes;
 	st.has_children_not_followed = true;
 	st.children_not_followed = cnt[PROFD_CNT_FOLLOW_FULL];
 	st.n_target_pids = d->cfg->npids;

@@ -22,8 +22,9 @@
 
 /*
  * Address cache: (pid, exec epoch, address) -> frame id, so the hot path of a repeated address is
- * one probe. Open addressing, wiped whole when full or when the store renumbers frames; an exec
- * bumps the pid's epoch so stale entries of the old image are never hit.
+ * one probe. Open addressing, wiped whole when full or when the store renumbers frames; an exec,
+ * or code mapped into the process (another file may now lie where one was named), bumps the
+ * pid's epoch so stale entries of the old mappings are never hit.
  */
 #define ADDR_CACHE_BITS 16
 #define ADDR_CACHE_SIZE (1u << ADDR_CACHE_BITS)
@@ -78,6 +79,7 @@ struct ingest {
 	ingest_py_config_fn py_config;
 	void *py_ctx;
 	ingest_unwind_fn unwind_note;
+	ingest_maps_fn maps_changed;
 	void *unwind_ctx;
 	struct gpu *gpu;
 	struct route route; /* the store, the GPU module and the timeline */
@@ -127,6 +129,7 @@ struct ingest *ingest__new(const struct ingest_opts *opts)
 	in->py_config = opts->py_config;
 	in->py_ctx = opts->py_ctx;
 	in->unwind_note = opts->unwind_note;
+	in->maps_changed = opts->maps_changed;
 	in->unwind_ctx = opts->unwind_ctx;
 	in->gpu = opts->gpu;
 	in->thread_states = opts->thread_states;
@@ -1158,6 +1161,28 @@ static int handle_task(struct ingest *in, const struct profd_task_rec *rec, size
 	return 0;
 }
 
+/*
+ * The process's code mappings changed: the names of its addresses, its cached mappings and its
+ * unwind description may all be of what was there before. Its later samples are named afresh.
+ */
+static int handle_maps(struct ingest *in, const struct profd_task_rec *rec, size_t size)
+{
+	struct pid_entry *e;
+
+	if (size < sizeof(*rec) || rec->pid == 0) {
+		in->stats.malformed++;
+		return 0;
+	}
+	in->stats.maps_changes++;
+	e = pid_find(in, rec->pid);
+	if (e)
+		e->epoch = in->next_epoch++;
+	symbolizer__maps_changed(in->sym, rec->pid);
+	if (in->maps_changed)
+		in->maps_changed(in->unwind_ctx, rec->pid);
+	return 0;
+}
+
 int ingest__record(struct ingest *in, const void *data, size_t size)
 {
 	const struct profd_rec_hdr *hdr = data;
@@ -1177,6 +1202,9 @@ int ingest__record(struct ingest *in, const void *data, size_t size)
 	case PROFD_REC_EXIT:
 	case PROFD_REC_FORK:
 		err = handle_task(in, data, hdr->size);
+		break;
+	case PROFD_REC_MAPS:
+		err = handle_maps(in, data, hdr->size);
 		break;
 	case PROFD_REC_OFFCPU:
 		err = handle_offcpu(in, data, hdr->size, mono_ns());

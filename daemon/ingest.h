@@ -28,6 +28,11 @@ typedef int (*ingest_py_config_fn)(void *ctx, uint32_t pid, const struct profd_p
  * (why: PROFD_UNWIND_NONE): tell the unwinder.
  */
 typedef void (*ingest_unwind_fn)(void *ctx, uint32_t pid, uint32_t why);
+/*
+ * pid mapped code (PROFD_REC_MAPS): ingest has dropped what it knew of the process's mappings;
+ * the callee redoes what depends on them and lets the kernel side report the next change.
+ */
+typedef void (*ingest_maps_fn)(void *ctx, uint32_t pid);
 
 struct ingest_opts {
 	struct store *store;	/* borrowed */
@@ -44,7 +49,8 @@ struct ingest_opts {
 	struct gpu *gpu;
 	struct timeline *timeline;    /* borrowed; NULL: nothing kept for traces */
 	ingest_unwind_fn unwind_note; /* NULL: none */
-	void *unwind_ctx;
+	ingest_maps_fn maps_changed;  /* NULL: none */
+	void *unwind_ctx;	      /* of both */
 	/*
 	 * Put a thread state frame (FRAME_KIND_STATE) at the root of every CPU sample's stack:
 	 * "[running]", refined by the sample's GIL flags. Off-CPU records always get theirs.
@@ -59,6 +65,7 @@ struct ingest_stats {
 	uint64_t execs;
 	uint64_t forks; /* new processes of followed ones (PROFD_REC_FORK) */
 	uint64_t exits;
+	uint64_t maps_changes; /* PROFD_REC_MAPS: a process mapped code */
 	uint64_t store_errors; /* samples the store refused (allocation failure) */
 	uint64_t addr_cache_hits;
 	uint64_t addr_cache_misses;

@@ -163,6 +163,18 @@ static void on_unwind_note(void *ctx, uint32_t pid, uint32_t why)
 		unwinder__want(app->d.unwinder, pid, why);
 }
 
+/*
+ * pid mapped code (a PROFD_REC_MAPS record, which ingest has acted on): its unwind description
+ * is redone, and the kernel side may report its next change.
+ */
+static void on_maps_changed(void *ctx, uint32_t pid)
+{
+	struct app *app = ctx;
+
+	sampler__maps_seen(app->d.sampler, pid);
+	unwinder__maps_changed(app->d.unwinder, pid);
+}
+
 static int on_record(void *ctx, const void *data, size_t size)
 {
 	struct app *app = ctx;
@@ -642,6 +654,7 @@ int main(int argc, char **argv)
 	    .timeline = app.d.timeline,
 	    .thread_states = cfg.off_cpu,
 	    .unwind_note = on_unwind_note,
+	    .maps_changed = on_maps_changed,
 	    .unwind_ctx = &app,
 	});
 	if (!app.d.ingest) {
@@ -687,13 +700,19 @@ int main(int argc, char **argv)
 	    .ringbuf_size = cfg.ringbuf_size,
 	    .off_cpu = cfg.off_cpu,
 	    .off_cpu_min_ns = cfg.off_cpu_min_ns,
+	    .unwind_max_maps = cfg.unwind_max_maps,
 	    .on_record = on_record,
 	    .ctx = &app,
 	});
 	if (!app.d.sampler)
 		goto out;
 	{
-		struct unwinder_opts uo = {.memory = cfg.unwind_memory};
+		struct unwinder_opts uo = {
+		    .memory = cfg.unwind_memory,
+		    .max_maps = cfg.unwind_max_maps,
+		    .map_slots = sampler__unwind_slots(app.d.sampler),
+		    .sees_maps = sampler__sees_maps(app.d.sampler),
+		};
 
 		sampler__unwind_maps(app.d.sampler, &uo.tables_fd, &uo.procs_fd);
 		app.d.unwinder = unwinder__new(&uo);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -57,6 +58,7 @@ struct sampler {
 	struct bpf_link *fork_link;
 	struct bpf_link *switch_link;	/* --off-cpu: tp_btf/sched_switch; NULL: off */
 	struct bpf_link *sys_exit_link; /* --off-cpu: tp_btf/sys_exit */
+	struct bpf_link *maps_link;	/* tp_btf/mmap_lock_released; NULL: changes not seen */
 	bool filtered;
 	bool no_children;
 	/* A handful of processes run the CUPTI library at once: a plain array is enough. */
@@ -186,6 +188,67 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	return 0;
 }
 
+/*
+ * Size unwind_procs for descriptions of up to max_maps mappings (0: PROFD_UNWIND_MAX_MAPS): a
+ * power of two of slots, the BPF search's index mask to match. Its entries take their value's
+ * bytes each while in use (no preallocation); the number of processes it holds shrinks as the
+ * bound grows, so that the map never passes SAMPLER_UNWIND_PROCS_BYTES.
+ */
+static int size_unwind_procs(struct sample_bpf *skel, uint32_t max_maps)
+{
+	uint32_t cap = 1, size, entries;
+	int err;
+
+	if (!max_maps)
+		max_maps = PROFD_UNWIND_MAX_MAPS;
+	while (cap < max_maps)
+		cap <<= 1;
+	size = PROFD_UNWIND_PROC_SIZE(cap);
+	entries = SAMPLER_UNWIND_PROCS_BYTES / size;
+	if (entries > SAMPLER_UNWIND_PROCS_MAX)
+		entries = SAMPLER_UNWIND_PROCS_MAX;
+	skel->rodata->unwind_maps_mask = cap - 1;
+	err = bpf_map__set_value_size(skel->maps.unwind_procs, size);
+	if (!err)
+		err = bpf_map__set_max_entries(skel->maps.unwind_procs, entries);
+	return err;
+}
+
+/*
+ * Whether the kernel has the tracepoint profd_maps attaches to (CONFIG_TRACING), with the
+ * arguments (mm, write) it was written for: else the program would fail the whole load.
+ */
+static bool has_maps_hook(void)
+{
+	const struct btf_type *t;
+	struct btf *btf = btf__load_vmlinux_btf();
+	bool ok = false;
+	int id;
+
+	if (!btf)
+		return false;
+	/* typedef void (*btf_trace_mmap_lock_released)(void *, struct mm_struct *, bool) */
+	id = btf__find_by_name_kind(btf, "btf_trace_mmap_lock_released", BTF_KIND_TYPEDEF);
+	t = id > 0 ? btf__type_by_id(btf, btf__resolve_type(btf, id)) : NULL;
+	if (t && btf_is_ptr(t))
+		t = btf__type_by_id(btf, t->type);
+	ok = t && btf_is_func_proto(t) && btf_vlen(t) == 3;
+	btf__free(btf);
+	return ok;
+}
+
+/* Attach the mapping-change program, or say what is lost without it. */
+static void attach_maps_hook(struct sampler *s)
+{
+	if (!bpf_program__autoload(s->skel->progs.profd_maps))
+		return;
+	s->maps_link = bpf_program__attach(s->skel->progs.profd_maps);
+	if (!s->maps_link)
+		pr_warn("sampler: attaching to mmap_lock_released: %s: code mapped later is not "
+			"seen, and processes are described again on their walks' misses",
+			strerror(errno));
+}
+
 static void explain_bpf_error(const char *what, int err)
 {
 	if (err == -EPERM || err == -EACCES)
@@ -259,9 +322,22 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	/* Without --off-cpu nothing is attached to the scheduler: not even a program to skip. */
 	bpf_program__set_autoload(s->skel->progs.profd_switch, opts->off_cpu);
 	bpf_program__set_autoload(s->skel->progs.profd_sys_exit, opts->off_cpu);
+	if (!has_maps_hook()) {
+		pr_warn(
+		    "sampler: the kernel has no tracepoint mmap_lock_released(mm, write): code "
+		    "mapped later is not seen, and processes are described again on their walks' "
+		    "misses");
+		bpf_program__set_autoload(s->skel->progs.profd_maps, false);
+	}
 	err = bpf_map__set_max_entries(s->skel->maps.events, (__u32)opts->ringbuf_size);
 	if (err) {
 		pr_err("sampler: ring buffer size %llu: %s", (unsigned long long)opts->ringbuf_size,
+		       strerror(-err));
+		goto fail;
+	}
+	err = size_unwind_procs(s->skel, opts->unwind_max_maps);
+	if (err) {
+		pr_err("sampler: unwind_procs for %u mappings: %s", opts->unwind_max_maps,
 		       strerror(-err));
 		goto fail;
 	}
@@ -318,6 +394,7 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 		explain_bpf_error("attaching to sched_process_fork", err);
 		goto fail;
 	}
+	attach_maps_hook(s);
 
 	n = libbpf_num_possible_cpus();
 	if (n <= 0) {
@@ -430,6 +507,7 @@ void sampler__free(struct sampler *s)
 	bpf_link__destroy(s->exec_link);
 	bpf_link__destroy(s->exit_link);
 	bpf_link__destroy(s->fork_link);
+	bpf_link__destroy(s->maps_link);
 	bpf_link__destroy(s->sys_exit_link);
 	bpf_link__destroy(s->switch_link);
 	ring_buffer__free(s->rb);
@@ -520,6 +598,21 @@ void sampler__unwind_maps(const struct sampler *s, int *tables_fd, int *procs_fd
 {
 	*tables_fd = bpf_map__fd(s->skel->maps.unwind_tables);
 	*procs_fd = bpf_map__fd(s->skel->maps.unwind_procs);
+}
+
+uint32_t sampler__unwind_slots(const struct sampler *s)
+{
+	return s->skel->rodata->unwind_maps_mask + 1;
+}
+
+bool sampler__sees_maps(const struct sampler *s)
+{
+	return s->maps_link != NULL;
+}
+
+void sampler__maps_seen(struct sampler *s, uint32_t pid)
+{
+	bpf_map__delete_elem(s->skel->maps.maps_dirty, &pid, sizeof(pid), 0);
 }
 
 int sampler__set_python(struct sampler *s, uint32_t pid, const struct profd_py_proc *cfg)

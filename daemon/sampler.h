@@ -42,7 +42,17 @@ struct sampler_opts {
 	 */
 	bool off_cpu;
 	uint64_t off_cpu_min_ns;
+	/* The most executable mappings a process's description holds; 0: PROFD_UNWIND_MAX_MAPS. */
+	uint32_t unwind_max_maps;
 };
+
+/*
+ * unwind_procs holds at most this many processes, and fewer where their descriptions are so
+ * large that it would pass SAMPLER_UNWIND_PROCS_BYTES of kernel memory (each holds 32 bytes per
+ * mapping of the bound, rounded up to a power of two: 16 KiB at 512, 256 KiB at 8192).
+ */
+#define SAMPLER_UNWIND_PROCS_MAX 4096
+#define SAMPLER_UNWIND_PROCS_BYTES (64u << 20)
 
 /*
  * Per process. The CUPTI library probes at most 1000 launches a second per thread, plus a burst
@@ -106,6 +116,15 @@ void sampler__python_maps(const struct sampler *s, int *procs_fd, int *tstates_f
  * daemon/unwinder.c. Owned by the sampler: valid until sampler__free.
  */
 void sampler__unwind_maps(const struct sampler *s, int *tables_fd, int *procs_fd);
+/*
+ * True when the kernel side reports code mapped into a sampled process (PROFD_REC_MAPS): one
+ * record, then none for that process until sampler__maps_seen(pid), which the daemon calls
+ * once it has acted on the record (a change after the call sends the next record).
+ */
+bool sampler__sees_maps(const struct sampler *s);
+/* Slots of maps[] in unwind_procs' values: a power of two, at least the bound asked for. */
+uint32_t sampler__unwind_slots(const struct sampler *s);
+void sampler__maps_seen(struct sampler *s, uint32_t pid);
 /* CPUs with an attached perf event. */
 unsigned int sampler__ncpus(const struct sampler *s);
 

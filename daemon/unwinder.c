@@ -34,6 +34,12 @@
 
 /* A process is described again at most this often (a dlopen, an evicted table). */
 #define REFRESH_NS (1000ull * 1000 * 1000)
+/*
+ * A described process whose mappings did not change is described again for its walks' misses
+ * only this long after the last time: it heals what the kernel side does not see (code replaced
+ * by as much code in one call, a record lost to a full ring buffer) at a sixtieth of the cost.
+ */
+#define BACKOFF_NS (60ull * 1000 * 1000 * 1000)
 /* After the kernel's map of processes refused one, it is not tried again for this long. */
 #define RETRY_FULL_NS (30ull * 1000 * 1000 * 1000)
 /* How often described processes are checked for being alive (lost exit records). */
@@ -86,6 +92,8 @@ struct proc {
 	const uint32_t *pending;
 	size_t npending;
 	uint64_t retry_ns; /* no new description before this (the kernel refused the last) */
+	bool over;	   /* its description left mappings out: over the bound */
+	bool stale;	   /* it mapped code since its description began */
 };
 
 struct unwinder {
@@ -139,6 +147,10 @@ static void proc_undescribe(struct unwinder *u, struct proc *p)
 		p->described = false;
 		u->st.procs--;
 	}
+	if (p->over) {
+		p->over = false;
+		u->st.over_bound--;
+	}
 	proc_release(u, p);
 }
 
@@ -162,6 +174,26 @@ static int queue_push(struct unwinder *u, uint32_t pid)
 	return 0;
 }
 
+/* Whether p may be queued now: idle, and not described or refused in the last while. Locked. */
+static bool proc_due(const struct proc *p, uint64_t now)
+{
+	return p->state == PROC_IDLE && !(p->done_ns && now - p->done_ns < REFRESH_NS) &&
+	       now >= p->retry_ns;
+}
+
+/* Queue p (PROC_IDLE) for a description. Returns 0 or -ENOMEM. Locked. */
+static int proc_queue(struct unwinder *u, struct proc *p)
+{
+	int err = queue_push(u, p->pid);
+
+	if (err)
+		return err;
+	p->state = PROC_QUEUED;
+	u->st.queued = u->q_len;
+	pthread_cond_signal(&u->wake);
+	return 0;
+}
+
 void unwinder__want(struct unwinder *u, uint32_t pid, uint32_t why)
 {
 	struct proc *p;
@@ -171,8 +203,19 @@ void unwinder__want(struct unwinder *u, uint32_t pid, uint32_t why)
 		return;
 	pthread_mutex_lock(&u->lock);
 	p = ptrmap_get(&u->procs, pid);
-	if (p && (p->state != PROC_IDLE || (p->done_ns && now - p->done_ns < REFRESH_NS) ||
-		  now < p->retry_ns))
+	if (p && p->state != PROC_IDLE)
+		goto out; /* what it is being described with is not out yet */
+	/*
+	 * A pc outside the mappings of a described process whose mappings did not change: left
+	 * out for the bound, or not code at all (a walk gone astray). Describing it again would
+	 * find the same; a change of its mappings comes as unwinder__maps_changed.
+	 */
+	if (p && u->o.sees_maps && why == PROFD_UNWIND_NO_MAPPING && p->described && !p->stale &&
+	    now - p->done_ns < BACKOFF_NS) {
+		u->st.backoffs++;
+		goto out;
+	}
+	if (p && !proc_due(p, now))
 		goto out;
 	if (!p) {
 		p = calloc(1, sizeof(*p));
@@ -184,12 +227,27 @@ void unwinder__want(struct unwinder *u, uint32_t pid, uint32_t why)
 			goto out;
 		}
 	}
-	if (queue_push(u, pid))
-		goto out;
-	p->state = PROC_QUEUED;
-	u->st.queued = u->q_len;
-	pthread_cond_signal(&u->wake);
+	proc_queue(u, p);
 out:
+	pthread_mutex_unlock(&u->lock);
+}
+
+void unwinder__maps_changed(struct unwinder *u, uint32_t pid)
+{
+	struct proc *p;
+
+	if (!u || !pid)
+		return;
+	pthread_mutex_lock(&u->lock);
+	p = ptrmap_get(&u->procs, pid);
+	if (p) {
+		/* Queued now, or by the worker once a second has passed since the last one. */
+		p->stale = true;
+		if (p->described && proc_due(p, mono_ns()))
+			proc_queue(u, p);
+		else
+			pthread_cond_signal(&u->wake);
+	}
 	pthread_mutex_unlock(&u->lock);
 }
 
@@ -714,7 +772,46 @@ static void publish(struct unwinder *u, struct proc *p, const struct profd_unwin
 	if (!p->described)
 		u->st.procs++;
 	p->described = true;
-	u->st.described++;
+}
+
+/* How much a mapping's description is worth to the walk, best first (enum order). */
+enum map_rank {
+	RANK_TABLE = 0, /* its file's CFI is loaded: walked exactly */
+	RANK_FILE = 1, /* a file's code without a table (no CFI, over the budget): frame pointers */
+	RANK_ANON = 2, /* anonymous code (JIT): frame pointers */
+	RANK__COUNT = 3,
+};
+
+/*
+ * The mappings of all[0 .. n) (rank[k]: enum map_rank) a description of at most max keeps, into
+ * val, in address order: the best ranks first, and within the rank that does not fit whole, the
+ * lowest addresses. Returns the mappings left out.
+ */
+static size_t select_maps(const struct profd_unwind_map *all, const uint8_t *rank, size_t n,
+			  size_t max, struct profd_unwind_proc *val)
+{
+	size_t per[RANK__COUNT] = {0}, room = max, last = 0;
+	int cut = RANK__COUNT;
+
+	for (size_t k = 0; k < n; k++)
+		per[rank[k]]++;
+	for (int r = 0; r < RANK__COUNT; r++) {
+		if (per[r] > room) {
+			cut = r;
+			last = room; /* of rank cut, this many, the lowest first */
+			break;
+		}
+		room -= per[r];
+	}
+	val->nr_maps = 0;
+	for (size_t k = 0; k < n; k++) {
+		if (rank[k] > cut || (rank[k] == cut && !last))
+			continue;
+		if (rank[k] == cut)
+			last--;
+		val->maps[val->nr_maps++] = all[k];
+	}
+	return n - val->nr_maps;
 }
 
 /*
@@ -727,18 +824,27 @@ static void describe(struct unwinder *u, struct proc *p)
 	uint32_t *refs = NULL, nrefs = 0, built = 0, pid = p->pid;
 	char fs_root[PATH_MAX];
 	struct proc_map *maps = NULL;
+	struct profd_unwind_map *all = NULL;
 	uint64_t t0 = mono_ns(), last_log = t0, last_pub = t0;
 	bool over = false;
-	size_t n = 0;
+	uint8_t *rank = NULL;
+	size_t n = 0, dropped = 0;
 	int err;
 
+	/* Changes from now on are seen by the read below, or mark it stale again. */
+	pthread_mutex_lock(&u->lock);
+	p->stale = false;
+	pthread_mutex_unlock(&u->lock);
 	/* Gone (its exit record will come), or unreadable: its walks stay on frame pointers. */
 	err = procfs_read_maps(u->proc_root, pid, true, &maps, &n);
 	if (err)
 		return;
-	val = calloc(1, sizeof(*val));
+	val = calloc(1, PROFD_UNWIND_PROC_SIZE(u->o.map_slots));
 	refs = calloc(n ? n : 1, sizeof(*refs));
-	if (!val || !refs)
+	/* Every mapping is looked at; which of them fit the bound is decided at the end. */
+	all = calloc(n ? n : 1, sizeof(*all));
+	rank = calloc(n ? n : 1, sizeof(*rank));
+	if (!val || !refs || !all || !rank)
 		goto out;
 	snprintf(fs_root, sizeof(fs_root), "%s/%u/root", u->proc_root, pid);
 	pthread_mutex_lock(&u->lock);
@@ -757,18 +863,15 @@ static void describe(struct unwinder *u, struct proc *p)
 
 		pthread_mutex_lock(&u->lock);
 		u->st.busy_done = (uint32_t)k;
-		if (val->nr_maps == PROFD_UNWIND_MAX_MAPS) {
-			u->st.maps_dropped++;
-			pthread_mutex_unlock(&u->lock);
-			continue;
-		}
 		pthread_mutex_unlock(&u->lock);
-		um = &val->maps[val->nr_maps++];
+		um = &all[k];
 		um->start = m->start;
 		um->end = m->end;
 		um->table = PROFD_UNWIND_FP_ONLY;
+		rank[k] = RANK_ANON;
 		if (map_is_anon(m))
 			continue;
+		rank[k] = RANK_FILE;
 		if (!strcmp(m->path, "[vdso]")) {
 			if (!u->vdso)
 				continue;
@@ -795,6 +898,7 @@ static void describe(struct unwinder *u, struct proc *p)
 				um->bias = bias;
 				um->table = t->id;
 				um->nrows = t->nrows;
+				rank[k] = RANK_TABLE;
 				t->refs++;
 				refs[nrefs++] = (uint32_t)slot;
 				p->pending = refs;
@@ -817,6 +921,7 @@ static void describe(struct unwinder *u, struct proc *p)
 		if (mono_ns() - last_pub > PARTIAL_NS) {
 			last_pub = mono_ns();
 			flush_tables(u);
+			select_maps(all, rank, k + 1, u->o.max_maps, val);
 			pthread_mutex_lock(&u->lock);
 			publish(u, p, val);
 			pthread_mutex_unlock(&u->lock);
@@ -829,12 +934,22 @@ static void describe(struct unwinder *u, struct proc *p)
 	}
 
 	flush_tables(u);
+	dropped = select_maps(all, rank, n, u->o.max_maps, val);
 	pthread_mutex_lock(&u->lock);
 	p->pending = NULL;
 	p->npending = 0;
 	if (over)
 		p->retry_ns = mono_ns() + RETRY_OVER_NS;
 	publish(u, p, val);
+	u->st.described++;
+	u->st.maps_dropped += dropped;
+	if ((dropped > 0) != p->over) {
+		p->over = dropped > 0;
+		if (p->over)
+			u->st.over_bound++;
+		else
+			u->st.over_bound--;
+	}
 	/* The new references replace the old ones (a refresh keeps what it still maps). */
 	proc_release(u, p);
 	p->tables = refs;
@@ -845,6 +960,8 @@ static void describe(struct unwinder *u, struct proc *p)
 		pr_info("unwind: pid %u: %u mappings described, %u tables built, in %.1f ms", pid,
 			val->nr_maps, built, (mono_ns() - t0) / 1e6);
 out:
+	free(rank);
+	free(all);
 	free(refs);
 	free(val);
 	procfs_free_maps(maps, n);
@@ -874,6 +991,32 @@ static void sweep(struct unwinder *u)
 	}
 }
 
+/*
+ * Queue the described processes that mapped code and whose last description is a second old
+ * by now. Returns the nanoseconds until the next of the others is, or SWEEP_NS. Locked.
+ */
+static uint64_t requeue_stale(struct unwinder *u)
+{
+	uint64_t now = mono_ns(), wait = SWEEP_NS;
+
+	for (size_t i = 0; u->procs.mask && i <= u->procs.mask; i++) {
+		struct proc *p = u->procs.vals[i];
+
+		if (!p || !p->stale || !p->described || p->state != PROC_IDLE)
+			continue;
+		if (proc_due(p, now)) {
+			proc_queue(u, p);
+			continue;
+		}
+		if (p->done_ns && now - p->done_ns < REFRESH_NS &&
+		    REFRESH_NS - (now - p->done_ns) < wait)
+			wait = REFRESH_NS - (now - p->done_ns);
+		if (now < p->retry_ns && p->retry_ns - now < wait)
+			wait = p->retry_ns - now;
+	}
+	return wait;
+}
+
 static void *worker(void *arg)
 {
 	struct unwinder *u = arg;
@@ -885,14 +1028,20 @@ static void *worker(void *arg)
 
 		if (!u->q_len) {
 			struct timespec ts;
+			uint64_t wait;
 
+			wait = requeue_stale(u);
+			if (u->q_len)
+				continue;
 			pthread_cond_broadcast(&u->idle);
 			if (mono_ns() - u->swept_ns >= SWEEP_NS) {
 				sweep(u);
 				continue;
 			}
 			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ts.tv_sec += SWEEP_NS / 1000000000;
+			wait += (uint64_t)ts.tv_nsec;
+			ts.tv_sec += (time_t)(wait / 1000000000);
+			ts.tv_nsec = (long)(wait % 1000000000);
 			pthread_cond_timedwait(&u->wake, &u->lock, &ts);
 			continue;
 		}
@@ -956,6 +1105,14 @@ struct unwinder *unwinder__new(const struct unwinder_opts *opts)
 		return NULL;
 	u->o = *opts;
 	u->st.memory = opts->memory ? opts->memory : UNWINDER_DEFAULT_MEMORY;
+	if (!u->o.max_maps)
+		u->o.max_maps = PROFD_UNWIND_MAX_MAPS;
+	if (u->o.map_slots < u->o.max_maps) {
+		free(u);
+		errno = EINVAL;
+		return NULL;
+	}
+	u->st.max_maps = u->o.max_maps;
 	snprintf(u->proc_root, sizeof(u->proc_root), "%s",
 		 opts->proc_root ? opts->proc_root : "/proc");
 	snprintf(u->debug_root, sizeof(u->debug_root), "%s",

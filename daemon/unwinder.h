@@ -25,6 +25,15 @@ struct unwinder_opts {
 	uint64_t memory;	/* bytes of tables kept loaded; 0: UNWINDER_DEFAULT_MEMORY */
 	const char *proc_root;	/* NULL: "/proc" */
 	const char *debug_root; /* NULL: "/usr/lib/debug" */
+	/* The most executable mappings described per process; 0: PROFD_UNWIND_MAX_MAPS. */
+	uint32_t max_maps;
+	/* Slots of maps[] in unwind_procs' values (a power of two, at least max_maps). */
+	uint32_t map_slots;
+	/*
+	 * Code mapped into a process is reported (unwinder__maps_changed): a described process is
+	 * described again only then, not because its walks reach a pc it does not know.
+	 */
+	bool sees_maps;
 };
 
 #define UNWINDER_DEFAULT_MEMORY (256ull << 20)
@@ -44,9 +53,12 @@ struct unwinder_stats {
 	uint64_t insn_functions, insn_rows, insn_partial, insn_skipped, insn_insns;
 	uint64_t cache_hits;   /* mappings whose file's table was loaded already */
 	uint64_t procs;	       /* processes described to the kernel now */
-	uint64_t described;    /* descriptions written (first ones and refreshes) */
+	uint64_t described;    /* descriptions made (first ones and refreshes) */
 	uint64_t queued;       /* processes waiting to be described */
-	uint64_t maps_dropped; /* mappings left out: over PROFD_UNWIND_MAX_MAPS in a process */
+	uint64_t maps_dropped; /* mappings left out: over the bound (max_maps) in a process */
+	uint64_t over_bound;   /* processes described now with mappings left out */
+	uint64_t backoffs;     /* walks' misses left alone: their mappings unchanged */
+	uint64_t max_maps;     /* the bound */
 	uint32_t busy_pid;     /* the process being described now; 0: none */
 	uint32_t busy_done;    /* of its files, done */
 	uint32_t busy_files;   /* its files */
@@ -61,9 +73,17 @@ void unwinder__free(struct unwinder *u);
 /*
  * A walk of pid's stack could not use CFI (why: enum profd_unwind_end, FP_FALLBACK when the
  * process is not described, NO_MAPPING for a pc outside its described mappings, NO_TABLE when a
- * table was evicted): queue a description, at most one a second per process. Never blocks.
+ * table was evicted): queue a description, at most one a second per process. With sees_maps, a
+ * NO_MAPPING of a described process whose mappings did not change since is not acted on (a
+ * process over the bound would be described again and again for nothing). Never blocks.
  */
 void unwinder__want(struct unwinder *u, uint32_t pid, uint32_t why);
+/*
+ * pid mapped code since it was last described: describe it again (at most once a second), so
+ * its walks neither miss the new code nor apply an old file's table where a new file lies.
+ * Nothing for a process not described. Never blocks.
+ */
+void unwinder__maps_changed(struct unwinder *u, uint32_t pid);
 /* pid exited or replaced its image: drop its description (its tables stay cached). */
 void unwinder__forget(struct unwinder *u, uint32_t pid);
 void unwinder__stats(struct unwinder *u, struct unwinder_stats *out);

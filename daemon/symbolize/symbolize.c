@@ -133,6 +133,7 @@ struct pid_state {
 	size_t n_maps;
 	uint64_t maps_read_ns;
 	uint64_t reread_ns; /* wait before a miss re-reads maps: REREAD_INTERVAL_NS and up */
+	bool maps_stale;    /* code was mapped since maps were read: read them before a look-up */
 	struct perf_map *perf;
 };
 
@@ -626,6 +627,17 @@ void symbolizer__forget_pid(struct symbolizer *s, uint32_t pid)
 	}
 }
 
+void symbolizer__maps_changed(struct symbolizer *s, uint32_t pid)
+{
+	struct pid_state *ps;
+
+	if (!s)
+		return;
+	ps = pid_find(s, pid);
+	if (ps)
+		ps->maps_stale = true;
+}
+
 /* --- perf maps -------------------------------------------------------------------------------- */
 
 static bool addr_in(const uint64_t *a, size_t n, uint64_t x)
@@ -1087,6 +1099,11 @@ int symbolizer__user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct s
 		ps = pid_new(s, pid);
 		if (!ps)
 			return -ENOMEM;
+	}
+	/* Once per change, not rate limited: the kernel side sends one per drain at most. */
+	if (ps->maps_stale) {
+		ps->maps_stale = false;
+		read_maps(s, ps, mono_ns());
 	}
 	m = map_find(ps, addr);
 	if (!m) {

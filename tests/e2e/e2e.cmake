@@ -88,6 +88,33 @@ if(FIXTURE_LLD)
 else()
   message(WARNING "no ld.lld: unwind_chain_lld is not built (test_unwind.py lld fails)")
 endif()
+# Mapping changes (test_maps_change.py): maps_many maps its own code many times over; maps_swap
+# loads liba, unloads it and loads libb where it was. Built like the fixtures above (CFI only).
+set(out ${UNWIND_FIXTURE_DIR}/maps_many)
+add_custom_command(OUTPUT ${out}
+  COMMAND ${CLANG} ${UNWIND_FIXTURE_FLAGS} -o ${out} ${UNWIND_FIXTURE_SRC}/maps_many.c
+  DEPENDS ${UNWIND_FIXTURE_SRC}/maps_many.c
+  COMMENT "Building maps_many" VERBATIM)
+list(APPEND unwind_fixtures ${out})
+set(out ${UNWIND_FIXTURE_DIR}/maps_swap)
+add_custom_command(OUTPUT ${out}
+  COMMAND ${CLANG} ${UNWIND_FIXTURE_FLAGS} -o ${out} ${UNWIND_FIXTURE_SRC}/maps_swap.c
+          -l${CMAKE_DL_LIBS}
+  DEPENDS ${UNWIND_FIXTURE_SRC}/maps_swap.c
+  COMMENT "Building maps_swap" VERBATIM)
+list(APPEND unwind_fixtures ${out})
+foreach(lib a:liba_first_library_fn b:libb_second_library_fn)
+  string(REPLACE ":" ";" lib ${lib})
+  list(GET lib 0 name)
+  list(GET lib 1 fn)
+  set(out ${UNWIND_FIXTURE_DIR}/maps_swap_lib${name}.so)
+  add_custom_command(OUTPUT ${out}
+    COMMAND ${CLANG} ${UNWIND_FIXTURE_FLAGS} -shared -fPIC -Wl,--build-id -DLIB_FN=${fn} -o ${out}
+            ${UNWIND_FIXTURE_SRC}/maps_swap_lib.c
+    DEPENDS ${UNWIND_FIXTURE_SRC}/maps_swap_lib.c
+    COMMENT "Building maps_swap_lib${name}.so" VERBATIM)
+  list(APPEND unwind_fixtures ${out})
+endforeach()
 add_custom_target(unwind_fixtures ALL DEPENDS ${unwind_fixtures})
 
 # Memory and latency bounds mean little under the sanitizers (ASan's quarantine holds freed
@@ -119,6 +146,13 @@ set_tests_properties(e2e.export_config PROPERTIES
 set_tests_properties(e2e.python PROPERTIES TIMEOUT 900)
 # Fifteen processes profiled for 7 s each, a daemon each.
 set_tests_properties(e2e.unwind PROPERTIES TIMEOUT 600)
+# Mapping changes: a process over --unwind-max-mappings is described once, not every second,
+# and whole once the bound is raised; a library loaded where another was is named as itself.
+add_test(NAME e2e.maps_change
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_maps_change.py)
+set_tests_properties(e2e.maps_change PROPERTIES
+  LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL TRUE
+  ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e;PROFD_SANITIZED=${E2E_SANITIZED}")
 # The unwind tables: a cache across processes, eviction, a dlopen, 300 libraries, libz's frames.
 add_test(NAME e2e.unwind_tables
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_unwind_tables.py)
@@ -137,7 +171,7 @@ set_tests_properties(e2e.unwind_tables PROPERTIES
 # under the sanitizers, timing): those pay the slowdown for nothing. A new e2e test says which.
 foreach(t bad_input cli_errors lifecycle socket_safety setuid flood log_flood losses perf_maps
           perf_map_budget exited python_exit stacks export_config export_faults export_spool
-          reload_storm unwind_tables)
+          reload_storm unwind_tables maps_change)
   set_property(TEST e2e.${t} APPEND PROPERTY LABELS asan)
 endforeach()
 # numpy's wheel from PyPI (its venv made by scripts/torch-venv --numpy-only on first use):

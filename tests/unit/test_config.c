@@ -231,6 +231,59 @@ static void test_unwind_memory(void)
 	}
 }
 
+static void test_unwind_max_mappings(void)
+{
+	static const char *const bad[] = {"0", "15", "8193", "512x", "-1", "", "1e3"};
+	struct config cfg;
+	char err[512];
+
+	CHECK_EQ_I(parse(&cfg, 1, (char *[]){"profd", NULL}), CONFIG_RUN);
+	CHECK_EQ_U(cfg.unwind_max_maps, 512);
+	config_free(&cfg);
+	CHECK_EQ_I(parse(&cfg, 3, (char *[]){"profd", "--unwind-max-mappings", "16", NULL}),
+		   CONFIG_RUN);
+	CHECK_EQ_U(cfg.unwind_max_maps, 16);
+	config_free(&cfg);
+	CHECK_EQ_I(parse(&cfg, 3, (char *[]){"profd", "--unwind-max-mappings", "8192", NULL}),
+		   CONFIG_RUN);
+	CHECK_EQ_U(cfg.unwind_max_maps, 8192);
+	config_free(&cfg);
+	/* Out of 16..8192 or not a whole number: one line naming the option, value and range. */
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char want[128];
+
+		snprintf(
+		    want, sizeof(want),
+		    "profd: --unwind-max-mappings '%s': expected a whole number from 16 to 8192",
+		    bad[i]);
+		memset(err, 0, sizeof(err));
+		CHECK_EQ_I(
+		    parse_err(&cfg, 3,
+			      (char *[]){"profd", "--unwind-max-mappings", (char *)bad[i], NULL},
+			      err, sizeof(err)),
+		    -EINVAL);
+		if (strncmp(err, want, strlen(want)))
+			fprintf(stderr, "--unwind-max-mappings '%s': got '%s'\n", bad[i], err);
+		CHECK(strncmp(err, want, strlen(want)) == 0);
+		CHECK(strchr(err, '\n') == err + strlen(err) - 1);
+		config_free(&cfg);
+	}
+	/* The same key in the configuration file; the command line wins over it. */
+	{
+		char *a[] = {"profd", "--config", NULL, NULL, NULL};
+
+		a[2] = (char *)write_file("unwind_max_mappings = 2048\n");
+		CHECK_EQ_I(parse(&cfg, 3, a), CONFIG_RUN);
+		CHECK_EQ_U(cfg.unwind_max_maps, 2048);
+		config_free(&cfg);
+		a[3] = "--unwind-max-mappings=100";
+		CHECK_EQ_I(parse(&cfg, 4, a), CONFIG_RUN);
+		CHECK_EQ_U(cfg.unwind_max_maps, 100);
+		config_free(&cfg);
+		unlink(a[2]);
+	}
+}
+
 static void test_children_and_record(void)
 {
 	char *record_argv[] = {"profd",	 "--record", "-o",    "x.svg", "--",
@@ -421,5 +474,6 @@ int main(void)
 	test_ringbuf_default();
 	test_sizes();
 	test_unwind_memory();
+	test_unwind_max_mappings();
 	return CHECK_DONE();
 }

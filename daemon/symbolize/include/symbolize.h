@@ -90,6 +90,11 @@ void symbolizer__stats(const struct symbolizer *s, struct symbolizer_stats *out)
 
 /* The process replaced its image (exec) or exited: drop what is cached for the pid. */
 void symbolizer__forget_pid(struct symbolizer *s, uint32_t pid);
+/*
+ * pid mapped code: its cached mappings are read again before its next address is named (a new
+ * file may lie where another was). Its perf map stays. Accepts NULL.
+ */
+void symbolizer__maps_changed(struct symbolizer *s, uint32_t pid);
 
 /*
  * Bumped each time kernel symbols are read again (a module was loaded or removed): kernel
