@@ -232,6 +232,32 @@ static struct pid_entry *pid_insert(struct ingest *in, uint32_t pid)
 	}
 }
 
+/*
+ * A process gone before its start time was read: its fork's time with the top bit set, a value no
+ * tick count after boot reaches, so it still begins a life of its own.
+ */
+#define START_OF_FORK(ts_ns) ((ts_ns) | 1ull << 63)
+
+/*
+ * Tell the store which process pid names now, by its start time (a process is the same across
+ * its execs, another after the pid's reuse): the store keeps the data, name and owner of each
+ * apart. fork_ts: the fork record's time, 0 when no fork record is at hand. Returns whether a
+ * new life began there (the GPU module's state of the old one is then stale).
+ */
+static bool note_start(struct ingest *in, uint32_t pid, uint64_t fork_ts)
+{
+	struct store_process_info before, after;
+	uint64_t start = 0;
+	bool had;
+
+	if (procfs_read_start(in->proc_root, pid, &start) && fork_ts)
+		start = START_OF_FORK(fork_ts);
+	had = store__process(in->store, pid, &before);
+	if (store__process_began(in->store, pid, start))
+		return false;
+	return had && store__process(in->store, pid, &after) && after.life != before.life;
+}
+
 /* Read the process name from /proc/PID/comm (the thread group leader's name). */
 static void read_comm(const struct ingest *in, uint32_t pid, char *buf, size_t len,
 		      const char *fallback)
@@ -346,6 +372,8 @@ static struct pid_entry *see_process(struct ingest *in, uint32_t pid, uint32_t t
 	if (!e)
 		return NULL;
 	e->seen_ns = now;
+	if (note_start(in, pid, 0) && in->gpu)
+		gpu__process_exited(in->gpu, pid);
 	e->uid = uid = proc_owner(in, pid, uid);
 	e->owner_checked_ns = now;
 	/* The main thread's name is the process's: /proc is read only for other threads'. */
@@ -1142,6 +1170,9 @@ static int handle_task(struct ingest *in, const struct profd_task_rec *rec, size
 		if (!e)
 			return -ENOMEM;
 		e->seen_ns = rec->ts_ns;
+		if (note_start(in, rec->pid, rec->hdr.type == PROFD_REC_FORK ? rec->ts_ns : 0) &&
+		    in->gpu)
+			gpu__process_exited(in->gpu, rec->pid);
 		e->uid = proc_owner(in, rec->pid, rec->uid);
 		e->owner_checked_ns = mono_ns();
 		store__set_process(in->store, rec->pid, e->uid, comm);
