@@ -93,6 +93,15 @@ static int64_t idxmap_get_or_add(struct idxmap *m, uint64_t key, bool *created)
 	return m->n - 1;
 }
 
+/* The index of key, or -ENOENT. */
+static int64_t idxmap_get(const struct idxmap *m, uint64_t key)
+{
+	for (uint32_t i = (uint32_t)hash_mix64(key) & m->mask; m->vals[i]; i = (i + 1) & m->mask)
+		if (m->keys[i] == key)
+			return m->vals[i] - 1;
+	return -ENOENT;
+}
+
 /*
  * Strings by content. The texts stay owned by the store (or are literals) until laid out, except
  * those the caller of dump_tables__string passed: those are copied into `owned`.
@@ -523,26 +532,42 @@ struct row {
 	uint32_t pid;
 	uint32_t tid;
 	uint32_t stack; /* dense index */
+	uint32_t proc;	/* dense index of its process (a life of pid) */
 	uint64_t v[STORE_VALUE__COUNT];
 };
+
+/*
+ * A process is a life of its pid (store.h): proc keys are life << 32 | pid, thread keys
+ * pid << 32 | life << THREAD_LIFE_SHIFT | tid (tids stay below 2^22, lives below 2^10).
+ */
+#define THREAD_LIFE_SHIFT 22
+#define PROC_KEY(pid, life) ((uint64_t)(life) << 32 | (pid))
+#define PROC_KEY_PID(key) ((uint32_t)(key))
+#define PROC_KEY_LIFE(key) ((uint32_t)((key) >> 32))
+#define THREAD_KEY(pid, life, tid) ((uint64_t)(pid) << 32 | (life) << THREAD_LIFE_SHIFT | (tid))
+#define THREAD_KEY_TID(key) ((uint32_t)(key) & ((1u << THREAD_LIFE_SHIFT) - 1))
+#define THREAD_KEY_LIFE(key) ((uint32_t)(key) >> THREAD_LIFE_SHIFT)
 
 struct build {
 	struct store *s;
 	struct dump_tables *t;
 	struct vec rows;	/* struct row */
-	struct idxmap procs;	/* pid -> dense index */
-	struct idxmap threads;	/* pid << 32 | tid -> dense index */
-	struct vec proc_pids;	/* uint32_t: the Profile's processes */
-	struct vec thread_keys; /* uint64_t */
+	struct idxmap procs;	/* PROC_KEY -> dense index */
+	struct idxmap threads;	/* THREAD_KEY -> dense index */
+	struct vec proc_keys;	/* uint64_t PROC_KEY: the Profile's processes */
+	struct vec thread_keys; /* uint64_t THREAD_KEY */
 	bool merge;		/* q->merge_processes: rows by (process name, stack), no threads */
 };
 
-static int collect_row(uint32_t pid, uint32_t tid, uint32_t stack,
-		       const uint64_t values[STORE_VALUE__COUNT], void *ctx)
+/* One row of (pid's life, tid, stack); life 0: the newest life the store knows of pid. */
+static int collect_life_row(uint32_t pid, uint32_t life, uint32_t tid, uint32_t stack,
+			    const uint64_t values[STORE_VALUE__COUNT], void *ctx)
 {
 	struct build *bd = ctx;
+	struct store_process_info pi;
 	struct row *r;
 	bool created = false, any = false;
+	int64_t proc;
 	uint32_t idx;
 	int err;
 
@@ -554,35 +579,48 @@ static int collect_row(uint32_t pid, uint32_t tid, uint32_t stack,
 	err = dump_tables__stack(bd->t, stack, &idx);
 	if (err)
 		return err;
+	if (!life && store__process(bd->s, pid, &pi))
+		life = pi.life;
+	if (life >= 1u << (32 - THREAD_LIFE_SHIFT) || tid >= 1u << THREAD_LIFE_SHIFT)
+		return -EINVAL;
+	proc = idxmap_get_or_add(&bd->procs, PROC_KEY(pid, life), &created);
+	if (proc < 0)
+		return -ENOMEM;
+	if (created) {
+		uint64_t *p = vec_push(&bd->proc_keys, sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		*p = PROC_KEY(pid, life);
+	}
 	r = vec_push(&bd->rows, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
 	r->pid = pid;
 	r->tid = tid;
 	r->stack = idx;
+	r->proc = (uint32_t)proc;
 	memcpy(r->v, values, sizeof(r->v));
-	if (idxmap_get_or_add(&bd->procs, pid, &created) < 0)
-		return -ENOMEM;
-	if (created) {
-		uint32_t *p = vec_push(&bd->proc_pids, sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		*p = pid;
-	}
 	if (bd->merge)
 		return 0;
 	created = false;
-	if (idxmap_get_or_add(&bd->threads, (uint64_t)pid << 32 | tid, &created) < 0)
+	if (idxmap_get_or_add(&bd->threads, THREAD_KEY(pid, life, tid), &created) < 0)
 		return -ENOMEM;
 	if (created) {
 		uint64_t *k = vec_push(&bd->thread_keys, sizeof(*k));
 
 		if (!k)
 			return -ENOMEM;
-		*k = (uint64_t)pid << 32 | tid;
+		*k = THREAD_KEY(pid, life, tid);
 	}
 	return 0;
+}
+
+/* A row of pid's newest life: what sources without lives (GPU memory, live stacks) add. */
+static int collect_row(uint32_t pid, uint32_t tid, uint32_t stack,
+		       const uint64_t values[STORE_VALUE__COUNT], void *ctx)
+{
+	return collect_life_row(pid, 0, tid, stack, values, ctx);
 }
 
 /* Number the value type names first, so they come right after "" whatever the data. */
@@ -602,11 +640,12 @@ static int number_value_types(struct build *bd)
 /* Number the process and thread names, after the frames' strings. */
 static int number_names(struct build *bd)
 {
-	for (size_t k = 0; k < bd->proc_pids.n; k++) {
+	for (size_t k = 0; k < bd->proc_keys.n; k++) {
+		uint64_t key = ((uint64_t *)bd->proc_keys.p)[k];
 		struct store_process_info pi = {0};
 		const char *name = "";
 
-		if (store__process(bd->s, ((uint32_t *)bd->proc_pids.p)[k], &pi))
+		if (store__process_life(bd->s, PROC_KEY_PID(key), PROC_KEY_LIFE(key), &pi))
 			name = pi.comm;
 		if (strset_index(&bd->t->strs, name, false) < 0)
 			return -ENOMEM;
@@ -615,7 +654,8 @@ static int number_names(struct build *bd)
 	}
 	for (size_t k = 0; k < bd->thread_keys.n; k++) {
 		uint64_t key = ((uint64_t *)bd->thread_keys.p)[k];
-		const char *name = store__thread_name(bd->s, key >> 32, (uint32_t)key);
+		const char *name = store__thread_name_life(bd->s, key >> 32, THREAD_KEY_LIFE(key),
+							   THREAD_KEY_TID(key));
 
 		if (strset_index(&bd->t->strs, name, false) < 0)
 			return -ENOMEM;
@@ -629,7 +669,7 @@ static int number_names(struct build *bd)
  */
 static Profd__Profile *lay_out(struct build *bd, struct carver *c, const struct dump_meta *meta)
 {
-	size_t nrow = bd->rows.n, nproc = bd->proc_pids.n, nthr = bd->thread_keys.n;
+	size_t nrow = bd->rows.n, nproc = bd->proc_keys.n, nthr = bd->thread_keys.n;
 	struct tables_out o = {0};
 	Profd__Profile *p = carve(c, sizeof(*p), alignof(Profd__Profile));
 	Profd__ValueType **vt_ptrs = carve(c, STORE_VALUE__COUNT * sizeof(void *), alignof(void *));
@@ -676,6 +716,8 @@ static Profd__Profile *lay_out(struct build *bd, struct carver *c, const struct 
 		ps->stack = rows[k].stack;
 		ps->pid = rows[k].pid;
 		ps->tid = rows[k].tid;
+		ps->has_process = 1;
+		ps->process = rows[k].proc + 1;
 		ps->n_values = STORE_VALUE__COUNT;
 		ps->values = &values[k * STORE_VALUE__COUNT];
 		memcpy(ps->values, rows[k].v, sizeof(rows[k].v));
@@ -688,10 +730,14 @@ static Profd__Profile *lay_out(struct build *bd, struct carver *c, const struct 
 		struct store_process_info pi;
 		Profd__Process *pp = &procs[k];
 
+		uint64_t key = ((uint64_t *)bd->proc_keys.p)[k];
+
 		profd__process__init(pp);
-		pp->pid = ((uint32_t *)bd->proc_pids.p)[k];
-		if (store__process(bd->s, pp->pid, &pi)) {
+		pp->pid = PROC_KEY_PID(key);
+		if (store__process_life(bd->s, pp->pid, PROC_KEY_LIFE(key), &pi)) {
 			pp->name = sidx(t, pi.comm);
+			pp->has_start_time = pi.start != 0;
+			pp->start_time = pi.start;
 			pp->has_uid = 1;
 			pp->uid = pi.uid;
 			pp->has_exited = 1;
@@ -710,10 +756,17 @@ static Profd__Profile *lay_out(struct build *bd, struct carver *c, const struct 
 		uint64_t key = ((uint64_t *)bd->thread_keys.p)[k];
 		Profd__Thread *pt = &thrs[k];
 
+		int64_t proc = idxmap_get(&bd->procs, PROC_KEY(key >> 32, THREAD_KEY_LIFE(key)));
+
 		profd__thread__init(pt);
 		pt->pid = key >> 32;
-		pt->tid = (uint32_t)key;
-		pt->name = sidx(t, store__thread_name(bd->s, pt->pid, pt->tid));
+		pt->tid = THREAD_KEY_TID(key);
+		pt->name =
+		    sidx(t, store__thread_name_life(bd->s, pt->pid, THREAD_KEY_LIFE(key), pt->tid));
+		if (proc >= 0) {
+			pt->has_process = 1;
+			pt->process = (uint32_t)proc + 1;
+		}
 		thr_ptrs[k] = pt;
 	}
 	p->n_threads = nthr;
@@ -771,7 +824,7 @@ static void build_fini(struct build *bd)
 	free(bd->rows.p);
 	idxmap_fini(&bd->procs);
 	idxmap_fini(&bd->threads);
-	free(bd->proc_pids.p);
+	free(bd->proc_keys.p);
 	free(bd->thread_keys.p);
 }
 
@@ -787,7 +840,7 @@ int dump__build(struct store *s, const struct store_query *q, const struct dump_
 	err = build_init(&bd, meta, 256);
 	if (err)
 		goto out;
-	err = store__query(s, q, collect_row, &bd);
+	err = store__query_lives(s, q, collect_life_row, &bd);
 	if (!err && meta && meta->extra)
 		err = meta->extra(meta->extra_ctx, q, meta->end_ns, collect_row, &bd);
 	if (err)
