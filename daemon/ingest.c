@@ -241,21 +241,19 @@ static struct pid_entry *pid_insert(struct ingest *in, uint32_t pid)
 /*
  * Tell the store which process pid names now, by its start time (a process is the same across
  * its execs, another after the pid's reuse): the store keeps the data, name and owner of each
- * apart. fork_ts: the fork record's time, 0 when no fork record is at hand. Returns whether a
- * new life began there (the GPU module's state of the old one is then stale).
+ * apart. What the GPU module still holds of an old process goes to the store first, under that
+ * process. fork_ts: the fork record's time, 0 when no fork record is at hand.
  */
-static bool note_start(struct ingest *in, uint32_t pid, uint64_t fork_ts)
+static void note_start(struct ingest *in, uint32_t pid, uint64_t fork_ts)
 {
-	struct store_process_info before, after;
 	uint64_t start = 0;
-	bool had;
 
 	if (procfs_read_start(in->proc_root, pid, &start) && fork_ts)
 		start = START_OF_FORK(fork_ts);
-	had = store__process(in->store, pid, &before);
-	if (store__process_began(in->store, pid, start))
-		return false;
-	return had && store__process(in->store, pid, &after) && after.life != before.life;
+	if (in->gpu && store__process_is_new(in->store, pid, start))
+		gpu__process_reused(in->gpu, pid);
+	/* Out of memory: the data goes on under the pid's newest process, as it had to before. */
+	(void)store__process_began(in->store, pid, start);
 }
 
 /* Read the process name from /proc/PID/comm (the thread group leader's name). */
@@ -372,8 +370,7 @@ static struct pid_entry *see_process(struct ingest *in, uint32_t pid, uint32_t t
 	if (!e)
 		return NULL;
 	e->seen_ns = now;
-	if (note_start(in, pid, 0) && in->gpu)
-		gpu__process_exited(in->gpu, pid);
+	note_start(in, pid, 0);
 	e->uid = uid = proc_owner(in, pid, uid);
 	e->owner_checked_ns = now;
 	/* The main thread's name is the process's: /proc is read only for other threads'. */
@@ -1170,9 +1167,7 @@ static int handle_task(struct ingest *in, const struct profd_task_rec *rec, size
 		if (!e)
 			return -ENOMEM;
 		e->seen_ns = rec->ts_ns;
-		if (note_start(in, rec->pid, rec->hdr.type == PROFD_REC_FORK ? rec->ts_ns : 0) &&
-		    in->gpu)
-			gpu__process_exited(in->gpu, rec->pid);
+		note_start(in, rec->pid, rec->hdr.type == PROFD_REC_FORK ? rec->ts_ns : 0);
 		e->uid = proc_owner(in, rec->pid, rec->uid);
 		e->owner_checked_ns = mono_ns();
 		store__set_process(in->store, rec->pid, e->uid, comm);

@@ -142,6 +142,24 @@ static int set_str(struct store *s, char **dst, const char *comm, size_t max)
 	return 0;
 }
 
+/* Whether start is another process than p's life (NULL: none yet) by the rule store.h gives. */
+static bool new_life(const struct proc *p, uint64_t start)
+{
+	if (!p)
+		return true;
+	if (!start || p->start == start)
+		return false;
+	/* Recorded before its start was known, and still running: the same process. */
+	return p->start || p->exited;
+}
+
+bool store__process_is_new(const struct store *s, uint32_t pid, uint64_t start)
+{
+	const struct proc *p = s && pid < STORE_PID_LIMIT ? ptrmap_get(&s->procs, pid) : NULL;
+
+	return p && new_life(p, start);
+}
+
 int store__process_began(struct store *s, uint32_t pid, uint64_t start)
 {
 	struct proc *p;
@@ -149,11 +167,9 @@ int store__process_began(struct store *s, uint32_t pid, uint64_t start)
 	if (!s || !pid || pid >= STORE_PID_LIMIT)
 		return -EINVAL;
 	p = ptrmap_get(&s->procs, pid);
-	if (p && (!start || p->start == start))
-		return 0;
-	if (p && !p->start && !p->exited) {
-		/* Recorded before its start was known: the same process. */
-		p->start = start;
+	if (!new_life(p, start)) {
+		if (start)
+			p->start = start;
 		return 0;
 	}
 	p = proc_new_life(s, pid, p);

@@ -97,6 +97,20 @@ void gpu__process_exited(struct gpu *g, uint32_t pid)
 	record_call(CALL_EXITED, g, 0, pid, 0, 0, 0);
 }
 
+/* The life pid had when the GPU module was told of its reuse (the old one, if in time). */
+static struct store *reused_store;
+static uint32_t reused_pid, reused_life, reused_calls;
+
+void gpu__process_reused(struct gpu *g, uint32_t pid)
+{
+	struct store_process_info pi;
+
+	(void)g;
+	reused_pid = pid;
+	reused_life = store__process(reused_store, pid, &pi) ? pi.life : 0;
+	reused_calls++;
+}
+
 /* Compaction (route.c) is not the ingest's: the double keeps no ids. */
 void gpu__gc_mark(struct gpu *g, struct store_gc *gc)
 {
@@ -657,10 +671,15 @@ static void test_pid_reuse(void)
 	struct life_rows r = {0};
 
 	CHECK(store && sym && mkdtemp(root));
-	in = ingest__new(&(struct ingest_opts){.store = store, .sym = sym, .proc_root = root});
+	/* The GPU double: told of each reuse while the store still has the old process. */
+	in = ingest__new(&(struct ingest_opts){
+	    .store = store, .sym = sym, .proc_root = root, .gpu = (struct gpu *)&ncalls});
 	CHECK(in != NULL);
 	if (!in)
 		goto out;
+	reused_store = store;
+	reused_calls = 0;
+	held_pid = 0;
 	fake_stat(root, pid, 1000);
 	task_rec(in, PROFD_REC_FORK, pid, 1000, "shell");
 	task_rec(in, PROFD_REC_EXEC, pid, 1000, "alicejob"); /* same start: same process */
@@ -672,6 +691,9 @@ static void test_pid_reuse(void)
 	/* Another process on the pid, its fork seen. */
 	fake_stat(root, pid, 2000);
 	task_rec(in, PROFD_REC_FORK, pid, 1001, "bobjob");
+	CHECK_EQ_U(reused_calls, 1);
+	CHECK_EQ_U(reused_pid, pid);
+	CHECK_EQ_U(reused_life, 1);
 	fill(pid, 0, 0);
 	memcpy(rec.comm, "bobjob", 7);
 	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
@@ -684,6 +706,8 @@ static void test_pid_reuse(void)
 	memcpy(rec.comm, "caroljob", 9);
 	for (int i = 0; i < 3; i++)
 		CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	CHECK_EQ_U(reused_calls, 2);
+	CHECK_EQ_U(reused_life, 2);
 
 	CHECK_EQ_I(store__query_lives(store, &q, life_cb, &r), 0);
 	CHECK_EQ_U(r.n, 3);
@@ -691,6 +715,7 @@ static void test_pid_reuse(void)
 	CHECK_STREQ(life_name(store, pid, &r, 0), "alicejob");
 	CHECK_STREQ(life_name(store, pid, &r, 1), "bobjob");
 	CHECK_STREQ(life_name(store, pid, &r, 2), "caroljob");
+	ncalls = 0; /* the exits told to the double: the other tests count from zero */
 out:
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
 	CHECK_EQ_I(system(cmd), 0);

@@ -168,6 +168,11 @@ int store__set_process(struct store *s, uint32_t pid, uint32_t uid, const char *
  */
 #define STORE_LIFE_MAX 1023u
 int store__process_began(struct store *s, uint32_t pid, uint64_t start);
+/*
+ * Whether store__process_began(pid, start) would end a life pid has now and begin another:
+ * what other holders of the old process's data must hand to the store first.
+ */
+bool store__process_is_new(const struct store *s, uint32_t pid, uint64_t start);
 int store__set_thread(struct store *s, uint32_t pid, uint32_t tid, const char *comm);
 void store__process_exited(struct store *s, uint32_t pid);
 /* Record pid's parent process. Returns 0, or -ENOENT when pid has no record. */
