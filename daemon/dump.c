@@ -93,15 +93,6 @@ static int64_t idxmap_get_or_add(struct idxmap *m, uint64_t key, bool *created)
 	return m->n - 1;
 }
 
-/* The index of key, or -ENOENT. */
-static int64_t idxmap_get(const struct idxmap *m, uint64_t key)
-{
-	for (uint32_t i = (uint32_t)hash_mix64(key) & m->mask; m->vals[i]; i = (i + 1) & m->mask)
-		if (m->keys[i] == key)
-			return m->vals[i] - 1;
-	return -ENOENT;
-}
-
 /*
  * Strings by content. The texts stay owned by the store (or are literals) until laid out, except
  * those the caller of dump_tables__string passed: those are copied into `owned`.
@@ -537,16 +528,15 @@ struct row {
 };
 
 /*
- * A process is a life of its pid (store.h): proc keys are life << 32 | pid, thread keys
- * pid << 32 | life << THREAD_LIFE_SHIFT | tid (tids stay below 2^22, lives below 2^10).
+ * A process is a life of its pid (store.h): proc keys are life << 32 | pid; a thread is keyed by
+ * its process's dense index and its tid.
  */
-#define THREAD_LIFE_SHIFT 22
 #define PROC_KEY(pid, life) ((uint64_t)(life) << 32 | (pid))
 #define PROC_KEY_PID(key) ((uint32_t)(key))
 #define PROC_KEY_LIFE(key) ((uint32_t)((key) >> 32))
-#define THREAD_KEY(pid, life, tid) ((uint64_t)(pid) << 32 | (life) << THREAD_LIFE_SHIFT | (tid))
-#define THREAD_KEY_TID(key) ((uint32_t)(key) & ((1u << THREAD_LIFE_SHIFT) - 1))
-#define THREAD_KEY_LIFE(key) ((uint32_t)(key) >> THREAD_LIFE_SHIFT)
+#define THREAD_KEY(proc, tid) ((uint64_t)(proc) << 32 | (tid))
+#define THREAD_KEY_PROC(key) ((uint32_t)((key) >> 32))
+#define THREAD_KEY_TID(key) ((uint32_t)(key))
 
 struct build {
 	struct store *s;
@@ -581,8 +571,6 @@ static int collect_life_row(uint32_t pid, uint32_t life, uint32_t tid, uint32_t 
 		return err;
 	if (!life && store__process(bd->s, pid, &pi))
 		life = pi.life;
-	if (life >= 1u << (32 - THREAD_LIFE_SHIFT) || tid >= 1u << THREAD_LIFE_SHIFT)
-		return -EINVAL;
 	proc = idxmap_get_or_add(&bd->procs, PROC_KEY(pid, life), &created);
 	if (proc < 0)
 		return -ENOMEM;
@@ -604,14 +592,14 @@ static int collect_life_row(uint32_t pid, uint32_t life, uint32_t tid, uint32_t 
 	if (bd->merge)
 		return 0;
 	created = false;
-	if (idxmap_get_or_add(&bd->threads, THREAD_KEY(pid, life, tid), &created) < 0)
+	if (idxmap_get_or_add(&bd->threads, THREAD_KEY(proc, tid), &created) < 0)
 		return -ENOMEM;
 	if (created) {
 		uint64_t *k = vec_push(&bd->thread_keys, sizeof(*k));
 
 		if (!k)
 			return -ENOMEM;
-		*k = THREAD_KEY(pid, life, tid);
+		*k = THREAD_KEY(proc, tid);
 	}
 	return 0;
 }
@@ -654,8 +642,9 @@ static int number_names(struct build *bd)
 	}
 	for (size_t k = 0; k < bd->thread_keys.n; k++) {
 		uint64_t key = ((uint64_t *)bd->thread_keys.p)[k];
-		const char *name = store__thread_name_life(bd->s, key >> 32, THREAD_KEY_LIFE(key),
-							   THREAD_KEY_TID(key));
+		uint64_t proc = ((uint64_t *)bd->proc_keys.p)[THREAD_KEY_PROC(key)];
+		const char *name = store__thread_name_life(
+		    bd->s, PROC_KEY_PID(proc), PROC_KEY_LIFE(proc), THREAD_KEY_TID(key));
 
 		if (strset_index(&bd->t->strs, name, false) < 0)
 			return -ENOMEM;
@@ -756,17 +745,15 @@ static Profd__Profile *lay_out(struct build *bd, struct carver *c, const struct 
 		uint64_t key = ((uint64_t *)bd->thread_keys.p)[k];
 		Profd__Thread *pt = &thrs[k];
 
-		int64_t proc = idxmap_get(&bd->procs, PROC_KEY(key >> 32, THREAD_KEY_LIFE(key)));
+		uint64_t proc = ((uint64_t *)bd->proc_keys.p)[THREAD_KEY_PROC(key)];
 
 		profd__thread__init(pt);
-		pt->pid = key >> 32;
+		pt->pid = PROC_KEY_PID(proc);
 		pt->tid = THREAD_KEY_TID(key);
 		pt->name =
-		    sidx(t, store__thread_name_life(bd->s, pt->pid, THREAD_KEY_LIFE(key), pt->tid));
-		if (proc >= 0) {
-			pt->has_process = 1;
-			pt->process = (uint32_t)proc + 1;
-		}
+		    sidx(t, store__thread_name_life(bd->s, pt->pid, PROC_KEY_LIFE(proc), pt->tid));
+		pt->has_process = 1;
+		pt->process = THREAD_KEY_PROC(key) + 1;
 		thr_ptrs[k] = pt;
 	}
 	p->n_threads = nthr;
