@@ -656,9 +656,9 @@ static const char *life_name(struct store *s, uint32_t pid, const struct life_ro
 
 /*
  * A reused pid: the process that held it before keeps its samples under its own name, found
- * by its start time in /proc, whether the fork record came or was lost; an exec keeps the
- * process. Before processes were keyed by their life, the first one's samples took the last
- * one's name.
+ * by its start time in /proc, whether the fork and exit records came or were lost; an exec
+ * keeps the process. Before processes were keyed by their life, the first one's samples took the
+ * last one's name.
  */
 static void test_pid_reuse(void)
 {
@@ -709,12 +709,25 @@ static void test_pid_reuse(void)
 	CHECK_EQ_U(reused_calls, 2);
 	CHECK_EQ_U(reused_life, 2);
 
+	/*
+	 * And a fourth whose predecessor's exit was lost too: the start in /proc, compared once a
+	 * second while samples come, says it is another process.
+	 */
+	fake_stat(root, pid, 4000);
+	usleep(1100 * 1000);
+	memcpy(rec.comm, "davejob", 8);
+	rec.ts_ns = mono_ns();
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	CHECK_EQ_U(reused_calls, 3);
+	CHECK_EQ_U(reused_life, 3);
+
 	CHECK_EQ_I(store__query_lives(store, &q, life_cb, &r), 0);
-	CHECK_EQ_U(r.n, 3);
-	CHECK_EQ_U(r.total, 6);
+	CHECK_EQ_U(r.n, 4);
+	CHECK_EQ_U(r.total, 7);
 	CHECK_STREQ(life_name(store, pid, &r, 0), "alicejob");
 	CHECK_STREQ(life_name(store, pid, &r, 1), "bobjob");
 	CHECK_STREQ(life_name(store, pid, &r, 2), "caroljob");
+	CHECK_STREQ(life_name(store, pid, &r, 3), "davejob");
 	ncalls = 0; /* the exits told to the double: the other tests count from zero */
 out:
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
