@@ -262,7 +262,10 @@ struct store_query {
 	bool merge_processes;
 };
 
-/* Called once per distinct (pid, tid, stack) with values summed over the range. */
+/*
+ * Called once per distinct (pid, tid, stack) of one process with values summed over the range: a
+ * pid that named several processes (lives, above) gives a row for each.
+ */
 typedef int (*store_query_cb)(uint32_t pid, uint32_t tid, uint32_t stack,
 			      const uint64_t values[STORE_VALUE__COUNT], void *ctx);
 /*
