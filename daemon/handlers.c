@@ -509,9 +509,9 @@ static int window_query(struct daemon *d, const struct server_peer *peer, const 
 
 	/*
 	 * Root sees everything; anyone else only processes running under their own uid. A pid
-	 * the kernel reused may have been hers before another's: asking for it is hers to do
-	 * while the store keeps a process of hers under it, and the uid filter gives her the data
-	 * of that process alone.
+	 * the kernel reused may have held the caller's process before another user's: the caller
+	 * may ask for it while the store keeps a process of theirs under it, and the uid filter
+	 * gives them that process's data alone.
 	 */
 	if (peer->uid != 0) {
 		for (size_t i = 0; i < w->n_pids; i++) {
