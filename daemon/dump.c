@@ -547,6 +547,7 @@ struct build {
 	struct vec proc_keys;	/* uint64_t PROC_KEY: the Profile's processes */
 	struct vec thread_keys; /* uint64_t THREAD_KEY */
 	bool merge;		/* q->merge_processes: rows by (process name, stack), no threads */
+	bool *reused;		/* per process: its pid names another process of the profile too */
 };
 
 /* One row of (pid's life, tid, stack); life 0: the newest life the store knows of pid. */
@@ -705,8 +706,10 @@ static Profd__Profile *lay_out(struct build *bd, struct carver *c, const struct 
 		ps->stack = rows[k].stack;
 		ps->pid = rows[k].pid;
 		ps->tid = rows[k].tid;
-		ps->has_process = 1;
-		ps->process = rows[k].proc + 1;
+		if (bd->reused[rows[k].proc]) {
+			ps->has_process = 1;
+			ps->process = rows[k].proc + 1;
+		}
 		ps->n_values = STORE_VALUE__COUNT;
 		ps->values = &values[k * STORE_VALUE__COUNT];
 		memcpy(ps->values, rows[k].v, sizeof(rows[k].v));
@@ -752,8 +755,10 @@ static Profd__Profile *lay_out(struct build *bd, struct carver *c, const struct 
 		pt->tid = THREAD_KEY_TID(key);
 		pt->name =
 		    sidx(t, store__thread_name_life(bd->s, pt->pid, PROC_KEY_LIFE(proc), pt->tid));
-		pt->has_process = 1;
-		pt->process = THREAD_KEY_PROC(key) + 1;
+		if (bd->reused[THREAD_KEY_PROC(key)]) {
+			pt->has_process = 1;
+			pt->process = THREAD_KEY_PROC(key) + 1;
+		}
 		thr_ptrs[k] = pt;
 	}
 	p->n_threads = nthr;
@@ -793,10 +798,50 @@ static int build_init(struct build *bd, const struct dump_meta *meta, size_t npr
  * Number the collected names, then lay the profile out twice: once to size the one block it
  * lives in, once to fill it. Returns the profile or NULL (out of memory).
  */
+/*
+ * Mark the processes whose pid another process of the profile has too: only their samples and
+ * threads need to say which process they are of (Sample.process, Thread.process); the others
+ * are found by pid, as from a daemon without lives, and the dump stays as small. Returns 0 or
+ * -ENOMEM.
+ */
+static int mark_reused(struct build *bd)
+{
+	const uint64_t *keys = bd->proc_keys.p;
+	size_t n = bd->proc_keys.n;
+	uint32_t *first = malloc((n ? n : 1) * sizeof(*first)); /* dense pid -> its first process */
+	struct idxmap pids = {0};
+	int err = -ENOMEM;
+
+	free(bd->reused);
+	bd->reused = calloc(n ? n : 1, sizeof(*bd->reused));
+	if (!first || !bd->reused || idxmap_init(&pids, 64))
+		goto out;
+	for (size_t k = 0; k < n; k++) {
+		bool created = false;
+		int64_t d = idxmap_get_or_add(&pids, PROC_KEY_PID(keys[k]), &created);
+
+		if (d < 0)
+			goto out;
+		if (created) {
+			first[d] = (uint32_t)k;
+		} else {
+			bd->reused[k] = true;
+			bd->reused[first[d]] = true;
+		}
+	}
+	err = 0;
+out:
+	idxmap_fini(&pids);
+	free(first);
+	return err;
+}
+
 static Profd__Profile *build_carve(struct build *bd, const struct dump_meta *meta)
 {
 	struct carver c = {0};
 
+	if (mark_reused(bd))
+		return NULL;
 	lay_out(bd, &c, meta);
 	c.p = malloc(c.off);
 	if (!c.p)
@@ -812,6 +857,7 @@ static void build_fini(struct build *bd)
 	idxmap_fini(&bd->procs);
 	idxmap_fini(&bd->threads);
 	free(bd->proc_keys.p);
+	free(bd->reused);
 	free(bd->thread_keys.p);
 }
 

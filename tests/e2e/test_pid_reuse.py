@@ -53,9 +53,14 @@ def functions_by_process(prof, pid):
     for s in prof["samples"]:
         if s["pid"] != pid or not s["values"][0]:
             continue
-        if "process" not in s:
-            fail(f"a sample of pid {pid} does not say which process it is from: {s}")
-        pr = prof["processes"][s["process"]]
+        if "process" in s:
+            pr = prof["processes"][s["process"]]
+        else:
+            # Without the reference the pid must name one process of the dump.
+            same = [p for p in prof["processes"] if p["pid"] == pid]
+            if len(same) != 1:
+                fail(f"a sample of pid {pid} does not say which of {len(same)} it is from")
+            pr = same[0]
         if pr["pid"] != pid:
             fail(f"a sample of pid {pid} names the process entry of pid {pr['pid']}")
         names = {prof["frames"][i]["name"] for i in prof["stacks"][s["stack"]]}
