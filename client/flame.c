@@ -309,7 +309,7 @@ static void sanitize_line(char *s)
 
 struct flame *flame__new(const Profd__Profile *p, const struct flame_opts *opts)
 {
-	uint32_t *frame_name = NULL;
+	uint32_t *frame_name = NULL, *proc_name = NULL;
 	struct proc_name *procs = NULL;
 	/*
 	 * Leaf node + 1 of each (process node << 32 | stack index) already walked: samples of one
@@ -328,7 +328,8 @@ struct flame *flame__new(const Profd__Profile *p, const struct flame_opts *opts)
 	buf = malloc(buf_len);
 	frame_name = calloc(p->n_frames ? p->n_frames : 1, sizeof(*frame_name));
 	procs = calloc(p->n_processes ? p->n_processes : 1, sizeof(*procs));
-	if (!buf || !frame_name || !procs) {
+	proc_name = calloc(p->n_processes ? p->n_processes : 1, sizeof(*proc_name));
+	if (!buf || !frame_name || !procs || !proc_name) {
 		err = -ENOMEM;
 		goto out;
 	}
@@ -372,6 +373,7 @@ struct flame *flame__new(const Profd__Profile *p, const struct flame_opts *opts)
 			goto out;
 		}
 		procs[i] = (struct proc_name){p->processes[i]->pid, (uint32_t)id};
+		proc_name[i] = (uint32_t)id;
 	}
 	qsort(procs, p->n_processes, sizeof(*procs), cmp_proc);
 
@@ -386,7 +388,9 @@ struct flame *flame__new(const Profd__Profile *p, const struct flame_opts *opts)
 		if (!v)
 			continue;
 		if (opts->process_root) {
-			id = process_name_id(f, procs, p->n_processes, s->pid);
+			/* A reused pid has several processes: the sample says which is its own. */
+			id = s->process ? proc_name[s->process - 1]
+					: process_name_id(f, procs, p->n_processes, s->pid);
 			if (id < 0 ||
 			    (cur = child(f, (uint32_t)cur, (uint32_t)id, FLAME_PROCESS)) < 0) {
 				err = (int)(id < 0 ? id : cur);
@@ -431,6 +435,7 @@ struct flame *flame__new(const Profd__Profile *p, const struct flame_opts *opts)
 out:
 	ptrmap_fini(&memo);
 	free(procs);
+	free(proc_name);
 	free(frame_name);
 	free(buf);
 	if (err) {

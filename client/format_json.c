@@ -183,8 +183,12 @@ static void write_samples(const Profd__Profile *p, FILE *out)
 
 		fprintf(out,
 			"%s\n    {\"stack\": %" PRIu32 ", \"pid\": %" PRIu32 ", \"tid\": %" PRIu32
-			", \"values\": [",
+			", ",
 			i ? "," : "", s->stack, s->pid, s->tid);
+		/* Which process of the list: a reused pid has several. */
+		if (s->process)
+			fprintf(out, "\"process\": %" PRIu32 ", ", s->process - 1);
+		fputs("\"values\": [", out);
 		for (size_t j = 0; j < s->n_values; j++)
 			fprintf(out, "%s%" PRIu64, j ? ", " : "", s->values[j]);
 		fputs("]}", out);
@@ -226,7 +230,10 @@ int format_json(const Profd__Profile *p, const struct render_opts *o, FILE *out)
 			fprintf(out, ", \"uid\": %" PRIu32, pr->uid);
 		else
 			fputs(", \"uid\": null", out);
-		fprintf(out, ", \"exited\": %s}", pr->has_exited && pr->exited ? "true" : "false");
+		fprintf(out, ", \"exited\": %s", pr->has_exited && pr->exited ? "true" : "false");
+		if (pr->has_start_time)
+			fprintf(out, ", \"start_time\": %" PRIu64, pr->start_time);
+		putc('}', out);
 	}
 	end_array(out, p->n_processes, false);
 
@@ -237,6 +244,8 @@ int format_json(const Profd__Profile *p, const struct render_opts *o, FILE *out)
 		fprintf(out, "%s\n    {\"tid\": %" PRIu32 ", \"pid\": %" PRIu32 ", ", i ? "," : "",
 			t->tid, t->pid);
 		opt_string(out, "", "name", p, true, t->name);
+		if (t->process)
+			fprintf(out, ", \"process\": %" PRIu32, t->process - 1);
 		putc('}', out);
 	}
 	end_array(out, p->n_threads, false);

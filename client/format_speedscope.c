@@ -22,14 +22,15 @@
 #define NO_FRAME UINT32_MAX
 
 struct thread_ref {
-	uint32_t pid, tid;
-	size_t sample; /* index into Profile.samples */
+	uint32_t pid, process, tid; /* process: Sample.process (a reused pid has several) */
+	size_t sample;		    /* index into Profile.samples */
 };
 
 /* One thread's aggregated stacks, in the order first seen. */
 struct thread_out {
-	uint32_t pid, tid;
-	struct intern *stacks; /* key: the stack's shared-frame ids, root first */
+	uint32_t pid, process, tid;
+	const Profd__Sample *first; /* names the thread and its process */
+	struct intern *stacks;	    /* key: the stack's shared-frame ids, root first */
 	uint64_t *weights;
 	size_t cap_weights;
 	uint64_t total;
@@ -54,6 +55,8 @@ static int cmp_thread_ref(const void *a, const void *b)
 
 	if (x->pid != y->pid)
 		return x->pid < y->pid ? -1 : 1;
+	if (x->process != y->process)
+		return x->process < y->process ? -1 : 1;
 	if (x->tid != y->tid)
 		return x->tid < y->tid ? -1 : 1;
 	return x->sample < y->sample ? -1 : x->sample > y->sample;
@@ -172,7 +175,10 @@ static int add_sample(struct ss *s, struct thread_out *t, size_t i, uint32_t **k
 	return 0;
 }
 
-/* Group the samples by (pid, tid), in that order, and aggregate each thread's stacks. */
+/*
+ * Group the samples by (pid, process, tid), in that order, and aggregate each thread's stacks:
+ * the processes of a reused pid are apart.
+ */
 static int build_threads(struct ss *s)
 {
 	const Profd__Profile *p = s->p;
@@ -184,7 +190,8 @@ static int build_threads(struct ss *s)
 	if (!refs)
 		return -ENOMEM;
 	for (size_t i = 0; i < p->n_samples; i++)
-		refs[i] = (struct thread_ref){p->samples[i]->pid, p->samples[i]->tid, i};
+		refs[i] = (struct thread_ref){p->samples[i]->pid, p->samples[i]->process,
+					      p->samples[i]->tid, i};
 	qsort(refs, p->n_samples, sizeof(*refs), cmp_thread_ref);
 	s->threads = calloc(p->n_samples ? p->n_samples : 1, sizeof(*s->threads));
 	if (!s->threads) {
@@ -194,10 +201,13 @@ static int build_threads(struct ss *s)
 	for (size_t i = 0; i < p->n_samples; i++) {
 		struct thread_out *t = s->n_threads ? &s->threads[s->n_threads - 1] : NULL;
 
-		if (!t || t->pid != refs[i].pid || t->tid != refs[i].tid) {
+		if (!t || t->pid != refs[i].pid || t->process != refs[i].process ||
+		    t->tid != refs[i].tid) {
 			t = &s->threads[s->n_threads++];
 			t->pid = refs[i].pid;
+			t->process = refs[i].process;
 			t->tid = refs[i].tid;
+			t->first = p->samples[refs[i].sample];
 			t->stacks = intern__new();
 			if (!t->stacks) {
 				err = -ENOMEM;
@@ -217,14 +227,14 @@ out:
 /* "NAME (tid N)": the thread's name, else its process's, else "[pid N]". */
 static void write_profile_name(const Profd__Profile *p, const struct thread_out *t, FILE *out)
 {
-	const char *name = NULL;
+	const char *name = profile_sample_thread_name(p, t->first);
+	const Profd__Process *pr;
 	char buf[256];
 
-	for (size_t i = 0; i < p->n_threads && !name; i++)
-		if (p->threads[i]->tid == t->tid && p->threads[i]->pid == t->pid)
-			name = profile_string(p, p->threads[i]->name);
-	if (!name || !*name)
-		name = profile_process_name(p, t->pid);
+	if (!name || !*name) {
+		pr = profile_sample_process(p, t->first);
+		name = pr ? profile_string(p, pr->name) : NULL;
+	}
 	if (name && *name)
 		snprintf(buf, sizeof(buf), "%.200s (tid %" PRIu32 ")", name, t->tid);
 	else

@@ -184,7 +184,7 @@ out:
 static int64_t group_of(struct functable *t, struct ptrmap *groups, const Profd__Profile *p,
 			const Profd__Sample *s, bool per_thread)
 {
-	uint64_t key = (uint64_t)s->pid << 32 | s->tid;
+	uint64_t key = profile_thread_key(s->process, s->pid, s->tid);
 	const char *name;
 	uintptr_t hit;
 	char buf[256];
@@ -199,7 +199,7 @@ static int64_t group_of(struct functable *t, struct ptrmap *groups, const Profd_
 	if (err)
 		return err;
 	/* "TID COMM": the column's header says it is a thread. */
-	name = profile_thread_name(p, s->pid, s->tid);
+	name = profile_sample_thread_name(p, s);
 	if (name && *name)
 		snprintf(buf, sizeof(buf), "%" PRIu32 " %.200s", s->tid, name);
 	else

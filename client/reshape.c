@@ -112,10 +112,10 @@ static int mark_interp(struct build *b)
 	return 0;
 }
 
-char *reshape_thread_name(const Profd__Profile *p, uint32_t pid, uint32_t tid, char *buf,
-			  size_t len)
+char *reshape_thread_name(const Profd__Profile *p, const Profd__Sample *s, char *buf, size_t len)
 {
-	const char *name = profile_thread_name(p, pid, tid);
+	const char *name = profile_sample_thread_name(p, s);
+	uint32_t tid = s->tid;
 
 	if (name && *name)
 		snprintf(buf, len, "thread %" PRIu32 " (%.200s)", tid, name);
@@ -234,26 +234,27 @@ static int64_t add_string(struct reshaped *r, const char *s)
 }
 
 /* The root frame of thread pid/tid, added on first use. Returns its index or a negative errno. */
-static int64_t thread_frame(struct build *b, uint32_t pid, uint32_t tid)
+/* The root frame of sample s's thread (the thread of its process, when pids were reused). */
+static int64_t thread_frame(struct build *b, const Profd__Sample *s)
 {
 	struct reshaped *r = b->r;
-	uint64_t key = (uint64_t)pid << 32 | tid;
+	uint64_t key = profile_thread_key(s->process, s->pid, s->tid);
 	uintptr_t hit = (uintptr_t)ptrmap_get(&b->thr_frame, key);
 	char name[256];
-	int64_t s;
+	int64_t str;
 	int err;
 
 	if (hit)
 		return (int64_t)hit - 1;
-	s = add_string(r, reshape_thread_name(b->src, pid, tid, name, sizeof(name)));
-	if (s < 0)
-		return s;
+	str = add_string(r, reshape_thread_name(b->src, s, name, sizeof(name)));
+	if (str < 0)
+		return str;
 	err = GROW(r->frames, r->cap_frames, r->n_frames + 1);
 	if (err)
 		return err;
 	profd__frame__init(&r->frames[r->n_frames]);
 	r->frames[r->n_frames].kind = PROFD__FRAME_KIND__FRAME_UNKNOWN;
-	r->frames[r->n_frames].name = (uint32_t)s;
+	r->frames[r->n_frames].name = (uint32_t)str;
 	if (ptrmap_put(&b->thr_frame, key, (void *)(uintptr_t)(r->n_frames + 1)))
 		return -ENOMEM;
 	return (int64_t)r->n_frames++;
@@ -366,7 +367,7 @@ static int64_t map_stack(struct build *b, uint32_t si, int64_t tf)
 
 struct sample_key {
 	const struct reshaped *r;
-	uint32_t stack, pid, tid;
+	uint32_t stack, pid, tid, process;
 };
 
 static bool sample_eq(const void *ctx, uint32_t idx)
@@ -374,15 +375,16 @@ static bool sample_eq(const void *ctx, uint32_t idx)
 	const struct sample_key *k = ctx;
 	const Profd__Sample *s = &k->r->samples[idx];
 
-	return s->stack == k->stack && s->pid == k->pid && s->tid == k->tid;
+	return s->stack == k->stack && s->pid == k->pid && s->tid == k->tid &&
+	       s->process == k->process;
 }
 
 /* Add src sample s on stack of r, summed into an equal one. Returns 0 or a negative errno. */
 static int add_sample(struct build *b, const Profd__Sample *s, uint32_t stack)
 {
 	struct reshaped *r = b->r;
-	struct sample_key k = {r, stack, s->pid, s->tid};
-	uint64_t key[3] = {stack, s->pid, s->tid}, slot = 0;
+	struct sample_key k = {r, stack, s->pid, s->tid, s->process};
+	uint64_t key[4] = {stack, s->pid, s->tid, s->process}, slot = 0;
 	uintptr_t hit =
 	    set_find(&b->sample_set, hash_bytes(key, sizeof(key)), sample_eq, &k, &slot);
 	uint64_t *v;
@@ -398,6 +400,8 @@ static int add_sample(struct build *b, const Profd__Sample *s, uint32_t stack)
 		r->samples[r->n_samples].stack = stack;
 		r->samples[r->n_samples].pid = s->pid;
 		r->samples[r->n_samples].tid = s->tid;
+		r->samples[r->n_samples].has_process = s->has_process;
+		r->samples[r->n_samples].process = s->process;
 		memset(&r->values[r->n_samples * r->nv], 0, r->nv * sizeof(*r->values));
 		if (ptrmap_put(&b->sample_set, slot, (void *)(uintptr_t)(r->n_samples + 1)))
 			return -ENOMEM;
@@ -420,7 +424,7 @@ static int build_samples(struct build *b)
 		uint64_t key;
 
 		if (b->o->per_thread) {
-			tf = thread_frame(b, s->pid, s->tid);
+			tf = thread_frame(b, s);
 			if (tf < 0)
 				return (int)tf;
 		}

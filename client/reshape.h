@@ -59,8 +59,10 @@ bool reshape_is_noop(const struct reshape_opts *o);
 Profd__Profile *reshape(const Profd__Profile *src, const struct reshape_opts *o);
 void reshape_free(Profd__Profile *p);
 
-/* The root frame's name for a thread: "thread TID (COMM)", or "thread TID". Returns buf. */
-char *reshape_thread_name(const Profd__Profile *p, uint32_t pid, uint32_t tid, char *buf,
-			  size_t len);
+/*
+ * The root frame's name for sample s's thread: "thread TID (COMM)", or "thread TID". Returns
+ * buf.
+ */
+char *reshape_thread_name(const Profd__Profile *p, const Profd__Sample *s, char *buf, size_t len);
 
 #endif

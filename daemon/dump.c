@@ -523,26 +523,42 @@ struct row {
 	uint32_t pid;
 	uint32_t tid;
 	uint32_t stack; /* dense index */
+	uint32_t proc;	/* dense index of its process (a life of pid) */
 	uint64_t v[STORE_VALUE__COUNT];
 };
+
+/*
+ * A process is a life of its pid (store.h): proc keys are life << 32 | pid; a thread is keyed by
+ * its process's dense index and its tid.
+ */
+#define PROC_KEY(pid, life) ((uint64_t)(life) << 32 | (pid))
+#define PROC_KEY_PID(key) ((uint32_t)(key))
+#define PROC_KEY_LIFE(key) ((uint32_t)((key) >> 32))
+#define THREAD_KEY(proc, tid) ((uint64_t)(proc) << 32 | (tid))
+#define THREAD_KEY_PROC(key) ((uint32_t)((key) >> 32))
+#define THREAD_KEY_TID(key) ((uint32_t)(key))
 
 struct build {
 	struct store *s;
 	struct dump_tables *t;
 	struct vec rows;	/* struct row */
-	struct idxmap procs;	/* pid -> dense index */
-	struct idxmap threads;	/* pid << 32 | tid -> dense index */
-	struct vec proc_pids;	/* uint32_t: the Profile's processes */
-	struct vec thread_keys; /* uint64_t */
+	struct idxmap procs;	/* PROC_KEY -> dense index */
+	struct idxmap threads;	/* THREAD_KEY -> dense index */
+	struct vec proc_keys;	/* uint64_t PROC_KEY: the Profile's processes */
+	struct vec thread_keys; /* uint64_t THREAD_KEY */
 	bool merge;		/* q->merge_processes: rows by (process name, stack), no threads */
+	bool *reused;		/* per process: its pid names another process of the profile too */
 };
 
-static int collect_row(uint32_t pid, uint32_t tid, uint32_t stack,
-		       const uint64_t values[STORE_VALUE__COUNT], void *ctx)
+/* One row of (pid's life, tid, stack); life 0: the newest life the store knows of pid. */
+static int collect_life_row(uint32_t pid, uint32_t life, uint32_t tid, uint32_t stack,
+			    const uint64_t values[STORE_VALUE__COUNT], void *ctx)
 {
 	struct build *bd = ctx;
+	struct store_process_info pi;
 	struct row *r;
 	bool created = false, any = false;
+	int64_t proc;
 	uint32_t idx;
 	int err;
 
@@ -554,35 +570,46 @@ static int collect_row(uint32_t pid, uint32_t tid, uint32_t stack,
 	err = dump_tables__stack(bd->t, stack, &idx);
 	if (err)
 		return err;
+	if (!life && store__process(bd->s, pid, &pi))
+		life = pi.life;
+	proc = idxmap_get_or_add(&bd->procs, PROC_KEY(pid, life), &created);
+	if (proc < 0)
+		return -ENOMEM;
+	if (created) {
+		uint64_t *p = vec_push(&bd->proc_keys, sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		*p = PROC_KEY(pid, life);
+	}
 	r = vec_push(&bd->rows, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
 	r->pid = pid;
 	r->tid = tid;
 	r->stack = idx;
+	r->proc = (uint32_t)proc;
 	memcpy(r->v, values, sizeof(r->v));
-	if (idxmap_get_or_add(&bd->procs, pid, &created) < 0)
-		return -ENOMEM;
-	if (created) {
-		uint32_t *p = vec_push(&bd->proc_pids, sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		*p = pid;
-	}
 	if (bd->merge)
 		return 0;
 	created = false;
-	if (idxmap_get_or_add(&bd->threads, (uint64_t)pid << 32 | tid, &created) < 0)
+	if (idxmap_get_or_add(&bd->threads, THREAD_KEY(proc, tid), &created) < 0)
 		return -ENOMEM;
 	if (created) {
 		uint64_t *k = vec_push(&bd->thread_keys, sizeof(*k));
 
 		if (!k)
 			return -ENOMEM;
-		*k = (uint64_t)pid << 32 | tid;
+		*k = THREAD_KEY(proc, tid);
 	}
 	return 0;
+}
+
+/* A row of pid's newest life: what sources without lives (GPU memory, live stacks) add. */
+static int collect_row(uint32_t pid, uint32_t tid, uint32_t stack,
+		       const uint64_t values[STORE_VALUE__COUNT], void *ctx)
+{
+	return collect_life_row(pid, 0, tid, stack, values, ctx);
 }
 
 /* Number the value type names first, so they come right after "" whatever the data. */
@@ -602,11 +629,12 @@ static int number_value_types(struct build *bd)
 /* Number the process and thread names, after the frames' strings. */
 static int number_names(struct build *bd)
 {
-	for (size_t k = 0; k < bd->proc_pids.n; k++) {
+	for (size_t k = 0; k < bd->proc_keys.n; k++) {
+		uint64_t key = ((uint64_t *)bd->proc_keys.p)[k];
 		struct store_process_info pi = {0};
 		const char *name = "";
 
-		if (store__process(bd->s, ((uint32_t *)bd->proc_pids.p)[k], &pi))
+		if (store__process_life(bd->s, PROC_KEY_PID(key), PROC_KEY_LIFE(key), &pi))
 			name = pi.comm;
 		if (strset_index(&bd->t->strs, name, false) < 0)
 			return -ENOMEM;
@@ -615,7 +643,9 @@ static int number_names(struct build *bd)
 	}
 	for (size_t k = 0; k < bd->thread_keys.n; k++) {
 		uint64_t key = ((uint64_t *)bd->thread_keys.p)[k];
-		const char *name = store__thread_name(bd->s, key >> 32, (uint32_t)key);
+		uint64_t proc = ((uint64_t *)bd->proc_keys.p)[THREAD_KEY_PROC(key)];
+		const char *name = store__thread_name_life(
+		    bd->s, PROC_KEY_PID(proc), PROC_KEY_LIFE(proc), THREAD_KEY_TID(key));
 
 		if (strset_index(&bd->t->strs, name, false) < 0)
 			return -ENOMEM;
@@ -629,7 +659,7 @@ static int number_names(struct build *bd)
  */
 static Profd__Profile *lay_out(struct build *bd, struct carver *c, const struct dump_meta *meta)
 {
-	size_t nrow = bd->rows.n, nproc = bd->proc_pids.n, nthr = bd->thread_keys.n;
+	size_t nrow = bd->rows.n, nproc = bd->proc_keys.n, nthr = bd->thread_keys.n;
 	struct tables_out o = {0};
 	Profd__Profile *p = carve(c, sizeof(*p), alignof(Profd__Profile));
 	Profd__ValueType **vt_ptrs = carve(c, STORE_VALUE__COUNT * sizeof(void *), alignof(void *));
@@ -676,6 +706,10 @@ static Profd__Profile *lay_out(struct build *bd, struct carver *c, const struct 
 		ps->stack = rows[k].stack;
 		ps->pid = rows[k].pid;
 		ps->tid = rows[k].tid;
+		if (bd->reused[rows[k].proc]) {
+			ps->has_process = 1;
+			ps->process = rows[k].proc + 1;
+		}
 		ps->n_values = STORE_VALUE__COUNT;
 		ps->values = &values[k * STORE_VALUE__COUNT];
 		memcpy(ps->values, rows[k].v, sizeof(rows[k].v));
@@ -688,10 +722,14 @@ static Profd__Profile *lay_out(struct build *bd, struct carver *c, const struct 
 		struct store_process_info pi;
 		Profd__Process *pp = &procs[k];
 
+		uint64_t key = ((uint64_t *)bd->proc_keys.p)[k];
+
 		profd__process__init(pp);
-		pp->pid = ((uint32_t *)bd->proc_pids.p)[k];
-		if (store__process(bd->s, pp->pid, &pi)) {
+		pp->pid = PROC_KEY_PID(key);
+		if (store__process_life(bd->s, pp->pid, PROC_KEY_LIFE(key), &pi)) {
 			pp->name = sidx(t, pi.comm);
+			pp->has_start_time = pi.start != 0;
+			pp->start_time = pi.start;
 			pp->has_uid = 1;
 			pp->uid = pi.uid;
 			pp->has_exited = 1;
@@ -710,10 +748,17 @@ static Profd__Profile *lay_out(struct build *bd, struct carver *c, const struct 
 		uint64_t key = ((uint64_t *)bd->thread_keys.p)[k];
 		Profd__Thread *pt = &thrs[k];
 
+		uint64_t proc = ((uint64_t *)bd->proc_keys.p)[THREAD_KEY_PROC(key)];
+
 		profd__thread__init(pt);
-		pt->pid = key >> 32;
-		pt->tid = (uint32_t)key;
-		pt->name = sidx(t, store__thread_name(bd->s, pt->pid, pt->tid));
+		pt->pid = PROC_KEY_PID(proc);
+		pt->tid = THREAD_KEY_TID(key);
+		pt->name =
+		    sidx(t, store__thread_name_life(bd->s, pt->pid, PROC_KEY_LIFE(proc), pt->tid));
+		if (bd->reused[THREAD_KEY_PROC(key)]) {
+			pt->has_process = 1;
+			pt->process = THREAD_KEY_PROC(key) + 1;
+		}
 		thr_ptrs[k] = pt;
 	}
 	p->n_threads = nthr;
@@ -753,10 +798,50 @@ static int build_init(struct build *bd, const struct dump_meta *meta, size_t npr
  * Number the collected names, then lay the profile out twice: once to size the one block it
  * lives in, once to fill it. Returns the profile or NULL (out of memory).
  */
+/*
+ * Mark the processes whose pid another process of the profile has too: only their samples and
+ * threads need to say which process they are of (Sample.process, Thread.process); the others
+ * are found by pid, as from a daemon without lives, and the dump stays as small. Returns 0 or
+ * -ENOMEM.
+ */
+static int mark_reused(struct build *bd)
+{
+	const uint64_t *keys = bd->proc_keys.p;
+	size_t n = bd->proc_keys.n;
+	uint32_t *first = malloc((n ? n : 1) * sizeof(*first)); /* dense pid -> its first process */
+	struct idxmap pids = {0};
+	int err = -ENOMEM;
+
+	free(bd->reused);
+	bd->reused = calloc(n ? n : 1, sizeof(*bd->reused));
+	if (!first || !bd->reused || idxmap_init(&pids, 64))
+		goto out;
+	for (size_t k = 0; k < n; k++) {
+		bool created = false;
+		int64_t d = idxmap_get_or_add(&pids, PROC_KEY_PID(keys[k]), &created);
+
+		if (d < 0)
+			goto out;
+		if (created) {
+			first[d] = (uint32_t)k;
+		} else {
+			bd->reused[k] = true;
+			bd->reused[first[d]] = true;
+		}
+	}
+	err = 0;
+out:
+	idxmap_fini(&pids);
+	free(first);
+	return err;
+}
+
 static Profd__Profile *build_carve(struct build *bd, const struct dump_meta *meta)
 {
 	struct carver c = {0};
 
+	if (mark_reused(bd))
+		return NULL;
 	lay_out(bd, &c, meta);
 	c.p = malloc(c.off);
 	if (!c.p)
@@ -771,7 +856,8 @@ static void build_fini(struct build *bd)
 	free(bd->rows.p);
 	idxmap_fini(&bd->procs);
 	idxmap_fini(&bd->threads);
-	free(bd->proc_pids.p);
+	free(bd->proc_keys.p);
+	free(bd->reused);
 	free(bd->thread_keys.p);
 }
 
@@ -787,7 +873,7 @@ int dump__build(struct store *s, const struct store_query *q, const struct dump_
 	err = build_init(&bd, meta, 256);
 	if (err)
 		goto out;
-	err = store__query(s, q, collect_row, &bd);
+	err = store__query_lives(s, q, collect_life_row, &bd);
 	if (!err && meta && meta->extra)
 		err = meta->extra(meta->extra_ctx, q, meta->end_ns, collect_row, &bd);
 	if (err)

@@ -513,12 +513,18 @@ static int window_query(struct daemon *d, const struct server_peer *peer, const 
 		return 1;
 	}
 
-	/* Root sees everything; anyone else only processes running under their own uid. */
+	/*
+	 * Root sees everything; anyone else only processes running under their own uid. A pid
+	 * the kernel reused may have held the caller's process before another user's: the caller
+	 * may ask for it while the store keeps a process of theirs under it, and the uid filter
+	 * gives them that process's data alone.
+	 */
 	if (peer->uid != 0) {
 		for (size_t i = 0; i < w->n_pids; i++) {
 			struct store_process_info pi;
 
-			if (store__process(d->store, w->pids[i], &pi) && pi.uid != peer->uid) {
+			if (store__process(d->store, w->pids[i], &pi) &&
+			    !store__process_owned(d->store, w->pids[i], peer->uid)) {
 				*code = PROFD__ERROR_CODE__ERROR_PERMISSION_DENIED;
 				snprintf(msg, msglen,
 					 "permission denied: pid %u runs as uid %u and you are "

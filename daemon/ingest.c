@@ -66,6 +66,8 @@ struct pid_entry {
 	uint64_t seen_ns;	   /* first sample of this image */
 	uint64_t owner_checked_ns; /* when uid was last compared with /proc */
 	uint64_t py_checked_ns;
+	/* The process's start time (note_start): which process this is, whatever its epoch says. */
+	uint64_t start;
 };
 
 /* A process that just exec'd may map its libpython after its first samples: look again. */
@@ -235,6 +237,45 @@ static struct pid_entry *pid_insert(struct ingest *in, uint32_t pid)
 	}
 }
 
+/*
+ * A process gone before its start time was read: its fork's time with the top bit set, a value no
+ * tick count after boot reaches, so it still begins a life of its own.
+ */
+#define START_OF_FORK(ts_ns) ((ts_ns) | 1ull << 63)
+
+/*
+ * Tell the store which process pid names now, by its start time (a process is the same across
+ * its execs, another after the pid's reuse): the store keeps the data, name and owner of each
+ * apart. What the GPU module still holds of an old process goes to the store first, under that
+ * process. fork_ts: the fork record's time, 0 when no fork record is at hand. Returns the start
+ * time used, 0 when unknown.
+ */
+static uint64_t note_start(struct ingest *in, uint32_t pid, uint64_t fork_ts)
+{
+	uint64_t start = 0;
+
+	if (procfs_read_start(in->proc_root, pid, &start) && fork_ts)
+		start = START_OF_FORK(fork_ts);
+	if (in->gpu && store__process_is_new(in->store, pid, start))
+		gpu__process_reused(in->gpu, pid);
+	/* Out of memory: the data goes on under the pid's newest process, as it had to before. */
+	(void)store__process_began(in->store, pid, start);
+	return start;
+}
+
+/*
+ * Whether pid names another process than e was made for though no exit or fork record said so
+ * (the ring lost them): its start time in /proc is another. A start the fork record stood in
+ * for (START_OF_FORK) is not compared: /proc could not be read then.
+ */
+static bool pid_reused(const struct ingest *in, const struct pid_entry *e)
+{
+	uint64_t start;
+
+	return e->start && !(e->start & START_OF_FORK(0)) &&
+	       !procfs_read_start(in->proc_root, e->pid, &start) && start != e->start;
+}
+
 /* Read the process name from /proc/PID/comm (the thread group leader's name). */
 static void read_comm(const struct ingest *in, uint32_t pid, char *buf, size_t len,
 		      const char *fallback)
@@ -335,12 +376,19 @@ static void owner_check(struct ingest *in, struct pid_entry *e, uint32_t euid, u
 	store__set_process(in->store, e->pid, uid, comm);
 }
 
+static void forget_process(struct ingest *in, uint32_t pid);
+
 static struct pid_entry *see_process(struct ingest *in, uint32_t pid, uint32_t tid, uint32_t uid,
 				     const char *thread_comm, uint64_t now)
 {
 	struct pid_entry *e = pid_find(in, pid);
 	char comm[64];
 
+	if (e && now - e->owner_checked_ns >= OWNER_RECHECK_NS && pid_reused(in, e)) {
+		/* A new process: new symbols, a new life in the store, as after a fork record. */
+		forget_process(in, pid);
+		e = NULL;
+	}
 	if (e) {
 		owner_check(in, e, uid, now);
 		return e;
@@ -349,6 +397,7 @@ static struct pid_entry *see_process(struct ingest *in, uint32_t pid, uint32_t t
 	if (!e)
 		return NULL;
 	e->seen_ns = now;
+	e->start = note_start(in, pid, 0);
 	e->uid = uid = proc_owner(in, pid, uid);
 	e->owner_checked_ns = now;
 	/* The main thread's name is the process's: /proc is read only for other threads'. */
@@ -1145,6 +1194,8 @@ static int handle_task(struct ingest *in, const struct profd_task_rec *rec, size
 		if (!e)
 			return -ENOMEM;
 		e->seen_ns = rec->ts_ns;
+		e->start =
+		    note_start(in, rec->pid, rec->hdr.type == PROFD_REC_FORK ? rec->ts_ns : 0);
 		e->uid = proc_owner(in, rec->pid, rec->uid);
 		e->owner_checked_ns = mono_ns();
 		store__set_process(in->store, rec->pid, e->uid, comm);

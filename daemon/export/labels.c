@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include "labels.h"
+#include "procfs.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -186,23 +187,10 @@ static ssize_t read_proc(const char *proc_root, uint32_t pid, const char *what, 
 
 uint64_t labels_start_ticks(const char *proc_root, uint32_t pid)
 {
-	char buf[1024];
-	ssize_t n = read_proc(proc_root, pid, "stat", buf, sizeof(buf) - 1);
-	const char *p;
-	unsigned long long v = 0;
+	uint64_t start;
 
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	/* After the comm's closing parenthesis: field 3 onwards; starttime is field 22. */
-	p = strrchr(buf, ')');
-	if (!p)
-		return 0;
-	for (int field = 2; field < 22 && p; field++)
-		p = strchr(p + 1, ' ');
-	if (!p || sscanf(p + 1, "%llu", &v) != 1)
-		return 0;
-	return v;
+	/* The field the ingest tells processes apart by, read by the one parser of it. */
+	return procfs_read_start(proc_root ? proc_root : "/proc", pid, &start) ? 0 : start;
 }
 
 static bool rule_matches(const char *glob, const char *comm, const char *exe, const char *cmdline)

@@ -466,6 +466,20 @@ void gpu__process_exited(struct gpu *g, uint32_t pid)
 	gpu_mem_end(g, pid, g->now);
 }
 
+void gpu__process_reused(struct gpu *g, uint32_t pid)
+{
+	struct gpu_proc *p = gpu_proc(g, pid);
+
+	gpu_join_expire_pid(g, pid);
+	gpu_mem_end(g, pid, g->now);
+	if (!p)
+		return;
+	proc_finish(g, p);
+	ptrmap_del(&g->procs, pid);
+	proc_free(g, p);
+	update_processes(g);
+}
+
 void gpu__clock(struct gpu *g, uint64_t now_ns)
 {
 	if (now_ns > g->now)

@@ -2,6 +2,12 @@
 /*
  * The aggregation store: process and thread metadata, kept in uint64 -> pointer maps and swept
  * when no remaining bucket names them (see store_priv.h for the whole layout).
+ *
+ * A pid names one process after another as the kernel reuses it: each process is a life of the
+ * pid, numbered 1, 2, ... (STORE_LIFE_MAX, then 1 again), with its own record. The map holds
+ * the newest life of each pid, and each record the one before it: a pid rarely has more than
+ * one or two lives in the buckets, so a life is found by walking that chain. Buckets name the
+ * life their data came from, so an exited process's data keeps its own name and owner.
  */
 #include "store_priv.h"
 
@@ -16,15 +22,19 @@ struct proc {
 	uint32_t pid;
 	uint32_t uid;
 	uint32_t ppid;	  /* 0: unknown */
+	uint32_t life;	  /* 1 .. STORE_LIFE_MAX */
+	uint64_t start;	  /* the process's start time (store__process_began); 0: unknown */
 	uint64_t ref_idx; /* newest bucket idx + 1 naming it; 0: none */
 	bool exited;
 	char *comm;
-	char *exe; /* NULL: unknown */
+	char *exe;	    /* NULL: unknown */
+	struct proc *older; /* the life of the same pid before this one; NULL: none kept */
 };
 
 struct thread {
 	uint32_t pid;
 	uint32_t tid;
+	uint32_t life;
 	uint64_t ref_idx;
 	char *comm;
 };
@@ -57,9 +67,58 @@ static void pmap_fini(struct store *s, struct ptrmap *m)
 
 /* --- processes and threads ------------------------------------------------------------------ */
 
-static inline uint64_t thread_key(uint32_t pid, uint32_t tid)
+/* Tids stay below STORE_PID_LIMIT: the life fits above them. */
+static inline uint64_t thread_key(uint32_t pid, uint32_t life, uint32_t tid)
 {
-	return (uint64_t)pid << 32 | tid;
+	return (uint64_t)pid << 32 | life << STORE_PID_BITS | tid;
+}
+
+/* The record of pid's life, NULL when not kept. */
+static struct proc *proc_life(const struct store *s, uint32_t pid, uint32_t life)
+{
+	struct proc *p = ptrmap_get(&s->procs, pid);
+
+	while (p && p->life != life)
+		p = p->older;
+	return p;
+}
+
+static void proc_release(struct store *s, struct proc *p);
+
+/*
+ * A new life of pid, older (the newest so far, or NULL) kept behind it. The oldest life whose
+ * number comes round again is dropped first: its buckets' data would be read as the new one's.
+ * Returns the record or NULL (-ENOMEM).
+ */
+static struct proc *proc_new_life(struct store *s, uint32_t pid, struct proc *older)
+{
+	uint32_t life = older ? older->life % STORE_LIFE_MAX + 1 : 1;
+	struct proc *p = store_mem_zalloc(&s->bytes, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->pid = pid;
+	p->life = life;
+	p->ref_idx = s->max_idx_plus1;
+	if (pmap_put(s, &s->procs, pid, p)) {
+		store_mem_free(&s->bytes, p, sizeof(*p));
+		return NULL;
+	}
+	p->older = older;
+	for (struct proc *q = p; q->older; q = q->older) {
+		if (q->older->life == life) {
+			struct proc *gone = q->older;
+
+			q->older = gone->older;
+			proc_release(s, gone);
+			s->lives--;
+			break;
+		}
+	}
+	if (older)
+		older->exited = true; /* a pid names one process at a time */
+	s->lives++;
+	return p;
 }
 
 static int set_str(struct store *s, char **dst, const char *comm, size_t max)
@@ -83,26 +142,56 @@ static int set_str(struct store *s, char **dst, const char *comm, size_t max)
 	return 0;
 }
 
+/* Whether start is another process than p's life (NULL: none yet) by the rule store.h gives. */
+static bool new_life(const struct proc *p, uint64_t start)
+{
+	if (!p)
+		return true;
+	if (!start || p->start == start)
+		return false;
+	/* Recorded before its start was known, and still running: the same process. */
+	return p->start || p->exited;
+}
+
+bool store__process_is_new(const struct store *s, uint32_t pid, uint64_t start)
+{
+	const struct proc *p = s && pid < STORE_PID_LIMIT ? ptrmap_get(&s->procs, pid) : NULL;
+
+	return p && new_life(p, start);
+}
+
+int store__process_began(struct store *s, uint32_t pid, uint64_t start)
+{
+	struct proc *p;
+
+	if (!s || !pid || pid >= STORE_PID_LIMIT)
+		return -EINVAL;
+	p = ptrmap_get(&s->procs, pid);
+	if (!new_life(p, start)) {
+		if (start)
+			p->start = start;
+		return 0;
+	}
+	p = proc_new_life(s, pid, p);
+	if (!p)
+		return -ENOMEM;
+	p->start = start;
+	return 0;
+}
+
 int store__set_process(struct store *s, uint32_t pid, uint32_t uid, const char *comm)
 {
 	struct proc *p;
-	int err;
 
 	if (!s)
 		return -EINVAL;
 	p = ptrmap_get(&s->procs, pid);
 	if (!p) {
-		p = store_mem_zalloc(&s->bytes, sizeof(*p));
+		p = proc_new_life(s, pid, NULL);
 		if (!p)
 			return -ENOMEM;
-		p->pid = pid;
-		err = pmap_put(s, &s->procs, pid, p);
-		if (err) {
-			store_mem_free(&s->bytes, p, sizeof(*p));
-			return err;
-		}
 	}
-	/* A reused pid or an exec: the record describes the newest process. */
+	/* An exec or a change of owner: the newest life's record describes it now. */
 	p->uid = uid;
 	p->exited = false;
 	if (p->ref_idx < s->max_idx_plus1)
@@ -112,19 +201,25 @@ int store__set_process(struct store *s, uint32_t pid, uint32_t uid, const char *
 
 int store__set_thread(struct store *s, uint32_t pid, uint32_t tid, const char *comm)
 {
+	const struct proc *p;
 	struct thread *t;
+	uint32_t life;
 	int err;
 
-	if (!s)
+	if (!s || tid >= STORE_PID_LIMIT)
 		return -EINVAL;
-	t = ptrmap_get(&s->threads, thread_key(pid, tid));
+	/* The thread of the process that holds pid now. */
+	p = ptrmap_get(&s->procs, pid);
+	life = p ? p->life : 0;
+	t = ptrmap_get(&s->threads, thread_key(pid, life, tid));
 	if (!t) {
 		t = store_mem_zalloc(&s->bytes, sizeof(*t));
 		if (!t)
 			return -ENOMEM;
 		t->pid = pid;
 		t->tid = tid;
-		err = pmap_put(s, &s->threads, thread_key(pid, tid), t);
+		t->life = life;
+		err = pmap_put(s, &s->threads, thread_key(pid, life, tid), t);
 		if (err) {
 			store_mem_free(&s->bytes, t, sizeof(*t));
 			return err;
@@ -244,13 +339,13 @@ void store__process_exited(struct store *s, uint32_t pid)
 		p->exited = true;
 }
 
-bool store__process(const struct store *s, uint32_t pid, struct store_process_info *out)
+static bool proc_info(const struct proc *p, struct store_process_info *out)
 {
-	const struct proc *p = s ? ptrmap_get(&s->procs, pid) : NULL;
-
 	if (!p)
 		return false;
 	out->pid = p->pid;
+	out->life = p->life;
+	out->start = p->start;
 	out->uid = p->uid;
 	out->ppid = p->ppid;
 	out->comm = p->comm ? p->comm : "";
@@ -259,11 +354,49 @@ bool store__process(const struct store *s, uint32_t pid, struct store_process_in
 	return true;
 }
 
+bool store__process(const struct store *s, uint32_t pid, struct store_process_info *out)
+{
+	return proc_info(s ? ptrmap_get(&s->procs, pid) : NULL, out);
+}
+
+bool store__process_life(const struct store *s, uint32_t pid, uint32_t life,
+			 struct store_process_info *out)
+{
+	return proc_info(s && life ? proc_life(s, pid, life) : NULL, out);
+}
+
+bool store__process_owned(const struct store *s, uint32_t pid, uint32_t uid)
+{
+	for (const struct proc *p = s ? ptrmap_get(&s->procs, pid) : NULL; p; p = p->older)
+		if (p->uid == uid)
+			return true;
+	return false;
+}
+
+const char *store__thread_name_life(const struct store *s, uint32_t pid, uint32_t life,
+				    uint32_t tid)
+{
+	const struct thread *t;
+
+	if (!s || tid >= STORE_PID_LIMIT || life > STORE_LIFE_MAX)
+		return NULL;
+	t = ptrmap_get(&s->threads, thread_key(pid, life, tid));
+	return t ? t->comm : NULL;
+}
+
 const char *store__thread_name(const struct store *s, uint32_t pid, uint32_t tid)
 {
-	const struct thread *t = s ? ptrmap_get(&s->threads, thread_key(pid, tid)) : NULL;
+	const struct proc *p = s ? ptrmap_get(&s->procs, pid) : NULL;
 
-	return t ? t->comm : NULL;
+	return store__thread_name_life(s, pid, p ? p->life : 0, tid);
+}
+
+uint32_t store_meta_owner(const struct store *s, uint32_t pid, uint32_t *life)
+{
+	const struct proc *p = ptrmap_get(&s->procs, pid);
+
+	*life = p ? p->life : 0;
+	return p ? p->uid : STORE_UID_UNKNOWN;
 }
 
 static void proc_release(struct store *s, struct proc *p)
@@ -289,12 +422,35 @@ void store_meta_sweep(struct store *s)
 	uint32_t i;
 
 	for (i = 0; s->procs.mask && i <= s->procs.mask;) {
-		struct proc *p = s->procs.vals[i];
+		struct proc *p = s->procs.vals[i], **pp;
 
-		if (p && p->exited && p->ref_idx < oldest_plus1) {
-			ptrmap_del_slot(&s->procs, i);
+		if (!p) {
+			i++;
+			continue;
+		}
+		/* The older lives first: every one of them has exited. */
+		for (pp = &p->older; *pp;) {
+			struct proc *q = *pp;
+
+			if (q->ref_idx < oldest_plus1) {
+				*pp = q->older;
+				proc_release(s, q);
+				s->lives--;
+			} else {
+				pp = &q->older;
+			}
+		}
+		if (p->exited && p->ref_idx < oldest_plus1) {
+			if (p->older) {
+				s->procs.vals[i] = p->older;
+			} else {
+				ptrmap_del_slot(&s->procs, i);
+				proc_release(s, p);
+				s->lives--;
+				continue; /* the slot may hold a shifted entry now */
+			}
 			proc_release(s, p);
-			continue; /* the slot may hold a shifted entry now */
+			s->lives--;
 		}
 		i++;
 	}
@@ -310,10 +466,10 @@ void store_meta_sweep(struct store *s)
 	}
 }
 
-void store_meta_note(struct store *s, uint32_t pid, uint32_t tid, uint64_t idx)
+void store_meta_note(struct store *s, uint32_t pid, uint32_t life, uint32_t tid, uint64_t idx)
 {
-	struct proc *p = ptrmap_get(&s->procs, pid);
-	struct thread *t = ptrmap_get(&s->threads, thread_key(pid, tid));
+	struct proc *p = proc_life(s, pid, life);
+	struct thread *t = ptrmap_get(&s->threads, thread_key(pid, life, tid));
 
 	if (p && p->ref_idx < idx + 1)
 		p->ref_idx = idx + 1;
@@ -331,9 +487,12 @@ int store_meta_init(struct store *s)
 
 void store_meta_free(struct store *s)
 {
-	for (size_t i = 0; s->procs.mask && i <= s->procs.mask; i++)
-		if (s->procs.vals[i])
-			proc_release(s, s->procs.vals[i]);
+	for (size_t i = 0; s->procs.mask && i <= s->procs.mask; i++) {
+		for (struct proc *p = s->procs.vals[i], *older; p; p = older) {
+			older = p->older;
+			proc_release(s, p);
+		}
+	}
 	for (size_t i = 0; s->threads.mask && i <= s->threads.mask; i++)
 		if (s->threads.vals[i])
 			thread_release(s, s->threads.vals[i]);

@@ -27,7 +27,8 @@ static int bucket_build_tab(struct store *s, struct bucket *b, uint64_t want)
 	for (uint32_t k = 0; k < b->n; k++) {
 		const struct entry *e = &b->e[k];
 
-		store_idtab_insert(tab, mask, store_entry_hash(e->pidcol, e->tid, e->stack), k + 1);
+		store_idtab_insert(tab, mask, store_entry_hash(e->pidcol, e->tidlife, e->stack),
+				   k + 1);
 	}
 	store_mem_free(&s->bytes, b->tab, b->tab ? (b->mask + 1) * sizeof(uint32_t) : 0);
 	b->tab = tab;
@@ -128,12 +129,12 @@ static struct bucket *bucket_for(struct store *s, uint64_t idx)
 
 /*
  * Returns the entry for the key in b (new ones zeroed, *created set), NULL on -ENOMEM. pidcol is
- * the entry's pid word: pid and column.
+ * the entry's pid word (pid and column), tidlife its tid word (tid and life).
  */
-static struct entry *bucket_entry(struct store *s, struct bucket *b, uint32_t pidcol, uint32_t tid,
-				  uint32_t stack, uint32_t uid, bool *created)
+static struct entry *bucket_entry(struct store *s, struct bucket *b, uint32_t pidcol,
+				  uint32_t tidlife, uint32_t stack, uint32_t uid, bool *created)
 {
-	uint32_t h = store_entry_hash(pidcol, tid, stack), i, k;
+	uint32_t h = store_entry_hash(pidcol, tidlife, stack), i, k;
 	struct entry *e;
 
 	if (!b->tab) {
@@ -144,7 +145,8 @@ static struct entry *bucket_entry(struct store *s, struct bucket *b, uint32_t pi
 	}
 	for (i = h & b->mask; (k = b->tab[i]); i = (i + 1) & b->mask) {
 		e = &b->e[k - 1];
-		if (e->stack == stack && e->tid == tid && e->pidcol == pidcol && e->uid == uid)
+		if (e->stack == stack && e->tidlife == tidlife && e->pidcol == pidcol &&
+		    e->uid == uid)
 			return e;
 	}
 	if (store_mem_grow(&s->bytes, (void **)&b->e, &b->cap, (size_t)b->n + 1, 8, sizeof(*e),
@@ -159,7 +161,7 @@ static struct entry *bucket_entry(struct store *s, struct bucket *b, uint32_t pi
 	e = &b->e[b->n];
 	memset(e, 0, sizeof(*e));
 	e->pidcol = pidcol;
-	e->tid = tid;
+	e->tidlife = tidlife;
 	e->stack = stack;
 	e->uid = uid;
 	b->tab[i] = ++b->n;
@@ -212,7 +214,7 @@ int store__journal_each(const struct store *s, store_journal_cb cb, void *ctx)
 	for (uint32_t k = 0; k < s->journal.n && !err; k++) {
 		const struct entry *e = &s->journal.e[k];
 
-		err = cb(entry_pid(e), e->tid, e->stack, entry_col(e), e->v, ctx);
+		err = cb(entry_pid(e), entry_tid(e), e->stack, entry_col(e), e->v, ctx);
 	}
 	return err;
 }
@@ -226,7 +228,7 @@ int store__journal_drain(struct store *s, store_journal_cb cb, void *ctx, uint64
 	for (uint32_t k = 0; k < s->journal.n && !err; k++) {
 		const struct entry *e = &s->journal.e[k];
 
-		err = cb(entry_pid(e), e->tid, e->stack, entry_col(e), e->v, ctx);
+		err = cb(entry_pid(e), entry_tid(e), e->stack, entry_col(e), e->v, ctx);
 	}
 	if (lost)
 		*lost = s->journal_lost;
@@ -287,21 +289,21 @@ void store_enforce_cap(struct store *s)
 int store__add(struct store *s, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint32_t stack,
 	       enum store_value col, uint64_t value)
 {
-	struct store_process_info pi;
 	uint64_t idx;
 	struct bucket *b;
 	struct entry *e;
 	bool created = false;
-	uint32_t uid;
+	uint32_t uid, life;
 
 	if (!s || (unsigned int)col >= STORE_VALUE__COUNT || !stack || stack > s->in.nstacks ||
 	    pid >= STORE_PID_LIMIT || tid >= STORE_PID_LIMIT)
 		return -EINVAL;
 	/*
-	 * Who owned the process at this moment, kept with the data: when the pid is reused by
-	 * another user, old samples stay the old owner's. No owner known: nobody's but root's.
+	 * Which process held the pid at this moment and who owned it, kept with the data: when
+	 * the pid is reused, old samples stay the old process's and its owner's. No owner known:
+	 * nobody's but root's.
 	 */
-	uid = store__process(s, pid, &pi) ? pi.uid : STORE_UID_UNKNOWN;
+	uid = store_meta_owner(s, pid, &life);
 	idx = ts_ns / s->bucket_ns;
 	if (s->journal_on)
 		journal_add(s, pid, tid, stack, col, value);
@@ -316,7 +318,8 @@ int store__add(struct store *s, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint
 	b = bucket_for(s, idx);
 	if (!b)
 		goto nomem;
-	e = bucket_entry(s, b, entry_pidcol(pid, col), tid, stack, uid, &created);
+	e = bucket_entry(s, b, entry_pidcol(pid, col), entry_tidlife(tid, life), stack, uid,
+			 &created);
 	if (!e) {
 		if (!b->n) {
 			/* Do not leave an empty bucket behind. */
@@ -333,7 +336,7 @@ int store__add(struct store *s, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint
 		s->newest_ns = ts_ns;
 	if (created) {
 		intern_stack_ref(&s->in, stack);
-		store_meta_note(s, pid, tid, idx);
+		store_meta_note(s, pid, life, tid, idx);
 	}
 	if (s->bytes > s->cap)
 		store_enforce_cap(s);
@@ -386,7 +389,7 @@ static void bucket_remap(struct bucket *b, const uint32_t *smap)
 	memset(b->tab, 0, ((size_t)b->mask + 1) * sizeof(uint32_t));
 	for (uint32_t j = 0; j < b->n; j++)
 		store_idtab_insert(b->tab, b->mask,
-				   store_entry_hash(b->e[j].pidcol, b->e[j].tid, b->e[j].stack),
+				   store_entry_hash(b->e[j].pidcol, b->e[j].tidlife, b->e[j].stack),
 				   j + 1);
 }
 
@@ -405,7 +408,7 @@ void store_buckets_remap(struct store *s, const uint32_t *smap)
  */
 struct agg_row {
 	uint32_t pid;
-	uint32_t tid;
+	uint32_t tidlife; /* as an entry's: tid | life << STORE_PID_BITS */
 	uint32_t stack;
 	uint32_t more; /* index + 1 into agg.more; 0: only CPU samples so far */
 	uint64_t cpu;
@@ -435,7 +438,7 @@ static int agg_grow_tab(struct agg *a)
 	for (uint32_t k = 0; k < a->n; k++)
 		store_idtab_insert(
 		    tab, nslots - 1,
-		    store_entry_hash(a->rows[k].pid, a->rows[k].tid, a->rows[k].stack), k + 1);
+		    store_entry_hash(a->rows[k].pid, a->rows[k].tidlife, a->rows[k].stack), k + 1);
 	free(a->tab);
 	a->tab = tab;
 	a->mask = nslots - 1;
@@ -463,16 +466,16 @@ static int agg_add_more(struct agg *a, struct agg_row *r, enum store_value col, 
 	return 0;
 }
 
-/* Sums v into column col of the row of (pid, tid, stack): the columns of a key meet here. */
-static int agg_add(struct agg *a, uint32_t pid, uint32_t tid, uint32_t stack, enum store_value col,
-		   uint64_t v)
+/* Sums v into column col of the row of (pid, tidlife, stack): the columns of a key meet here. */
+static int agg_add(struct agg *a, uint32_t pid, uint32_t tidlife, uint32_t stack,
+		   enum store_value col, uint64_t v)
 {
-	uint32_t h = store_entry_hash(pid, tid, stack), i, k;
+	uint32_t h = store_entry_hash(pid, tidlife, stack), i, k;
 	struct agg_row *r;
 
 	for (i = h & a->mask; (k = a->tab[i]); i = (i + 1) & a->mask) {
 		r = &a->rows[k - 1];
-		if (r->stack == stack && r->tid == tid && r->pid == pid) {
+		if (r->stack == stack && r->tidlife == tidlife && r->pid == pid) {
 			if (col == STORE_VALUE_CPU_SAMPLES) {
 				r->cpu = sat_add(r->cpu, v);
 				return 0;
@@ -490,7 +493,7 @@ static int agg_add(struct agg *a, uint32_t pid, uint32_t tid, uint32_t stack, en
 	}
 	r = &a->rows[a->n];
 	r->pid = pid;
-	r->tid = tid;
+	r->tidlife = tidlife;
 	r->stack = stack;
 	r->more = 0;
 	r->cpu = 0;
@@ -503,8 +506,9 @@ static int agg_add(struct agg *a, uint32_t pid, uint32_t tid, uint32_t stack, en
 }
 
 /*
- * merge_processes: each pid's stand-in, the first pid met of its name. pid -> stand-in + 1 in
- * by_pid; names in an open-addressing table of (hash, stand-in).
+ * merge_processes: each process's stand-in, the first process met of its name. Processes go by
+ * their pid word, pid | life << STORE_PID_BITS (one pid's lives may have different names):
+ * word -> stand-in + 1 in by_pid; names in an open-addressing table of (hash, stand-in).
  */
 struct groups {
 	struct ptrmap by_pid;
@@ -518,11 +522,14 @@ struct groups {
 	bool have_last;
 };
 
-static const char *comm_of(const struct store *s, uint32_t pid)
+static const char *comm_of(const struct store *s, uint32_t pidlife)
 {
 	struct store_process_info pi;
 
-	return store__process(s, pid, &pi) ? pi.comm : "";
+	return store__process_life(s, pidlife & (STORE_PID_LIMIT - 1), pidlife >> STORE_PID_BITS,
+				   &pi)
+		   ? pi.comm
+		   : "";
 }
 
 static int groups_grow(struct groups *g)
@@ -548,7 +555,7 @@ static int groups_grow(struct groups *g)
 	return 0;
 }
 
-/* The stand-in pid of pid's name into *rep. Returns 0 or -ENOMEM. */
+/* The stand-in of the name of pid (a pid word) into *rep. Returns 0 or -ENOMEM. */
 static int group_of(const struct store *s, struct groups *g, uint32_t pid, uint32_t *rep)
 {
 	const char *name;
@@ -609,7 +616,7 @@ static bool pid_listed(const uint32_t *sorted, size_t n, uint32_t pid)
 	return false;
 }
 
-int store__query(struct store *s, const struct store_query *q, store_query_cb cb, void *ctx)
+int store__query_lives(struct store *s, const struct store_query *q, store_life_cb cb, void *ctx)
 {
 	struct agg a = {0};
 	struct groups g = {0};
@@ -657,7 +664,7 @@ int store__query(struct store *s, const struct store_query *q, store_query_cb cb
 		for (uint32_t j = 0; j < b->n; j++) {
 			const struct entry *e = &b->e[j];
 
-			if (q->tid && e->tid != q->tid)
+			if (q->tid && entry_tid(e) != q->tid)
 				continue;
 			if (pids && !pid_listed(pids, q->npids, entry_pid(e)))
 				continue;
@@ -666,12 +673,16 @@ int store__query(struct store *s, const struct store_query *q, store_query_cb cb
 			if (q->merge_processes) {
 				uint32_t rep;
 
-				err = group_of(s, &g, entry_pid(e), &rep);
+				err = group_of(s, &g,
+					       entry_pid(e) | (e->tidlife & ~(STORE_PID_LIMIT - 1)),
+					       &rep);
 				if (!err)
-					err = agg_add(&a, rep, 0, e->stack, entry_col(e), e->v);
+					err = agg_add(&a, rep & (STORE_PID_LIMIT - 1),
+						      rep & ~(STORE_PID_LIMIT - 1), e->stack,
+						      entry_col(e), e->v);
 			} else {
-				err =
-				    agg_add(&a, entry_pid(e), e->tid, e->stack, entry_col(e), e->v);
+				err = agg_add(&a, entry_pid(e), e->tidlife, e->stack, entry_col(e),
+					      e->v);
 			}
 			if (err)
 				goto out;
@@ -684,7 +695,8 @@ int store__query(struct store *s, const struct store_query *q, store_query_cb cb
 		if (r->more)
 			memcpy(&v[1], &a.more[(size_t)(r->more - 1) * AGG_MORE],
 			       AGG_MORE * sizeof(uint64_t));
-		err = cb(r->pid, r->tid, r->stack, v, ctx);
+		err = cb(r->pid, r->tidlife >> STORE_PID_BITS, r->tidlife & (STORE_PID_LIMIT - 1),
+			 r->stack, v, ctx);
 		if (err < 0)
 			goto out;
 	}
@@ -697,6 +709,29 @@ out:
 	ptrmap_fini(&g.by_pid);
 	free(pids);
 	return err;
+}
+
+struct query_shim {
+	store_query_cb cb;
+	void *ctx;
+};
+
+static int query_shim(uint32_t pid, uint32_t life, uint32_t tid, uint32_t stack,
+		      const uint64_t values[STORE_VALUE__COUNT], void *ctx)
+{
+	const struct query_shim *sh = ctx;
+
+	(void)life;
+	return sh->cb(pid, tid, stack, values, sh->ctx);
+}
+
+int store__query(struct store *s, const struct store_query *q, store_query_cb cb, void *ctx)
+{
+	struct query_shim sh = {cb, ctx};
+
+	if (!cb)
+		return -EINVAL;
+	return store__query_lives(s, q, query_shim, &sh);
 }
 
 /* --- life cycle ----------------------------------------------------------------------------- */
@@ -771,7 +806,7 @@ void store__stats(const struct store *s, struct store_stats *out)
 	out->cap = s->cap;
 	out->frames = s->in.nframes;
 	out->stacks = s->in.nstacks;
-	out->processes = s->procs.n;
+	out->processes = s->lives;
 	out->threads = s->threads.n;
 	out->buckets = s->nb;
 	out->oldest_ns = s->nb ? s->b[0].idx * s->bucket_ns : 0;

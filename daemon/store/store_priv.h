@@ -8,12 +8,12 @@
  *   meta.c    process and thread metadata
  *   store_mem.h  the charged allocator and id tables
  *
- * Values: an array of buckets in time order, each an array of (column, pid, tid, stack, value)
- * entries plus a hash table over them while the bucket may still receive many samples. An entry
- * holds one column's value, so CPU-only data pays for one value, not for every column; a query
- * merges the columns of a (pid, tid, stack) back into one row. Buckets more than two behind the
- * newest are sealed: the table is freed and the entries shrunk to fit, because a late sample for
- * them is rare and rebuilding the table then is cheap.
+ * Values: an array of buckets in time order, each an array of (column, pid, life, tid, stack,
+ * value) entries (life: which process of the pid, meta.c) plus a hash table over them while the
+ * bucket may still receive many samples. An entry holds one column's value, so CPU-only data pays
+ * for one value, not for every column; a query merges the columns of a (pid, tid, stack) back into
+ * one row. Buckets more than two behind the newest are sealed: the table is freed and the entries
+ * shrunk to fit, because a late sample for them is rare and rebuilding the table then is cheap.
  *
  * Each bucket entry holds a reference on its stack (intern.h): eviction drops them, and what
  * nothing references any more is dead, reclaimed by the next compaction. Compaction never runs
@@ -54,13 +54,24 @@
 _Static_assert(STORE_VALUE__COUNT <= (1u << (32 - STORE_PID_BITS)), "column does not fit");
 
 struct entry {
-	uint32_t pidcol; /* pid | column << STORE_PID_BITS: the column is part of the key */
-	uint32_t tid;
+	uint32_t pidcol;  /* pid | column << STORE_PID_BITS: the column is part of the key */
+	uint32_t tidlife; /* tid | life << STORE_PID_BITS: the pid's life is part of the key */
 	uint32_t stack;
 	uint32_t uid; /* the process's uid when the entry was made: a reused pid keeps apart */
 	uint64_t v;
 };
 _Static_assert(sizeof(struct entry) == 24, "an entry is the unit of the store's memory");
+_Static_assert(STORE_LIFE_MAX < (1u << (32 - STORE_PID_BITS)), "life does not fit");
+
+static inline uint32_t entry_tidlife(uint32_t tid, uint32_t life)
+{
+	return tid | life << STORE_PID_BITS;
+}
+
+static inline uint32_t entry_tid(const struct entry *e)
+{
+	return e->tidlife & (STORE_PID_LIMIT - 1);
+}
 
 static inline uint32_t entry_pidcol(uint32_t pid, enum store_value col)
 {
@@ -104,8 +115,9 @@ struct store {
 	uint64_t max_idx_plus1; /* newest bucket idx ever created + 1 */
 	uint64_t newest_ns;
 
-	struct ptrmap procs;   /* pid -> struct proc */
-	struct ptrmap threads; /* pid << 32 | tid -> struct thread */
+	struct ptrmap procs;   /* pid -> struct proc of its newest life (meta.c) */
+	struct ptrmap threads; /* pid << 32 | life << STORE_PID_BITS | tid -> struct thread */
+	uint64_t lives;	       /* process records kept, every life of every pid */
 
 	/* The export journal (store__journal_*): values since the last drain, when enabled. */
 	struct bucket journal;
@@ -151,8 +163,10 @@ void store_buckets_remap(struct store *s, const uint32_t *smap);
 int store_meta_init(struct store *s);
 /* Free every process and thread record and both maps; safe on a half-initialised store. */
 void store_meta_free(struct store *s);
-/* A new entry for (pid, tid) went into bucket idx: keep their metadata at least that long. */
-void store_meta_note(struct store *s, uint32_t pid, uint32_t tid, uint64_t idx);
+/* A new entry for (pid, life, tid) went into bucket idx: keep their metadata at least that long. */
+void store_meta_note(struct store *s, uint32_t pid, uint32_t life, uint32_t tid, uint64_t idx);
+/* The owner of pid's newest life (STORE_UID_UNKNOWN: none) and that life (0: none) in *life. */
+uint32_t store_meta_owner(const struct store *s, uint32_t pid, uint32_t *life);
 /* Drop metadata no remaining bucket refers to (exited processes; any thread). */
 void store_meta_sweep(struct store *s);
 

@@ -474,6 +474,39 @@ int procfs_read_state(const char *proc_root, uint32_t pid, char *state)
 	return read_stat_head(proc_root, pid, state, NULL);
 }
 
+int procfs_read_start(const char *proc_root, uint32_t pid, uint64_t *start)
+{
+	char path[PATH_MAX], *buf = NULL, *p, *tok = NULL;
+	size_t len;
+	int err;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%u/stat", proc_root, pid) >= sizeof(path))
+		return -ENAMETOOLONG;
+	err = procfs_read_file(path, STATUS_FILE_MAX, &buf, &len);
+	if (err == -ENOENT)
+		err = -ESRCH;
+	if (err)
+		return err;
+	/*
+	 * "PID (COMM) STATE ...": COMM may hold spaces and parentheses, so fields are counted
+	 * from the last ')'. STATE is field 3, starttime field 22 (proc_pid_stat(5)).
+	 */
+	p = strrchr(buf, ')');
+	err = -EINVAL;
+	if (p && p[1] == ' ') {
+		char *save = NULL;
+		int field = 3;
+
+		for (tok = strtok_r(p + 2, " \n", &save); tok && field < 22;
+		     tok = strtok_r(NULL, " \n", &save))
+			field++;
+		if (tok)
+			err = parse_u64(tok, 0, UINT64_MAX, start);
+	}
+	free(buf);
+	return err;
+}
+
 static int cmp_rel(const void *a, const void *b)
 {
 	const uint32_t *x = a, *y = b;

@@ -321,7 +321,10 @@ static ssize_t cpu_column(const Profd__Profile *p)
 	return -1;
 }
 
-/* Thread and process names by (pid << 32 | tid) and by pid, for a lookup per sample. */
+/*
+ * Thread names by profile_thread_key and process names by pid, for a lookup per sample (a sample
+ * that names its process entry takes the name from there: a reused pid has several).
+ */
 struct name_ref {
 	uint64_t key;
 	const char *name;
@@ -345,8 +348,9 @@ static struct name_ref *name_table(const Profd__Profile *p, bool threads, size_t
 		return NULL;
 	for (size_t i = 0; i < *n; i++) {
 		if (threads)
-			t[i] = (struct name_ref){(uint64_t)p->threads[i]->pid << 32 |
-						     p->threads[i]->tid,
+			t[i] = (struct name_ref){profile_thread_key(p->threads[i]->process,
+								    p->threads[i]->pid,
+								    p->threads[i]->tid),
 						 profile_string(p, p->threads[i]->name)};
 		else
 			t[i] = (struct name_ref){p->processes[i]->pid,
@@ -490,8 +494,11 @@ static int build_samples(struct pp *pp, Perftools__Profiles__Profile *msg, struc
 		Perftools__Profiles__Sample *ps = &o->samples[i];
 		Perftools__Profiles__Label *lb = &o->labels[i * MAX_LABELS];
 		Perftools__Profiles__Label **lp = &o->label_ptrs[i * MAX_LABELS];
-		const char *tname = name_of(thr, n_thr, (uint64_t)s->pid << 32 | s->tid);
-		const char *pname = name_of(proc, n_proc, s->pid);
+		const char *tname =
+		    name_of(thr, n_thr, profile_thread_key(s->process, s->pid, s->tid));
+		const char *pname = s->process
+					? profile_string(p, p->processes[s->process - 1]->name)
+					: name_of(proc, n_proc, s->pid);
 		int64_t *v = &o->values[i * nv];
 		size_t k = 0;
 

@@ -45,6 +45,11 @@ int profile_check(const Profd__Profile *p, char *err, size_t err_len)
 				 p->samples[i]->stack, p->n_stacks);
 			return -EPROTO;
 		}
+		if (p->samples[i]->process > p->n_processes) {
+			snprintf(err, err_len, "sample %zu names process %" PRIu32 " of %zu", i,
+				 p->samples[i]->process, p->n_processes);
+			return -EPROTO;
+		}
 	}
 	for (size_t i = 0; i < p->n_processes; i++) {
 		if (!str_ok(p, p->processes[i]->name)) {
@@ -55,6 +60,11 @@ int profile_check(const Profd__Profile *p, char *err, size_t err_len)
 	for (size_t i = 0; i < p->n_threads; i++) {
 		if (!str_ok(p, p->threads[i]->name)) {
 			snprintf(err, err_len, "thread %zu names a string past the table", i);
+			return -EPROTO;
+		}
+		if (p->threads[i]->process > p->n_processes) {
+			snprintf(err, err_len, "thread %zu names process %" PRIu32 " of %zu", i,
+				 p->threads[i]->process, p->n_processes);
 			return -EPROTO;
 		}
 	}
@@ -154,6 +164,34 @@ const char *profile_process_name(const Profd__Profile *p, uint32_t pid)
 	for (size_t i = 0; i < p->n_processes; i++)
 		if (p->processes[i]->pid == pid)
 			return profile_string(p, p->processes[i]->name);
+	return NULL;
+}
+
+const Profd__Process *profile_sample_process(const Profd__Profile *p, const Profd__Sample *s)
+{
+	if (s->process && s->process <= p->n_processes)
+		return p->processes[s->process - 1];
+	for (size_t i = 0; i < p->n_processes; i++)
+		if (p->processes[i]->pid == s->pid)
+			return p->processes[i];
+	return NULL;
+}
+
+uint64_t profile_thread_key(uint32_t process, uint32_t pid, uint32_t tid)
+{
+	return process ? 1ull << 63 | (uint64_t)process << 32 | tid : (uint64_t)pid << 32 | tid;
+}
+
+const char *profile_sample_thread_name(const Profd__Profile *p, const Profd__Sample *s)
+{
+	uint64_t key = profile_thread_key(s->process, s->pid, s->tid);
+
+	for (size_t i = 0; i < p->n_threads; i++) {
+		const Profd__Thread *t = p->threads[i];
+
+		if (t->tid == s->tid && profile_thread_key(t->process, t->pid, t->tid) == key)
+			return profile_string(p, t->name);
+	}
 	return NULL;
 }
 

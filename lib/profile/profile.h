@@ -46,5 +46,18 @@ const char *profile_stack_state(const Profd__Profile *p, const Profd__Stack *st)
 const char *profile_process_name(const Profd__Profile *p, uint32_t pid);
 /* The name (comm) of thread tid of pid from p->threads, or NULL when p does not list it. */
 const char *profile_thread_name(const Profd__Profile *p, uint32_t pid, uint32_t tid);
+/*
+ * The kernel reuses pids, so one pid may stand for several processes of a profile: a sample
+ * and a thread say which by Sample.process and Thread.process (index + 1 into p->processes;
+ * profile_check bounds them). These helpers fall back to the pid for a profile without them.
+ *
+ * profile_sample_process: the process sample s belongs to, NULL when p does not list it.
+ * profile_thread_key: a key telling threads apart across those processes: the process entry
+ * (process != 0) or else the pid, with the tid.
+ * profile_sample_thread_name: the name of the thread s was taken in, NULL when not listed.
+ */
+const Profd__Process *profile_sample_process(const Profd__Profile *p, const Profd__Sample *s);
+uint64_t profile_thread_key(uint32_t process, uint32_t pid, uint32_t tid);
+const char *profile_sample_thread_name(const Profd__Profile *p, const Profd__Sample *s);
 
 #endif

@@ -142,6 +142,13 @@ add_test(NAME e2e.export_config
 set_tests_properties(e2e.export_config PROPERTIES
   LABELS e2e SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL TRUE
   ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e;PROFD_SANITIZED=${E2E_SANITIZED}")
+# A pid reused by another user's process: names, owners and access kept per process. Access
+# control on processes that vanish: sanitized too (asan, below).
+add_test(NAME e2e.pid_reuse
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_pid_reuse.py)
+set_tests_properties(e2e.pid_reuse PROPERTIES
+  LABELS "e2e;asan" SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL TRUE
+  ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e;PROFD_SANITIZED=${E2E_SANITIZED}")
 # Nine interpreters, each profiled twice, and the first run fetches CPython 3.14.
 set_tests_properties(e2e.python PROPERTIES TIMEOUT 900)
 # Fifteen processes profiled for 7 s each, a daemon each.

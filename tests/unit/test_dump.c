@@ -608,10 +608,92 @@ static void test_merged(void)
 	store__free(fx.s);
 }
 
+/*
+ * pid 100 exits and another process (a start, another owner) gets its pid: the dump lists pid
+ * 100 twice, each with its own name, uid, start (when known) and threads, and the samples and
+ * threads of pid 100 say whose they are. pid 200, one process, needs no such reference (the dump
+ * stays as small as before for it). merge_processes keeps the two names apart too.
+ */
+static void test_reused_pid(void)
+{
+	struct fixture fx;
+	struct store_query q = {.start_ns = 0, .end_ns = SEC};
+	struct dump_meta meta = {.start_ns = 0, .end_ns = SEC};
+	Profd__Profile *p = NULL;
+	int seen[2] = {0, 0};
+
+	fixture_init(&fx); /* pid 100 ("app", start unknown) has exited there */
+	CHECK_EQ_I(store__process_began(fx.s, 100, 2000), 0);
+	CHECK_EQ_I(store__set_process(fx.s, 100, 1001, "newapp"), 0);
+	CHECK_EQ_I(store__set_thread(fx.s, 100, 101, "new-worker"), 0);
+	CHECK_EQ_I(store__add(fx.s, 8, 100, 101, fx.s2, STORE_VALUE_CPU_SAMPLES, 6), 0);
+	CHECK_EQ_I(dump__build(fx.s, &q, &meta, &p), 0);
+	CHECK(p != NULL);
+	if (!p) {
+		store__free(fx.s);
+		return;
+	}
+	CHECK_EQ_U(p->n_processes, 3);
+	for (size_t i = 0; i < p->n_samples; i++) {
+		const Profd__Sample *sm = p->samples[i];
+		const Profd__Process *pr;
+
+		if (sm->pid != 100) {
+			CHECK(!sm->has_process && !sm->process);
+			continue;
+		}
+		CHECK(sm->has_process && sm->process >= 1 && sm->process <= p->n_processes);
+		if (!sm->process || sm->process > p->n_processes)
+			continue;
+		pr = p->processes[sm->process - 1];
+		CHECK_EQ_U(pr->pid, 100);
+		if (!strcmp(str(p, pr->name), "app")) {
+			/* The first process: its own samples (3 + 10 and 2) and owner. */
+			CHECK_EQ_U(pr->uid, 1000);
+			CHECK(!pr->has_start_time);
+			CHECK(pr->exited);
+			CHECK(sm->values[0] == 13 || sm->values[0] == 2);
+			seen[0]++;
+		} else {
+			CHECK_STREQ(str(p, pr->name), "newapp");
+			CHECK_EQ_U(pr->uid, 1001);
+			CHECK(pr->has_start_time && pr->start_time == 2000);
+			CHECK_EQ_U(sm->values[0], 6);
+			seen[1]++;
+		}
+	}
+	CHECK_EQ_I(seen[0], 2);
+	CHECK_EQ_I(seen[1], 1);
+	/* Thread 101 of each process, under its own name. */
+	for (size_t i = 0; i < p->n_threads; i++) {
+		const Profd__Thread *t = p->threads[i];
+
+		if (t->pid != 100 || t->tid != 101)
+			continue;
+		CHECK(t->process >= 1 && t->process <= p->n_processes);
+		if (t->process < 1 || t->process > p->n_processes)
+			continue;
+		CHECK_STREQ(str(p, t->name),
+			    strcmp(str(p, p->processes[t->process - 1]->name), "app")
+				? "new-worker"
+				: "app-worker");
+	}
+	dump__free(p);
+
+	q.merge_processes = true;
+	CHECK_EQ_I(dump__build(fx.s, &q, &meta, &p), 0);
+	if (p) {
+		CHECK_EQ_U(p->n_processes, 3); /* app, newapp and pid 200's nameless one */
+		dump__free(p);
+	}
+	store__free(fx.s);
+}
+
 int main(void)
 {
 	test_full();
 	test_merged();
+	test_reused_pid();
 	test_filtered();
 	test_nodata();
 	test_columns();

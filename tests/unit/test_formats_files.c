@@ -723,6 +723,94 @@ static void test_format_choice(void)
 			   "see 'profctl dump --help'");
 }
 
+/*
+ * A pid the kernel reused: two processes of pid 100, each sample and thread naming its own by
+ * Sample.process / Thread.process. Every format shows each one's samples under its own name
+ * (looking the name up by pid gave both the same one).
+ */
+static void fx_reused(struct fixture *fx)
+{
+	fx_init_samples(fx, 10000000);
+	uint32_t f_main = fx_frame(fx, PROFD__FRAME_KIND__FRAME_NATIVE, "main");
+	uint32_t f_old = fx_frame(fx, PROFD__FRAME_KIND__FRAME_NATIVE, "oldproc_secret_fn");
+	uint32_t f_new = fx_frame(fx, PROFD__FRAME_KIND__FRAME_NATIVE, "newproc_fn");
+	uint32_t s_old = fx_stack(fx, 2, (uint32_t[]){f_main, f_old});
+	uint32_t s_new = fx_stack(fx, 2, (uint32_t[]){f_main, f_new});
+
+	fx_proc(fx, 100, "oldproc");
+	fx_proc(fx, 100, "newproc");
+	fx->procs[0].has_start_time = fx->procs[1].has_start_time = 1;
+	fx->procs[0].start_time = 1000;
+	fx->procs[1].start_time = 2000;
+	fx_thread(fx, 100, 100, "old-main");
+	fx_thread(fx, 100, 100, "new-main");
+	fx->threads[0].process = 1;
+	fx->threads[1].process = 2;
+	fx_sample(fx, s_new, 100, 5);
+	fx_sample(fx, s_old, 100, 3);
+	fx->samples[0].has_process = fx->samples[1].has_process = 1;
+	fx->samples[0].process = 2;
+	fx->samples[1].process = 1;
+}
+
+static void test_reused_pid(void)
+{
+	struct render_opts ro = {.process_root = true};
+	Perftools__Profiles__Profile *pp;
+	struct fixture fx;
+	char why[128], *buf = NULL, *out;
+	size_t len = 0;
+	FILE *f;
+
+	fx_reused(&fx);
+	CHECK_EQ_I(profile_check(&fx.p, why, sizeof(why)), 0);
+	CHECK(profile_sample_process(&fx.p, &fx.samples[1]) == &fx.procs[0]);
+	CHECK_STREQ(profile_sample_thread_name(&fx.p, &fx.samples[0]), "new-main");
+
+	f = open_memstream(&buf, &len);
+	CHECK(f && format_folded(&fx.p, &ro, f) == 0);
+	if (f)
+		fclose(f);
+	CHECK_STREQ(buf, "newproc;main;newproc_fn 5\n"
+			 "oldproc;main;oldproc_secret_fn 3\n");
+	free(buf);
+
+	pp = pprof_of(&fx);
+	if (pp) {
+		char *d = describe(pp);
+
+		CHECK(d && strstr(d, "= 5 50000000 pid=100 tid=100 thread_name=new-main "
+				     "process_name=newproc\n") != NULL);
+		CHECK(d && strstr(d, "= 3 30000000 pid=100 tid=100 thread_name=old-main "
+				     "process_name=oldproc\n") != NULL);
+		free(d);
+		perftools__profiles__profile__free_unpacked(pp, NULL);
+	}
+
+	out = render(format_speedscope, &fx.p, NULL, &len);
+	CHECK(out && strstr(out, "\"name\": \"old-main (tid 100)\""));
+	CHECK(out && strstr(out, "\"name\": \"new-main (tid 100)\""));
+	free(out);
+
+	out = render(format_json, &fx.p, NULL, &len);
+	CHECK(out && strstr(out, "{\"pid\": 100, \"name\": \"oldproc\", \"uid\": null, "
+				 "\"exited\": false, \"start_time\": 1000}"));
+	CHECK(out && strstr(out, "{\"stack\": 1, \"pid\": 100, \"tid\": 100, \"process\": 1, "
+				 "\"values\": [5]}"));
+	CHECK(out && strstr(out, "{\"tid\": 100, \"pid\": 100, \"name\": \"old-main\", "
+				 "\"process\": 0}"));
+	free(out);
+
+	/* A process index past the table is refused before any format reads it. */
+	fx.samples[1].process = 3;
+	CHECK_EQ_I(profile_check(&fx.p, why, sizeof(why)), -EPROTO);
+	CHECK_STREQ(why, "sample 1 names process 3 of 2");
+	fx.samples[1].process = 1;
+	fx.threads[0].process = 9;
+	CHECK_EQ_I(profile_check(&fx.p, why, sizeof(why)), -EPROTO);
+	CHECK_STREQ(why, "thread 0 names process 9 of 2");
+}
+
 int main(void)
 {
 	test_pprof();
@@ -734,5 +822,6 @@ int main(void)
 	test_json();
 	test_json_strings();
 	test_format_choice();
+	test_reused_pid();
 	return CHECK_DONE();
 }

@@ -1152,6 +1152,64 @@ static void test_exit(void)
 	fx_fini(&f);
 }
 
+/* The CPU samples of pid's life `life` in the store. */
+static int life_cpu_cb(uint32_t pid, uint32_t life, uint32_t tid, uint32_t stack,
+		       const uint64_t values[STORE_VALUE__COUNT], void *ctx)
+{
+	uint64_t *by_life = ctx;
+
+	(void)pid;
+	(void)tid;
+	(void)stack;
+	if (life < 4)
+		by_life[life] += values[STORE_VALUE_CPU_SAMPLES] + values[STORE_VALUE_GPU_NS];
+	return 0;
+}
+
+/*
+ * The pid is reused before the tick settled the old process: what the module held of it goes
+ * to the store at once, filed under the old process, not the new one that gets the pid next.
+ */
+static void test_reused(void)
+{
+	struct store_query q = {.end_ns = UINT64_MAX};
+	uint64_t by_life[4] = {0};
+	struct fx f;
+	struct batch b;
+	bool enable;
+	uint32_t st;
+
+	fx_init(&f, 0);
+	CHECK_EQ_I(store__process_began(f.s, PID, 100), 0);
+	attach(&f, PID, PROFD__GPU_STATE__GPU_STATE_READY, &enable);
+	st = stack_of(&f, "main", NULL, NULL);
+	t_launch(f.g, 1000, PID, TID, st, 1);
+	t_cpu_sample(f.g, 1500, PID, TID, st);
+	batch_init(&b);
+	add_string(&b, "k");
+	add_kernel(&b, 2000, 2200, 2, 1, 1); /* its launch never comes */
+	CHECK_EQ_I(send(&f, &b), 0);
+	CHECK_EQ_U(stats(&f).held, 1);
+	CHECK(store__process_is_new(f.s, PID, 200));
+	CHECK(!store__process_is_new(f.s, PID, 100));
+	gpu__process_reused(f.g, PID);
+	CHECK_EQ_I(store__process_began(f.s, PID, 200), 0);
+	CHECK_EQ_I(store__set_process(f.s, PID, UID + 1, "next"), 0);
+	CHECK_EQ_U(stats(&f).processes, 0);
+	CHECK_EQ_U(stats(&f).held, 0);
+	CHECK_EQ_U(stats(&f).launches_expired, 1);
+	CHECK_EQ_I(probe_detached, 1);
+	CHECK_EQ_I(store__query_lives(f.s, &q, life_cpu_cb, by_life), 0);
+	CHECK_EQ_U(by_life[1], 1 + 200); /* the held sample and the kernel: the old process's */
+	CHECK_EQ_U(by_life[2], 0);
+	/* Nothing of it is left to reach the new process later. */
+	gpu__tick(f.g, 10000000000ull);
+	memset(by_life, 0, sizeof(by_life));
+	CHECK_EQ_I(store__query_lives(f.s, &q, life_cpu_cb, by_life), 0);
+	CHECK_EQ_U(by_life[2], 0);
+	fx_fini(&f);
+}
+
 /* --- review fixes ------------------------------------------------------------------------- */
 
 #define NOW (100ull * 1000000000ull)
@@ -2111,6 +2169,7 @@ int main(void)
 	test_gc();
 	test_ring_bad();
 	test_exit();
+	test_reused();
 	test_demangle_bounds();
 	test_kernel_leaf();
 	test_join_deadlines();

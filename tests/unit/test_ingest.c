@@ -9,11 +9,14 @@
  * gpu__hold. Every sample and launch also goes to the timeline.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -92,6 +95,20 @@ int gpu__launch(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint3
 void gpu__process_exited(struct gpu *g, uint32_t pid)
 {
 	record_call(CALL_EXITED, g, 0, pid, 0, 0, 0);
+}
+
+/* The life pid had when the GPU module was told of its reuse (the old one, if in time). */
+static struct store *reused_store;
+static uint32_t reused_pid, reused_life, reused_calls;
+
+void gpu__process_reused(struct gpu *g, uint32_t pid)
+{
+	struct store_process_info pi;
+
+	(void)g;
+	reused_pid = pid;
+	reused_life = store__process(reused_store, pid, &pi) ? pi.life : 0;
+	reused_calls++;
 }
 
 /* Compaction (route.c) is not the ingest's: the double keeps no ids. */
@@ -583,6 +600,143 @@ out:
 	store__free(store);
 }
 
+/* PROC/PID/stat of a fake process that started at start (clock ticks). */
+static void fake_stat(const char *root, uint32_t pid, uint64_t start)
+{
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%u", root, pid);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/%u/stat", root, pid);
+	f = fopen(path, "w");
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	fprintf(f, "%u (job) S 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 %" PRIu64 " 1000 200\n",
+		pid, start);
+	fclose(f);
+}
+
+static void task_rec(struct ingest *in, uint16_t type, uint32_t pid, uint32_t uid, const char *comm)
+{
+	struct profd_task_rec task = {.hdr = {.type = type, .size = sizeof(task)}};
+
+	task.ts_ns = mono_ns();
+	task.pid = pid;
+	task.uid = uid;
+	snprintf(task.comm, sizeof(task.comm), "%s", comm);
+	CHECK_EQ_I(ingest__record(in, &task, sizeof(task)), 0);
+}
+
+struct life_rows {
+	uint32_t life[8];
+	size_t n;
+	uint64_t total;
+};
+
+static int life_cb(uint32_t pid, uint32_t life, uint32_t tid, uint32_t stack,
+		   const uint64_t values[STORE_VALUE__COUNT], void *ctx)
+{
+	struct life_rows *r = ctx;
+
+	if (r->n < 8)
+		r->life[r->n++] = life;
+	r->total += values[STORE_VALUE_CPU_SAMPLES];
+	return 0;
+}
+
+/* The name of the life of the index-th row of pid's data; "?" when none. */
+static const char *life_name(struct store *s, uint32_t pid, const struct life_rows *r, size_t i)
+{
+	struct store_process_info pi;
+
+	return i < r->n && store__process_life(s, pid, r->life[i], &pi) ? pi.comm : "?";
+}
+
+/*
+ * A reused pid: the process that held it before keeps its samples under its own name, found
+ * by its start time in /proc, whether the fork and exit records came or were lost; an exec
+ * keeps the process. Before processes were keyed by their life, the first one's samples took the
+ * last one's name.
+ */
+static void test_pid_reuse(void)
+{
+	char root[] = "/tmp/test_ingest_XXXXXX", cmd[64];
+	struct store *store = store__new(&(struct store_opts){0});
+	struct symbolizer *sym = symbolizer__new(&(struct symbolizer_opts){.no_kernel = true});
+	const uint32_t pid = 123457;
+	struct store_query q = {.end_ns = UINT64_MAX, .pids = &pid, .npids = 1};
+	struct ingest *in = NULL;
+	struct life_rows r = {0};
+
+	CHECK(store && sym && mkdtemp(root));
+	/* The GPU double: told of each reuse while the store still has the old process. */
+	in = ingest__new(&(struct ingest_opts){
+	    .store = store, .sym = sym, .proc_root = root, .gpu = (struct gpu *)&ncalls});
+	CHECK(in != NULL);
+	if (!in)
+		goto out;
+	reused_store = store;
+	reused_calls = 0;
+	held_pid = 0;
+	fake_stat(root, pid, 1000);
+	task_rec(in, PROFD_REC_FORK, pid, 1000, "shell");
+	task_rec(in, PROFD_REC_EXEC, pid, 1000, "alicejob"); /* same start: same process */
+	fill(pid, 0, 0);
+	memcpy(rec.comm, "alicejob", 9);
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	task_rec(in, PROFD_REC_EXIT, pid, 1000, "alicejob");
+
+	/* Another process on the pid, its fork seen. */
+	fake_stat(root, pid, 2000);
+	task_rec(in, PROFD_REC_FORK, pid, 1001, "bobjob");
+	CHECK_EQ_U(reused_calls, 1);
+	CHECK_EQ_U(reused_pid, pid);
+	CHECK_EQ_U(reused_life, 1);
+	fill(pid, 0, 0);
+	memcpy(rec.comm, "bobjob", 7);
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	task_rec(in, PROFD_REC_EXIT, pid, 1001, "bobjob");
+
+	/* And a third whose fork record was lost: its first sample finds the new start. */
+	fake_stat(root, pid, 3000);
+	fill(pid, 0, 0);
+	memcpy(rec.comm, "caroljob", 9);
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	CHECK_EQ_U(reused_calls, 2);
+	CHECK_EQ_U(reused_life, 2);
+
+	/*
+	 * And a fourth whose predecessor's exit was lost too: the start in /proc, compared once a
+	 * second while samples come, says it is another process.
+	 */
+	fake_stat(root, pid, 4000);
+	usleep(1100 * 1000);
+	memcpy(rec.comm, "davejob", 8);
+	rec.ts_ns = mono_ns();
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	CHECK_EQ_U(reused_calls, 3);
+	CHECK_EQ_U(reused_life, 3);
+
+	CHECK_EQ_I(store__query_lives(store, &q, life_cb, &r), 0);
+	CHECK_EQ_U(r.n, 4);
+	CHECK_EQ_U(r.total, 7);
+	CHECK_STREQ(life_name(store, pid, &r, 0), "alicejob");
+	CHECK_STREQ(life_name(store, pid, &r, 1), "bobjob");
+	CHECK_STREQ(life_name(store, pid, &r, 2), "caroljob");
+	CHECK_STREQ(life_name(store, pid, &r, 3), "davejob");
+	ncalls = 0; /* the exits told to the double: the other tests count from zero */
+out:
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	CHECK_EQ_I(system(cmd), 0);
+	ingest__free(in);
+	symbolizer__free(sym);
+	store__free(store);
+}
+
 int main(void)
 {
 	struct store *store = store__new(&(struct store_opts){0});
@@ -602,6 +756,7 @@ int main(void)
 		return CHECK_DONE();
 	test_zombie_owner();
 	test_unwind_ends();
+	test_pid_reuse();
 
 	/* Malformed records: each counted, none stored. */
 	fill(me, 0, 1);

@@ -121,6 +121,45 @@ static void test_family(const char *dir)
 	CHECK_EQ_I(system(path), 0);
 }
 
+/* A process's start time from its stat: fields counted after a hostile name, cut files refused. */
+static void test_start(const char *dir)
+{
+	char root[256], path[300];
+	uint64_t start = 0, mine = 0, again = 0;
+	FILE *f;
+
+	snprintf(root, sizeof(root), "%s/sproc", dir);
+	mkdir(root, 0755);
+	fake_proc(root, 10, 1); /* ends before field 22 */
+	CHECK_EQ_I(procfs_read_start(root, 10, &start), -EINVAL);
+	CHECK_EQ_I(procfs_read_start(root, 11, &start), -ESRCH);
+	snprintf(path, sizeof(path), "%s/10/stat", root);
+	f = fopen(path, "w");
+	CHECK(f != NULL);
+	if (f) {
+		/* Field 22 is 987654; the name holds ") 5 6 " to shift a naive count. */
+		fprintf(f, "10 (x) 5 6 ) S 1 10 10 0 -1 4194560 100 0 0 0 7 3 0 0 20 0 1 0 987654 "
+			   "1000 200 18446744073709551615\n");
+		fclose(f);
+	}
+	CHECK_EQ_I(procfs_read_start(root, 10, &start), 0);
+	CHECK_EQ_U(start, 987654);
+	f = fopen(path, "w");
+	if (f) {
+		fprintf(f, "10 (x) S 1 10 10 0 -1 4194560 100 0 0 0 7 3 0 0 20 0 1 0 98x7654 1\n");
+		fclose(f);
+	}
+	CHECK_EQ_I(procfs_read_start(root, 10, &start), -EINVAL);
+	/* The real /proc: this process's start is stable, and after the init's. */
+	CHECK_EQ_I(procfs_read_start("/proc", (uint32_t)getpid(), &mine), 0);
+	CHECK_EQ_I(procfs_read_start("/proc", (uint32_t)getpid(), &again), 0);
+	CHECK_EQ_U(mine, again);
+	CHECK_EQ_I(procfs_read_start("/proc", 1, &start), 0);
+	CHECK(start <= mine);
+	snprintf(path, sizeof(path), "rm -rf '%s'", root);
+	CHECK_EQ_I(system(path), 0);
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/test_procfs_XXXXXX", path[256];
@@ -131,6 +170,7 @@ int main(void)
 
 	if (!mkdtemp(dir))
 		return CHECK_SKIP("mkdtemp failed: no temporary directory to work in");
+	test_start(dir);
 
 	/* A FIFO with no writer: a plain open() would block forever here. */
 	snprintf(path, sizeof(path), "%s/fifo", dir);

@@ -745,6 +745,158 @@ static void test_pid_reuse(void)
 	free(r);
 }
 
+/* A query row with its life. */
+struct lrow {
+	uint32_t pid, life, tid, stack;
+	uint64_t v;
+};
+
+struct lres {
+	struct lrow rows[16];
+	size_t n;
+};
+
+static int collect_life(uint32_t pid, uint32_t life, uint32_t tid, uint32_t stack,
+			const uint64_t values[STORE_VALUE__COUNT], void *ctx)
+{
+	struct lres *r = ctx;
+
+	if (r->n < sizeof(r->rows) / sizeof(r->rows[0]))
+		r->rows[r->n++] =
+		    (struct lrow){pid, life, tid, stack, values[STORE_VALUE_CPU_SAMPLES]};
+	return 0;
+}
+
+/* The row of stack in r, NULL when absent. */
+static const struct lrow *lrow_of(const struct lres *r, uint32_t stack)
+{
+	for (size_t k = 0; k < r->n; k++)
+		if (r->rows[k].stack == stack)
+			return &r->rows[k];
+	return NULL;
+}
+
+/* The name and owner of the life a row belongs to: "" and STORE_UID_UNKNOWN when unknown. */
+static void check_life(struct store *s, const struct lrow *row, const char *comm, uint32_t uid)
+{
+	struct store_process_info pi = {0};
+
+	CHECK(row != NULL);
+	if (!row)
+		return;
+	CHECK(store__process_life(s, row->pid, row->life, &pi));
+	CHECK_STREQ(pi.comm ? pi.comm : "", comm);
+	CHECK_EQ_U(pi.uid, uid);
+}
+
+/*
+ * Processes are keyed by their life: a pid reused by another process (another start time)
+ * keeps the old process's data under the old name, owner and threads, in one bucket too, and
+ * an exec (the same start) keeps the life. Before lives, the old data showed the new name.
+ */
+static void test_process_lives(void)
+{
+	struct store *s = store__new(&(struct store_opts){.mem_cap = 64 * 1024, .bucket_ns = SEC});
+	struct lres r = {0};
+	struct store_query q = range(0, UINT64_MAX);
+	uint32_t sa = stack1(s, "oldproc_secret_fn", 1), sb = stack1(s, "newproc_fn", 2);
+	struct store_process_info pi;
+	struct store_stats st;
+	uint32_t life1;
+
+	CHECK_EQ_I(store__process_began(s, 0, 1), -EINVAL);
+	CHECK_EQ_I(store__process_began(s, 100, 5000), 0);
+	CHECK_EQ_I(store__set_process(s, 100, 1000, "alicejob"), 0);
+	CHECK_EQ_I(store__set_thread(s, 100, 101, "alice-worker"), 0);
+	CHECK_EQ_I(store__add(s, 10, 100, 101, sa, STORE_VALUE_CPU_SAMPLES, 5), 0);
+	/* An exec: same start, same life, new name. */
+	CHECK_EQ_I(store__process_began(s, 100, 5000), 0);
+	CHECK_EQ_I(store__process_began(s, 100, 0), 0);
+	CHECK(store__process(s, 100, &pi));
+	life1 = pi.life;
+	CHECK_EQ_U(pi.start, 5000);
+	store__process_exited(s, 100);
+
+	/* Reused: another process, another owner, the same tid too, in the same bucket. */
+	CHECK_EQ_I(store__process_began(s, 100, 7000), 0);
+	CHECK(store__process(s, 100, &pi));
+	CHECK(pi.life != life1);
+	CHECK(!pi.exited);
+	CHECK_STREQ(pi.comm, "");
+	CHECK_EQ_I(store__set_process(s, 100, 1001, "bobjob"), 0);
+	CHECK_EQ_I(store__set_thread(s, 100, 101, "bob-worker"), 0);
+	CHECK_EQ_I(store__add(s, 20, 100, 101, sb, STORE_VALUE_CPU_SAMPLES, 7), 0);
+
+	CHECK_EQ_I(store__query_lives(s, &q, collect_life, &r), 0);
+	CHECK_EQ_U(r.n, 2);
+	check_life(s, lrow_of(&r, sa), "alicejob", 1000);
+	check_life(s, lrow_of(&r, sb), "bobjob", 1001);
+	CHECK(lrow_of(&r, sa) && lrow_of(&r, sa)->v == 5 && lrow_of(&r, sa)->tid == 101);
+	CHECK(store__process_life(s, 100, life1, &pi) && pi.exited);
+	CHECK_STREQ(store__thread_name_life(s, 100, life1, 101), "alice-worker");
+	CHECK_STREQ(store__thread_name(s, 100, 101), "bob-worker");
+	CHECK(store__process_owned(s, 100, 1000));
+	CHECK(store__process_owned(s, 100, 1001));
+	CHECK(!store__process_owned(s, 100, 1002));
+	store__stats(s, &st);
+	CHECK_EQ_U(st.processes, 2);
+
+	/* One name per life when processes of a name are summed. */
+	q.merge_processes = true;
+	memset(&r, 0, sizeof(r));
+	CHECK_EQ_I(store__query_lives(s, &q, collect_life, &r), 0);
+	CHECK_EQ_U(r.n, 2);
+	check_life(s, lrow_of(&r, sa), "alicejob", 1000);
+	check_life(s, lrow_of(&r, sb), "bobjob", 1001);
+
+	/* Alice's own filter finds her old life's data only. */
+	q.merge_processes = false;
+	q.filter_uid = true;
+	q.uid = 1000;
+	memset(&r, 0, sizeof(r));
+	CHECK_EQ_I(store__query_lives(s, &q, collect_life, &r), 0);
+	CHECK_EQ_U(r.n, 1);
+	check_life(s, lrow_of(&r, sa), "alicejob", 1000);
+
+	/* Bucket 0 evicted: the old life goes with it, the newest stays. */
+	for (uint64_t sec = 2; sec < 400; sec++) {
+		CHECK_EQ_I(fill_bucket(s, sec, sa, 10), 0);
+		store__stats(s, &st);
+		if (st.oldest_ns > 0)
+			break;
+	}
+	CHECK(!store__process_life(s, 100, life1, &pi));
+	CHECK(store__thread_name_life(s, 100, life1, 101) == NULL);
+	CHECK(store__process(s, 100, &pi));
+	CHECK_STREQ(pi.comm, "bobjob");
+	CHECK(!store__process_owned(s, 100, 1000));
+	store__free(s);
+}
+
+/* Life numbers come round: the oldest life of a number is dropped, the count stays bounded. */
+static void test_process_lives_wrap(void)
+{
+	struct store *s = store__new(NULL);
+	struct store_process_info pi;
+	struct store_stats st;
+
+	for (uint64_t k = 1; k <= STORE_LIFE_MAX + 5; k++) {
+		CHECK_EQ_I(store__process_began(s, 77, k), 0);
+		CHECK_EQ_I(store__set_process(s, 77, (uint32_t)k, "churn"), 0);
+		/* Each life holds data, so none is swept. */
+		CHECK_EQ_I(store__add(s, k, 77, 77, stack1(s, "f", 1), STORE_VALUE_CPU_SAMPLES, 1),
+			   0);
+	}
+	store__stats(s, &st);
+	CHECK_EQ_U(st.processes, STORE_LIFE_MAX);
+	CHECK(store__process(s, 77, &pi));
+	CHECK_EQ_U(pi.life, 5);
+	CHECK_EQ_U(pi.uid, STORE_LIFE_MAX + 5);
+	CHECK(store__process_life(s, 77, 6, &pi));
+	CHECK_EQ_U(pi.uid, 6);
+	store__free(s);
+}
+
 /* All columns of a query row. */
 struct vrow {
 	uint32_t pid, tid, stack;
@@ -1502,6 +1654,8 @@ int main(void)
 	test_ranges();
 	test_filters();
 	test_pid_reuse();
+	test_process_lives();
+	test_process_lives_wrap();
 	test_out_of_order();
 	test_eviction();
 	test_compact_explicit();

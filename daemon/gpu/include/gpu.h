@@ -140,6 +140,12 @@ int gpu__launch(struct gpu *g, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint3
 		uint32_t corr_id);
 /* The process exited: its pending state goes after the next tick. */
 void gpu__process_exited(struct gpu *g, uint32_t pid);
+/*
+ * pid is about to name another process (the kernel reused it): settle what is held of the old
+ * one now, its held samples and the launches still waiting for their kernels, so that the store
+ * files them under the old process, and forget it; its live allocations end.
+ */
+void gpu__process_reused(struct gpu *g, uint32_t pid);
 
 /* Periodic work (the daemon calls it every 100 ms): release held samples, expire joins. */
 void gpu__tick(struct gpu *g, uint64_t now_ns);

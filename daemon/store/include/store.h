@@ -98,7 +98,7 @@ struct store_stats {
 	uint64_t cap;
 	uint64_t frames;
 	uint64_t stacks;
-	uint64_t processes;
+	uint64_t processes; /* process records: every life of every pid kept */
 	uint64_t buckets;
 	uint64_t oldest_ns;  /* start of the oldest bucket holding data, 0 if empty */
 	uint64_t newest_ns;  /* newest sample timestamp, 0 if empty */
@@ -152,6 +152,27 @@ int store__add_span(struct store *s, uint64_t start, uint64_t end, uint32_t pid,
  * -ENOMEM.
  */
 int store__set_process(struct store *s, uint32_t pid, uint32_t uid, const char *comm);
+/*
+ * Lives: the kernel reuses pids, so one pid names one process after another. The store keeps
+ * each process apart as a life of its pid, numbered 1 .. STORE_LIFE_MAX per pid (then 1 again:
+ * the oldest life of that number is dropped), with its own name, owner, executable, threads and
+ * data; 0 stands for none. What is added for a pid belongs to its newest life, and every other
+ * call that takes a pid alone speaks of that newest life too.
+ *
+ * store__process_began: pid now names the process that started at `start` (the kernel's start
+ * time, in any unit that tells two processes of one pid apart; 0: unknown). A start other than
+ * the newest life's begins a new life, blank until store__set_process, and the one before it
+ * is exited; the same start, or 0, is the same process (an exec keeps its life). A life
+ * recorded before its start was known takes the start while it has not exited. Returns 0,
+ * -EINVAL (pid 0 or out of range) or -ENOMEM.
+ */
+#define STORE_LIFE_MAX 1023u
+int store__process_began(struct store *s, uint32_t pid, uint64_t start);
+/*
+ * Whether store__process_began(pid, start) would end a life pid has now and begin another:
+ * what other holders of the old process's data must hand to the store first.
+ */
+bool store__process_is_new(const struct store *s, uint32_t pid, uint64_t start);
 int store__set_thread(struct store *s, uint32_t pid, uint32_t tid, const char *comm);
 void store__process_exited(struct store *s, uint32_t pid);
 /* Record pid's parent process. Returns 0, or -ENOENT when pid has no record. */
@@ -180,6 +201,8 @@ const struct store_frame *store__frame(const struct store *s, uint32_t frame_id)
 bool store__stack(const struct store *s, uint32_t stack_id, const uint32_t **frames, size_t *n);
 struct store_process_info {
 	uint32_t pid;
+	uint32_t life;	/* store__process_began */
+	uint64_t start; /* 0: unknown */
 	uint32_t uid;
 	uint32_t ppid; /* the parent process; 0: not known */
 	const char *comm;
@@ -187,7 +210,15 @@ struct store_process_info {
 	bool exited;
 };
 bool store__process(const struct store *s, uint32_t pid, struct store_process_info *out);
+/* One life of pid, false when the store keeps no such life (life 0 included). */
+bool store__process_life(const struct store *s, uint32_t pid, uint32_t life,
+			 struct store_process_info *out);
+/* Whether any life of pid the store keeps is owned by uid. */
+bool store__process_owned(const struct store *s, uint32_t pid, uint32_t uid);
 const char *store__thread_name(const struct store *s, uint32_t pid, uint32_t tid);
+/* The name of thread tid of pid's life (0: data added while no process record existed). */
+const char *store__thread_name_life(const struct store *s, uint32_t pid, uint32_t life,
+				    uint32_t tid);
 
 /* The owner of data whose process had no uid recorded: matches no uid filter. */
 #define STORE_UID_UNKNOWN UINT32_MAX
@@ -231,9 +262,18 @@ struct store_query {
 	bool merge_processes;
 };
 
-/* Called once per distinct (pid, tid, stack) with values summed over the range. */
+/*
+ * Called once per distinct (pid, tid, stack) of one process with values summed over the range: a
+ * pid that named several processes (lives, above) gives a row for each.
+ */
 typedef int (*store_query_cb)(uint32_t pid, uint32_t tid, uint32_t stack,
 			      const uint64_t values[STORE_VALUE__COUNT], void *ctx);
+/*
+ * Called once per distinct (pid, life, tid, stack): the lives of one pid come apart (life 0:
+ * data added while the pid had no process record).
+ */
+typedef int (*store_life_cb)(uint32_t pid, uint32_t life, uint32_t tid, uint32_t stack,
+			     const uint64_t values[STORE_VALUE__COUNT], void *ctx);
 
 /*
  * Aggregate the buckets overlapping [start, end) (whole buckets: a bucket that straddles a
@@ -241,6 +281,11 @@ typedef int (*store_query_cb)(uint32_t pid, uint32_t tid, uint32_t stack,
  * Returns 0, a negative errno, or cb's first negative value.
  */
 int store__query(struct store *s, const struct store_query *q, store_query_cb cb, void *ctx);
+/*
+ * store__query with each pid's lives apart. With merge_processes the names are those of each
+ * life, and the key's pid and life those of the first process of that name met.
+ */
+int store__query_lives(struct store *s, const struct store_query *q, store_life_cb cb, void *ctx);
 
 void store__stats(const struct store *s, struct store_stats *out);
 /* store__stats().generation alone, for hot paths that only check their cached ids. */

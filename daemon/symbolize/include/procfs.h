@@ -117,6 +117,14 @@ int procfs_read_ppid(const char *proc_root, uint32_t pid, uint32_t *ppid);
 int procfs_read_state(const char *proc_root, uint32_t pid, char *state);
 
 /*
+ * When PID started: the 22nd field of PROC_ROOT/PID/stat (starttime, clock ticks after boot), the
+ * same for the process's whole life and different for the next process of its pid, unless both
+ * start within one tick. Returns 0, -ESRCH when gone, -EINVAL for a malformed file, or a negative
+ * errno.
+ */
+int procfs_read_start(const char *proc_root, uint32_t pid, uint64_t *start);
+
+/*
  * The processes of PROC_ROOT descended from roots[0 .. nroots), roots left out, as the
  * parent links read now give them: *out (free()) holds *nout pids and, when parents is not
  * NULL, *parents (free()) the parent of each. Processes that vanish during the scan are
