@@ -90,6 +90,7 @@ struct ingest {
 	struct pid_entry *pids;
 	size_t pid_cap; /* power of two */
 	size_t pid_fill;
+	size_t pid_live; /* pid_fill less the tombstones: the processes known now */
 	uint32_t next_epoch;
 	struct ingest_stats stats;
 	bool thread_states; /* ingest_opts.thread_states */
@@ -160,6 +161,13 @@ void ingest__stats(const struct ingest *in, struct ingest_stats *out)
 	*out = in->stats;
 }
 
+void ingest__memory(const struct ingest *in, struct mem_usage *out)
+{
+	out->bytes =
+	    sizeof(*in) + ADDR_CACHE_SIZE * sizeof(*in->addrs) + in->pid_cap * sizeof(*in->pids);
+	out->count = in->pid_live;
+}
+
 static void addr_cache_wipe(struct ingest *in)
 {
 	memset(in->addrs, 0, ADDR_CACHE_SIZE * sizeof(*in->addrs));
@@ -207,6 +215,7 @@ static int pid_table_grow(struct ingest *in)
 	in->pids = t;
 	in->pid_cap = cap;
 	in->pid_fill = 0;
+	in->pid_live = live;
 	for (size_t k = 0; k < cap; k++)
 		in->pid_fill += t[k].pid != 0;
 	return 0;
@@ -227,6 +236,7 @@ static struct pid_entry *pid_insert(struct ingest *in, uint32_t pid)
 			e->pid = pid;
 			e->epoch = in->next_epoch++;
 			in->pid_fill++;
+			in->pid_live++;
 			return e;
 		}
 	}
@@ -366,6 +376,7 @@ static void forget_process(struct ingest *in, uint32_t pid)
 		if (e->py_state == PY_ACTIVE && in->py_config)
 			in->py_config(in->py_ctx, pid, NULL);
 		e->tombstone = true;
+		in->pid_live--;
 	}
 	symbolizer__forget_pid(in->sym, pid);
 	if (in->py)
