@@ -188,6 +188,22 @@ static struct pid_entry *pid_find(struct ingest *in, uint32_t pid)
 	}
 }
 
+/* The entry of pid's last exited image (a tombstone, the newest of them), or NULL. */
+static struct pid_entry *pid_find_exited(struct ingest *in, uint32_t pid)
+{
+	size_t mask = in->pid_cap - 1;
+	struct pid_entry *last = NULL;
+
+	for (size_t i = hash_mix64(pid) & mask; in->pids[i].pid; i = (i + 1) & mask) {
+		struct pid_entry *e = &in->pids[i];
+
+		if (e->pid == pid && e->tombstone &&
+		    (!last || (int32_t)(e->epoch - last->epoch) > 0))
+			last = e;
+	}
+	return last;
+}
+
 static int pid_table_grow(struct ingest *in)
 {
 	size_t live = 0, cap, mask;
@@ -346,10 +362,27 @@ static struct pid_entry *see_process(struct ingest *in, uint32_t pid, uint32_t t
 				     const char *thread_comm, uint64_t now)
 {
 	struct pid_entry *e = pid_find(in, pid);
-	char comm[64];
+	char comm[64], state;
 
 	if (e) {
 		owner_check(in, e, uid, now);
+		return e;
+	}
+	/*
+	 * The last thread of a process is still sampled on its way out of the kernel, after its
+	 * exit record: such a sample must not bring the process's entry back, as no record would
+	 * remove it again (nor what the symbolizer and the Python module hold for it). While the
+	 * pid is gone or a zombie, its samples are the exited image's; a live process there is a
+	 * new one (the pid reused by a fork that did not exec).
+	 */
+	e = pid_find_exited(in, pid);
+	if (e && (procfs_read_state(in->proc_root, pid, &state) || state == 'Z' || state == 'X')) {
+		/* Exited before its first sample: the store learns of it now. */
+		if (!e->seen_ns) {
+			e->seen_ns = now;
+			store__set_process(in->store, pid, e->uid, thread_comm);
+			store__process_exited(in->store, pid);
+		}
 		return e;
 	}
 	e = pid_insert(in, pid);
@@ -391,7 +424,7 @@ static void python_check(struct ingest *in, struct pid_entry *e, uint64_t now)
 	struct profd_py_proc cfg;
 	int r;
 
-	if (!in->py || (e->py_state != PY_UNKNOWN && e->py_state != PY_PENDING))
+	if (!in->py || e->tombstone || (e->py_state != PY_UNKNOWN && e->py_state != PY_PENDING))
 		return;
 	if (e->py_state == PY_PENDING && (now - e->seen_ns > PY_RECHECK_WINDOW_NS ||
 					  now - e->py_checked_ns < PY_RECHECK_EVERY_NS))
@@ -989,6 +1022,12 @@ static int64_t ingest_stack(struct ingest *in, const struct profd_sample_rec *re
 	}
 	python_check(in, *pe, now);
 	stack = record_stack(in, *pe, rec, off);
+	/* A late sample of an exited process: what naming its frames cached goes with it. */
+	if ((*pe)->tombstone) {
+		symbolizer__forget_pid(in->sym, rec->pid);
+		if (in->py)
+			python__forget_pid(in->py, rec->pid);
+	}
 	if (!stack) {
 		in->stats.store_errors++;
 		return 0;
@@ -1161,6 +1200,12 @@ static int handle_task(struct ingest *in, const struct profd_task_rec *rec, size
 		note_exe(in, rec->pid);
 	} else {
 		in->stats.exits++;
+		/*
+		 * A process not seen yet gets an entry too (seen_ns 0), left as its exited image
+		 * for the samples of its last moments that may follow this record (see_process).
+		 */
+		if (!pid_find(in, rec->pid) && (e = pid_insert(in, rec->pid)))
+			e->uid = rec->uid;
 		forget_process(in, rec->pid);
 		store__process_exited(in->store, rec->pid);
 		if (in->gpu)

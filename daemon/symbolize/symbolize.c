@@ -1123,6 +1123,14 @@ int symbolizer__user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct s
 		ps = pid_new(s, pid);
 		if (!ps)
 			return -ENOMEM;
+		/*
+		 * Gone before its first lookup (a thread sampled as its process exited): nothing to
+		 * keep, and the exit record that would drop it came already.
+		 */
+		if (ps->maps_err == -ESRCH) {
+			symbolizer__forget_pid(s, pid);
+			return -ESRCH;
+		}
 	}
 	m = map_find(ps, addr);
 	if (!m) {
