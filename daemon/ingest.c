@@ -64,6 +64,7 @@ struct pid_entry {
 	uint32_t uid;		   /* the owner (proc_owner) the process's data is filed under */
 	uint64_t seen_ns;	   /* first sample of this image */
 	uint64_t owner_checked_ns; /* when uid was last compared with /proc */
+	uint64_t exit_ns;	   /* the exit record's time, once it came (a tombstone then) */
 	uint64_t py_checked_ns;
 };
 
@@ -358,8 +359,15 @@ static void owner_check(struct ingest *in, struct pid_entry *e, uint32_t euid, u
 	store__set_process(in->store, e->pid, uid, comm);
 }
 
+/*
+ * How long after its process's exit record a sample at the pid may still be that process's (its
+ * last thread on its way out of the kernel takes microseconds): a later one is a new process's.
+ */
+#define LATE_SAMPLE_NS (100 * NSEC_PER_MSEC)
+
+/* ts: the record's time (0: none, a request's). */
 static struct pid_entry *see_process(struct ingest *in, uint32_t pid, uint32_t tid, uint32_t uid,
-				     const char *thread_comm, uint64_t now)
+				     const char *thread_comm, uint64_t ts, uint64_t now)
 {
 	struct pid_entry *e = pid_find(in, pid);
 	char comm[64], state;
@@ -372,11 +380,13 @@ static struct pid_entry *see_process(struct ingest *in, uint32_t pid, uint32_t t
 	 * The last thread of a process is still sampled on its way out of the kernel, after its
 	 * exit record: such a sample must not bring the process's entry back, as no record would
 	 * remove it again (nor what the symbolizer and the Python module hold for it). While the
-	 * pid is gone or a zombie, its samples are the exited image's; a live process there is a
-	 * new one (the pid reused by a fork that did not exec).
+	 * pid is gone or a zombie, samples taken right after the exit are the exited image's; a
+	 * live process there, or a sample taken later, is a new one's (the pid reused by a fork
+	 * that did not exec).
 	 */
 	e = pid_find_exited(in, pid);
-	if (e && (procfs_read_state(in->proc_root, pid, &state) || state == 'Z' || state == 'X')) {
+	if (e && (!ts || ts <= e->exit_ns + LATE_SAMPLE_NS) &&
+	    (procfs_read_state(in->proc_root, pid, &state) || state == 'Z' || state == 'X')) {
 		/* Exited before its first sample: the store learns of it now. */
 		if (!e->seen_ns) {
 			e->seen_ns = now;
@@ -1015,7 +1025,7 @@ static int64_t ingest_stack(struct ingest *in, const struct profd_sample_rec *re
 
 	record_time(in, now);
 	comm_copy(comm, rec->comm);
-	*pe = see_process(in, rec->pid, rec->tid, rec->uid, comm, now);
+	*pe = see_process(in, rec->pid, rec->tid, rec->uid, comm, rec->ts_ns, now);
 	if (!*pe) {
 		in->stats.store_errors++;
 		return -ENOMEM;
@@ -1067,7 +1077,7 @@ int ingest__snapshot_begin(struct ingest *in, uint32_t pid)
 	if (!pid)
 		return -EINVAL;
 	/* No record yet: the process's name comes from /proc, its owner too. */
-	pe = see_process(in, pid, 0, STORE_UID_UNKNOWN, "", now);
+	pe = see_process(in, pid, 0, STORE_UID_UNKNOWN, "", 0, now);
 	if (!pe)
 		return -ENOMEM;
 	python_check(in, pe, now);
@@ -1150,7 +1160,7 @@ static int handle_offcpu_agg(struct ingest *in, const struct profd_offcpu_agg_re
 	}
 	record_time(in, now);
 	comm_copy(comm, r->comm);
-	pe = see_process(in, r->pid, r->tid, r->uid, comm, now);
+	pe = see_process(in, r->pid, r->tid, r->uid, comm, r->ts_ns, now);
 	if (!pe) {
 		in->stats.store_errors++;
 		return -ENOMEM;
@@ -1204,8 +1214,11 @@ static int handle_task(struct ingest *in, const struct profd_task_rec *rec, size
 		 * A process not seen yet gets an entry too (seen_ns 0), left as its exited image
 		 * for the samples of its last moments that may follow this record (see_process).
 		 */
-		if (!pid_find(in, rec->pid) && (e = pid_insert(in, rec->pid)))
+		e = pid_find(in, rec->pid);
+		if (!e && (e = pid_insert(in, rec->pid)))
 			e->uid = rec->uid;
+		if (e)
+			e->exit_ns = rec->ts_ns;
 		forget_process(in, rec->pid);
 		store__process_exited(in->store, rec->pid);
 		if (in->gpu)

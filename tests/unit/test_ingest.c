@@ -622,6 +622,21 @@ static void test_late_samples(void)
 		CHECK(store__process(store, pid, &pi) && pi.exited);
 		if (zombie)
 			waitpid(child, NULL, 0);
+		if (round != 7)
+			continue;
+		/* A second after its exit: a new process's sample, the pid known until its exit. */
+		task.ts_ns = mono_ns() - 1000000000ull;
+		CHECK_EQ_I(ingest__record(in, &task, sizeof(task)), 0);
+		held(in, py, sym, c, b);
+		CHECK_EQ_U(c[0], c0[0]);
+		fill(pid, 0, 0);
+		CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+		held(in, py, sym, c, b);
+		CHECK_EQ_U(c[0], c0[0] + 1);
+		task.ts_ns = mono_ns();
+		CHECK_EQ_I(ingest__record(in, &task, sizeof(task)), 0);
+		held(in, py, sym, c, b);
+		CHECK_EQ_U(c[0], c0[0]);
 	}
 
 	/* Recorded as exited while it lives: the pid is another process's now. */
