@@ -12,7 +12,7 @@
         emulated hour of system-wide 99 Hz samples (999 Hz, 100 ms buckets, every CPU busy with
         exec-heavy shell loops or with the CPU-bound program) and the latency of `profctl dump`
         over all of it
-  sudo bench/run.py churn [--minutes 30] [--every 10] [--perf-map-mib 150]
+  sudo bench/run.py churn [--minutes 30] [--every 10] [--perf-map-mib 150] [--base BUILD]
         daemon RSS (VmRSS, VmHWM), CPU and counters every 10 s at 99 Hz system-wide on a hostile
         machine: exec storms, forks, thread storms, a binary replaced under its path while it
         runs, corrupted copies of a library mapped and run, and, from a user created for the
@@ -83,16 +83,18 @@ def build_work(tmp):
 
 
 class Profd:
-    def __init__(self, tmp, *args, log=None):
+    def __init__(self, tmp, *args, log=None, build=None):
         """With log (a path), profd logs at its default level into that file instead of
-        logging only errors to our stderr."""
+        logging only errors to our stderr. build: another build directory (a baseline)."""
         self.sock = os.path.join(tmp, f"profd-{random.randrange(1 << 30)}.sock")
+        profd = os.path.join(build, "bin", "profd") if build else PROFD
+        self.profctl = os.path.join(build, "bin", "profctl") if build else PROFCTL
         if log:
             with open(log, "w") as f:
-                self.proc = subprocess.Popen([PROFD, "--socket", self.sock, *args], stdout=f,
+                self.proc = subprocess.Popen([profd, "--socket", self.sock, *args], stdout=f,
                                              stderr=f)
         else:
-            self.proc = subprocess.Popen([PROFD, "--socket", self.sock, "--quiet", *args])
+            self.proc = subprocess.Popen([profd, "--socket", self.sock, "--quiet", *args])
         deadline = time.time() + 20
         while not os.path.exists(self.sock):
             if time.time() > deadline or self.proc.poll() is not None:
@@ -100,7 +102,7 @@ class Profd:
             time.sleep(0.02)
 
     def ctl(self, *args):
-        return subprocess.run([PROFCTL, "--socket", self.sock, *args], capture_output=True,
+        return subprocess.run([self.profctl, "--socket", self.sock, *args], capture_output=True,
                               text=True, check=True).stdout
 
     def status(self):
@@ -525,6 +527,59 @@ def folded_count(text, pred):
     return total, hit, names
 
 
+def slope_mib_min(points):
+    """Least-squares slope of (seconds, bytes) points in MiB a minute."""
+    n = len(points)
+    if n < 2:
+        return float("nan")
+    mt = sum(t for t, _ in points) / n
+    mv = sum(v for _, v in points) / n
+    den = sum((t - mt) ** 2 for t, _ in points)
+    return sum((t - mt) * (v - mv) for t, v in points) / den * 60 / MiB if den else float("nan")
+
+
+def unbounded(rss, st):
+    """RSS less what grows within a bound of its own: the store (its cap), the symbols of the
+    ELF cache and the perf maps (their budgets) and the trace ring (its size)."""
+    return rss - sum(st.get(k, 0) for k in ("store_bytes", "symbol_bytes", "perf_map_bytes",
+                                             "trace_ring_bytes"))
+
+
+def print_side_by_side(series, base_series):
+    """RSS of this build and of the baseline (--base), sampled at the same moments, and the
+    part of each outside the bounded caches."""
+    new = [(t, rss, st) for t, rss, _, st in series]
+    print(f"{'MiB':<30} {'baseline':>10} {'this build':>10}   (outside the bounded caches)")
+    rows = [(f"at minute {m}", [i for i, p in enumerate(new) if p[0] >= m * 60 - 1])
+            for m in (1, 2, 5, 10, 15, 20, 30)]
+    for name, at in rows + [("at the end", [len(new) - 1])]:
+        if not at:
+            continue
+        b, n = base_series[at[0]], new[at[0]]
+        print(f"RSS {name:<26} {b[1] / MiB:10.1f} {n[1] / MiB:10.1f}   "
+              f"{unbounded(b[1], b[2]) / MiB:10.1f} {unbounded(n[1], n[2]) / MiB:10.1f}")
+    # From minute 2: the start-up scan and the first heap growth are over by then.
+    late_b = [p for p in base_series if p[0] >= 120]
+    late_n = [p for p in new if p[0] >= 120]
+    # Baselines that show the owners too (a build after they came): the processes each holds.
+    if base_series[-1][2].get("memory"):
+        def held(st):
+            return {m["name"]: m.get("count", 0) for m in st.get("memory", [])}
+        per = ["ingest", "python", "unwinder", "symbolizer"]
+        print("processes held (baseline / this build): " + ", ".join(per))
+        for name, at in rows + [("at the end", [len(new) - 1])]:
+            if at:
+                hb, hn = held(base_series[at[0]][2]), held(new[at[0]][2])
+                print(f"  {name:<26} " + ", ".join(f"{hb.get(k, 0)} / {hn.get(k, 0)}"
+                                                    for k in per))
+    print(f"{'growth from minute 2, a minute':<30} "
+          f"{slope_mib_min([(t, r) for t, r, _ in late_b]):10.3f} "
+          f"{slope_mib_min([(t, r) for t, r, _ in late_n]):10.3f}   "
+          f"{slope_mib_min([(t, unbounded(r, s)) for t, r, s in late_b]):10.3f} "
+          f"{slope_mib_min([(t, unbounded(r, s)) for t, r, s in late_n]):10.3f}"
+          "  (least squares)")
+
+
 def churn(args):
     """A system-wide daemon on a hostile, churning machine: exec storms, forks, thread storms,
     binaries replaced under their path, corrupted ELFs mapped and run, huge and hostile perf
@@ -553,7 +608,8 @@ def churn(args):
     user = f"profd-churn-{os.getpid()}"
     made_user = False
     loads, perf_maps = [], []
-    d = None
+    d = base = None
+    base_series = []  # (t, VmRSS, status) of the baseline daemon (--base)
 
     def on_term(signum, frame):
         raise KeyboardInterrupt
@@ -567,6 +623,10 @@ def churn(args):
         pw = pwd.getpwnam(user)
         d = Profd(tmp, "--frequency", str(args.hz), log=log)
         d.settle()
+        if args.base:
+            # The same loads seen by a baseline build at the same time: side by side.
+            base = Profd(tmp, "--frequency", str(args.hz), build=args.base)
+            base.settle()
 
         def spawn(argv, as_user=False):
             kw = dict(user=pw.pw_uid, group=pw.pw_gid, extra_groups=[], cwd="/") \
@@ -611,6 +671,12 @@ def churn(args):
             st = d.status()
             vm = proc_status(d.proc.pid, ("VmRSS", "VmHWM"))
             t = time.time() - t0
+            if base:
+                if base.proc.poll() is not None:
+                    raise SystemExit(f"bench: the baseline profd exited with "
+                                     f"{base.proc.returncode}")
+                base_series.append((t, proc_status(base.proc.pid, ("VmRSS",))["VmRSS"],
+                                    base.status()))
             prev = series[-1][3] if series else st0
             pct = (st["daemon_cpu_ns"] - prev["daemon_cpu_ns"]) / 1e7 / \
                 (t - (series[-1][0] if series else 0))
@@ -622,7 +688,14 @@ def churn(args):
                   f"dropped={st.get('samples_dropped', 0)} stacks={st['stacks']} "
                   f"procs={st['processes']} perf_map={st.get('perf_map_reads', 0)} reads/"
                   f"{st.get('perf_map_bytes', 0) / 1024:.0f} KiB "
-                  f"new_procs={processes_created() - p0}", flush=True)
+                  f"new_procs={processes_created() - p0}" +
+                  (f" base_rss={base_series[-1][1] / MiB:.1f} MiB" if base else ""),
+                  flush=True)
+            if st.get("memory"):
+                print("  memory: " + ", ".join(
+                    f"{m['name']} {m.get('bytes', 0) / MiB:.2f}" +
+                    (f"/{m['count']}" if "count" in m else "") for m in st["memory"]),
+                      flush=True)
             if t >= next_counts:
                 next_counts += 60
                 print("  done: " + "; ".join(
@@ -670,6 +743,8 @@ def churn(args):
               + (f"{at1 / MiB:.1f}" if at1 else "-") + f" MiB, at the end "
               f"{rss[-1] / MiB:.1f} MiB (after the loads stopped {vm1['VmRSS'] / MiB:.1f}); "
               f"peak VmHWM {vm1['VmHWM'] / MiB:.1f} MiB")
+        if base:
+            print_side_by_side(series, base_series)
         cpu, nsamples = cpu_per_sample(st0, st1)
         print(f"daemon CPU: {(st1['daemon_cpu_ns'] - st0['daemon_cpu_ns']) / 1e9:.1f} s, "
               f"{cpu:.0f} ns per sample over {nsamples} samples; lost "
@@ -757,6 +832,8 @@ def churn(args):
                 time.sleep(0.5)
             else:
                 print(f"bench: could not remove user {user}", file=sys.stderr)
+        if base:
+            base.stop()
         if d:
             d.stop()
             lines = open(log, errors="replace").read().splitlines()
@@ -809,6 +886,8 @@ def main():
     c.add_argument("--perf-map-mib", type=float, default=150,
                    help="size of the hostile perf map at start")
     c.add_argument("--log-tail", type=int, default=15, help="daemon log lines shown at the end")
+    c.add_argument("--base", help="the build directory of a baseline: its profd runs beside "
+                   "this build's under the same loads, and the RSS of both is shown")
     a = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("bench: run as root (profd needs BPF)")

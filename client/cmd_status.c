@@ -146,6 +146,39 @@ static void print_message(FILE *out, const ProtobufCMessageDescriptor *d, const 
 	fputs("}", out);
 }
 
+/* What an owner's count counts, by the daemon's names for its owners. */
+static const char *memory_noun(const char *name, uint64_t n)
+{
+	static const struct {
+		const char *name, *one, *many;
+	} nouns[] = {
+	    {"symbols", "file", "files"},
+	    {"unwind_tables", "file", "files"},
+	    {"clients", "connection", "connections"},
+	};
+
+	for (size_t i = 0; i < sizeof(nouns) / sizeof(nouns[0]); i++)
+		if (!strcmp(name, nouns[i].name))
+			return n == 1 ? nouns[i].one : nouns[i].many;
+	return n == 1 ? "process" : "processes";
+}
+
+/* The daemon's memory by owner, one line each: which part holds what. */
+static void print_memory(FILE *out, const Profd__StatusReply *st)
+{
+	char a[32];
+
+	for (size_t i = 0; i < st->n_memory; i++) {
+		const Profd__MemoryOwner *m = st->memory[i];
+
+		fprintf(out, "%-14s%-14s %10s", i ? "" : "memory:", m->name,
+			fmt_bytes(m->bytes, a, sizeof(a)));
+		if (m->has_count)
+			fprintf(out, "  %" PRIu64 " %s", m->count, memory_noun(m->name, m->count));
+		fputc('\n', out);
+	}
+}
+
 static void status_print_json(FILE *out, const Profd__StatusReply *st)
 {
 	print_message(out, &profd__status_reply__descriptor, st);
@@ -498,6 +531,7 @@ static void status_print_text(FILE *out, const Profd__StatusReply *st)
 	fprintf(out, "%-14s%s CPU, %s RSS\n",
 		"daemon:", fmt_duration(st->daemon_cpu_ns, a, sizeof(a)),
 		fmt_bytes(st->daemon_rss_bytes, b, sizeof(b)));
+	print_memory(out, st);
 	print_export(out, st);
 }
 

@@ -20,6 +20,7 @@
 #include "unwinder.h"
 #include "frame.h"
 #include "log.h"
+#include "memory.h"
 #include "procfs.h"
 #include "timeutil.h"
 #include "wire.h"
@@ -197,6 +198,7 @@ static int status_for_user(struct daemon *d, uint32_t uid, Profd__StatusReply *s
 	st->has_perf_maps_sparse = st->has_perf_map_reads = st->has_perf_map_read_ns = false;
 	st->has_symbol_bytes = st->has_symbol_files = st->has_symbol_budget_bytes = false;
 	st->has_trace_ring_bytes = false;
+	st->n_memory = 0;
 	st->has_off_cpu_waits = st->has_off_cpu_short_records = false;
 	st->has_off_cpu_short_waits = st->has_off_cpu_lost = false;
 	return 0;
@@ -256,6 +258,7 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 	Profd__Response resp = PROFD__RESPONSE__INIT;
 	Profd__StatusReply st = PROFD__STATUS_REPLY__INIT;
 	Profd__UnwindStatus uw = PROFD__UNWIND_STATUS__INIT;
+	Profd__MemoryOwner mem[MEM__COUNT], *mem_ptrs[MEM__COUNT];
 	uint64_t cnt[PROFD_CNT__MAX] = {0};
 	struct ingest_stats is;
 	struct symbolizer_stats sy;
@@ -362,6 +365,7 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 			   (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
 	st.has_daemon_rss_bytes = true;
 	st.daemon_rss_bytes = self_rss_bytes();
+	memory_status(d, st.daemon_rss_bytes, &st, mem, mem_ptrs);
 	symbolizer__stats(d->sym, &sy);
 	st.has_perf_map_bytes = true;
 	st.perf_map_bytes = sy.perf_map_bytes;

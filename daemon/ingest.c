@@ -65,6 +65,7 @@ struct pid_entry {
 	uint32_t uid;		   /* the owner (proc_owner) the process's data is filed under */
 	uint64_t seen_ns;	   /* first sample of this image */
 	uint64_t owner_checked_ns; /* when uid was last compared with /proc */
+	uint64_t exit_ns;	   /* the exit record's time, once it came (a tombstone then) */
 	uint64_t py_checked_ns;
 	/* The process's start time (note_start): which process this is, whatever its epoch says. */
 	uint64_t start;
@@ -94,6 +95,7 @@ struct ingest {
 	struct pid_entry *pids;
 	size_t pid_cap; /* power of two */
 	size_t pid_fill;
+	size_t pid_live; /* pid_fill less the tombstones: the processes known now */
 	uint32_t next_epoch;
 	struct ingest_stats stats;
 	bool thread_states; /* ingest_opts.thread_states */
@@ -165,6 +167,13 @@ void ingest__stats(const struct ingest *in, struct ingest_stats *out)
 	*out = in->stats;
 }
 
+void ingest__memory(const struct ingest *in, struct mem_usage *out)
+{
+	out->bytes =
+	    sizeof(*in) + ADDR_CACHE_SIZE * sizeof(*in->addrs) + in->pid_cap * sizeof(*in->pids);
+	out->count = in->pid_live;
+}
+
 static void addr_cache_wipe(struct ingest *in)
 {
 	memset(in->addrs, 0, ADDR_CACHE_SIZE * sizeof(*in->addrs));
@@ -183,6 +192,22 @@ static struct pid_entry *pid_find(struct ingest *in, uint32_t pid)
 		if (e->pid == 0)
 			return NULL;
 	}
+}
+
+/* The entry of pid's last exited image (a tombstone, the newest of them), or NULL. */
+static struct pid_entry *pid_find_exited(struct ingest *in, uint32_t pid)
+{
+	size_t mask = in->pid_cap - 1;
+	struct pid_entry *last = NULL;
+
+	for (size_t i = hash_mix64(pid) & mask; in->pids[i].pid; i = (i + 1) & mask) {
+		struct pid_entry *e = &in->pids[i];
+
+		if (e->pid == pid && e->tombstone &&
+		    (!last || (int32_t)(e->epoch - last->epoch) > 0))
+			last = e;
+	}
+	return last;
 }
 
 static int pid_table_grow(struct ingest *in)
@@ -212,6 +237,7 @@ static int pid_table_grow(struct ingest *in)
 	in->pids = t;
 	in->pid_cap = cap;
 	in->pid_fill = 0;
+	in->pid_live = live;
 	for (size_t k = 0; k < cap; k++)
 		in->pid_fill += t[k].pid != 0;
 	return 0;
@@ -232,6 +258,7 @@ static struct pid_entry *pid_insert(struct ingest *in, uint32_t pid)
 			e->pid = pid;
 			e->epoch = in->next_epoch++;
 			in->pid_fill++;
+			in->pid_live++;
 			return e;
 		}
 	}
@@ -378,11 +405,18 @@ static void owner_check(struct ingest *in, struct pid_entry *e, uint32_t euid, u
 
 static void forget_process(struct ingest *in, uint32_t pid);
 
+/*
+ * How long after its process's exit record a sample at the pid may still be that process's (its
+ * last thread on its way out of the kernel takes microseconds): a later one is a new process's.
+ */
+#define LATE_SAMPLE_NS (100 * NSEC_PER_MSEC)
+
+/* ts: the record's time (0: none, a request's). */
 static struct pid_entry *see_process(struct ingest *in, uint32_t pid, uint32_t tid, uint32_t uid,
-				     const char *thread_comm, uint64_t now)
+				     const char *thread_comm, uint64_t ts, uint64_t now)
 {
 	struct pid_entry *e = pid_find(in, pid);
-	char comm[64];
+	char comm[64], state;
 
 	if (e && now - e->owner_checked_ns >= OWNER_RECHECK_NS && pid_reused(in, e)) {
 		/* A new process: new symbols, a new life in the store, as after a fork record. */
@@ -391,6 +425,25 @@ static struct pid_entry *see_process(struct ingest *in, uint32_t pid, uint32_t t
 	}
 	if (e) {
 		owner_check(in, e, uid, now);
+		return e;
+	}
+	/*
+	 * The last thread of a process is still sampled on its way out of the kernel, after its
+	 * exit record: such a sample must not bring the process's entry back, as no record would
+	 * remove it again (nor what the symbolizer and the Python module hold for it). While the
+	 * pid is gone or a zombie, samples taken right after the exit are the exited image's; a
+	 * live process there, or a sample taken later, is a new one's (the pid reused by a fork
+	 * that did not exec).
+	 */
+	e = pid_find_exited(in, pid);
+	if (e && (!ts || ts <= e->exit_ns + LATE_SAMPLE_NS) &&
+	    (procfs_read_state(in->proc_root, pid, &state) || state == 'Z' || state == 'X')) {
+		/* Exited before its first sample: the store learns of it now. */
+		if (!e->seen_ns) {
+			e->seen_ns = now;
+			store__set_process(in->store, pid, e->uid, thread_comm);
+			store__process_exited(in->store, pid);
+		}
 		return e;
 	}
 	e = pid_insert(in, pid);
@@ -418,6 +471,7 @@ static void forget_process(struct ingest *in, uint32_t pid)
 		if (e->py_state == PY_ACTIVE && in->py_config)
 			in->py_config(in->py_ctx, pid, NULL);
 		e->tombstone = true;
+		in->pid_live--;
 	}
 	symbolizer__forget_pid(in->sym, pid);
 	if (in->py)
@@ -432,7 +486,7 @@ static void python_check(struct ingest *in, struct pid_entry *e, uint64_t now)
 	struct profd_py_proc cfg;
 	int r;
 
-	if (!in->py || (e->py_state != PY_UNKNOWN && e->py_state != PY_PENDING))
+	if (!in->py || e->tombstone || (e->py_state != PY_UNKNOWN && e->py_state != PY_PENDING))
 		return;
 	if (e->py_state == PY_PENDING && (now - e->seen_ns > PY_RECHECK_WINDOW_NS ||
 					  now - e->py_checked_ns < PY_RECHECK_EVERY_NS))
@@ -1023,13 +1077,19 @@ static int64_t ingest_stack(struct ingest *in, const struct profd_sample_rec *re
 
 	record_time(in, now);
 	comm_copy(comm, rec->comm);
-	*pe = see_process(in, rec->pid, rec->tid, rec->uid, comm, now);
+	*pe = see_process(in, rec->pid, rec->tid, rec->uid, comm, rec->ts_ns, now);
 	if (!*pe) {
 		in->stats.store_errors++;
 		return -ENOMEM;
 	}
 	python_check(in, *pe, now);
 	stack = record_stack(in, *pe, rec, off);
+	/* A late sample of an exited process: what naming its frames cached goes with it. */
+	if ((*pe)->tombstone) {
+		symbolizer__forget_pid(in->sym, rec->pid);
+		if (in->py)
+			python__forget_pid(in->py, rec->pid);
+	}
 	if (!stack) {
 		in->stats.store_errors++;
 		return 0;
@@ -1069,7 +1129,7 @@ int ingest__snapshot_begin(struct ingest *in, uint32_t pid)
 	if (!pid)
 		return -EINVAL;
 	/* No record yet: the process's name comes from /proc, its owner too. */
-	pe = see_process(in, pid, 0, STORE_UID_UNKNOWN, "", now);
+	pe = see_process(in, pid, 0, STORE_UID_UNKNOWN, "", 0, now);
 	if (!pe)
 		return -ENOMEM;
 	python_check(in, pe, now);
@@ -1152,7 +1212,7 @@ static int handle_offcpu_agg(struct ingest *in, const struct profd_offcpu_agg_re
 	}
 	record_time(in, now);
 	comm_copy(comm, r->comm);
-	pe = see_process(in, r->pid, r->tid, r->uid, comm, now);
+	pe = see_process(in, r->pid, r->tid, r->uid, comm, r->ts_ns, now);
 	if (!pe) {
 		in->stats.store_errors++;
 		return -ENOMEM;
@@ -1204,6 +1264,15 @@ static int handle_task(struct ingest *in, const struct profd_task_rec *rec, size
 		note_exe(in, rec->pid);
 	} else {
 		in->stats.exits++;
+		/*
+		 * A process not seen yet gets an entry too (seen_ns 0), left as its exited image
+		 * for the samples of its last moments that may follow this record (see_process).
+		 */
+		e = pid_find(in, rec->pid);
+		if (!e && (e = pid_insert(in, rec->pid)))
+			e->uid = rec->uid;
+		if (e)
+			e->exit_ns = rec->ts_ns;
 		forget_process(in, rec->pid);
 		store__process_exited(in->store, rec->pid);
 		if (in->gpu)

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "abi.h"
+#include "memuse.h"
 #include "python.h"
 #include "store.h"
 #include "symbolize.h"
@@ -98,6 +99,8 @@ void ingest__free(struct ingest *in);
  */
 int ingest__record(struct ingest *in, const void *data, size_t size);
 void ingest__stats(const struct ingest *in, struct ingest_stats *out);
+/* The pid table and the address cache: their bytes and the processes the table knows now. */
+void ingest__memory(const struct ingest *in, struct mem_usage *out);
 
 /*
  * Live stack dumps (snapshot.h). Before reading process pid's threads: know the process (its

@@ -1212,6 +1212,20 @@ unsigned int server__clients(const struct server *s)
 	return s ? s->nclients : 0;
 }
 
+void server__memory(const struct server *s, struct mem_usage *out)
+{
+	*out = (struct mem_usage){0};
+	if (!s)
+		return;
+	out->bytes = sizeof(*s);
+	/* The connections are bounded by the client limits: a walk of a few dozen at most. */
+	for (const struct conn *c = s->conns; c; c = c->next) {
+		out->bytes +=
+		    sizeof(*c) + c->queued + c->backlog_cap + frame_reader__pending(c->reader);
+		out->count++;
+	}
+}
+
 int server__set_uplink(struct server *s, uint64_t conn_id)
 {
 	struct conn *c;

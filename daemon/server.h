@@ -23,6 +23,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "memuse.h"
 #include "profd.pb-c.h"
 
 struct server_peer {
@@ -95,6 +96,11 @@ struct server *server__new(uv_loop_t *loop, const struct server_opts *opts);
 void server__close(struct server *s);
 /* Connected clients right now (uplinks not included). */
 unsigned int server__clients(const struct server *s);
+/*
+ * Memory of the connections (count: every open one, admitted or not): their state, replies
+ * queued, requests held back and partial frames read.
+ */
+void server__memory(const struct server *s, struct mem_usage *out);
 /*
  * Mark a connection as an uplink: a long-lived data source such as a CUDA process's CUPTI
  * library, one per process. Uplinks leave the client counts (so a user with many GPU

@@ -116,6 +116,8 @@ struct unwinder {
 	uint64_t use_clock;
 	uint64_t swept_ns; /* last sweep() */
 	struct unwinder_stats st;
+	/* Running counts for unwinder__memory(): the slots' PT_LOAD copies, the procs' refs */
+	uint64_t loads_bytes, refs_bytes;
 	/*
 	 * The worker's alone: tables loaded but not yet in unwind_tables, and tables evicted but
 	 * not yet out of it. An update of a map of maps waits for an RCU grace period (~10 ms)
@@ -134,6 +136,7 @@ static void proc_release(struct unwinder *u, struct proc *p)
 	for (size_t i = 0; i < p->ntables; i++)
 		if (u->tables[p->tables[i]].refs)
 			u->tables[p->tables[i]].refs--;
+	mem_sub(&u->refs_bytes, p->ntables * sizeof(*p->tables));
 	free(p->tables);
 	p->tables = NULL;
 	p->ntables = 0;
@@ -277,6 +280,22 @@ void unwinder__stats(struct unwinder *u, struct unwinder_stats *out)
 	pthread_mutex_lock(&u->lock);
 	*out = u->st;
 	out->queued = u->q_len;
+	pthread_mutex_unlock(&u->lock);
+}
+
+void unwinder__memory(struct unwinder *u, struct mem_usage *tables, struct mem_usage *procs)
+{
+	pthread_mutex_lock(&u->lock);
+	*tables = (struct mem_usage){
+	    .bytes = u->cap_tables * sizeof(*u->tables) + u->loads_bytes + u->vdso_size,
+	    .count = u->ntables,
+	};
+	*procs = (struct mem_usage){
+	    .bytes = sizeof(*u) + ptrmap_slots(&u->procs) * (sizeof(uint64_t) + sizeof(void *)) +
+		     u->procs.n * sizeof(struct proc) + u->refs_bytes +
+		     u->q_cap * sizeof(*u->queue),
+	    .count = u->procs.n,
+	};
 	pthread_mutex_unlock(&u->lock);
 }
 
@@ -706,6 +725,7 @@ static long table_get(struct unwinder *u, const struct file_id *f, int fd, const
 	if (!t->loads && loads) {
 		t->loads = loads;
 		t->nloads = nloads;
+		u->loads_bytes += nloads * sizeof(*loads);
 		loads = NULL;
 	}
 	t->last_use = ++u->use_clock;
@@ -954,6 +974,7 @@ static void describe(struct unwinder *u, struct proc *p)
 	proc_release(u, p);
 	p->tables = refs;
 	p->ntables = nrefs;
+	u->refs_bytes += nrefs * sizeof(*refs);
 	refs = NULL;
 	pthread_mutex_unlock(&u->lock);
 	if (built)

@@ -18,6 +18,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "memuse.h"
+
 struct unwinder_opts {
 	int tables_fd;		/* the BPF map unwind_tables (borrowed) */
 	int procs_fd;		/* the BPF map unwind_procs (borrowed) */
@@ -87,6 +89,12 @@ void unwinder__maps_changed(struct unwinder *u, uint32_t pid);
 /* pid exited or replaced its image: drop its description (its tables stay cached). */
 void unwinder__forget(struct unwinder *u, uint32_t pid);
 void unwinder__stats(struct unwinder *u, struct unwinder_stats *out);
+/*
+ * Memory held in the daemon (the tables' rows are the kernel's): a slot for every file ever
+ * described (its identity and PT_LOAD headers, and the vDSO's copy), and the processes known
+ * (described, queued or being described) with their table references.
+ */
+void unwinder__memory(struct unwinder *u, struct mem_usage *tables, struct mem_usage *procs);
 /* Wait until nothing is queued or being built (tests, benchmarks). */
 void unwinder__settle(struct unwinder *u);
 

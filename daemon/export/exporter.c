@@ -695,6 +695,20 @@ int exporter__status(struct exporter *e, Profd__StatusReply *st)
 	return 0;
 }
 
+void exporter__memory(const struct exporter *e, struct mem_usage *out)
+{
+	*out = (struct mem_usage){0};
+	if (!e)
+		return;
+	out->bytes =
+	    sizeof(*e) +
+	    ptrmap_slots(&e->labels) * (sizeof(*e->labels.keys) + sizeof(*e->labels.vals)) +
+	    e->labels.n * sizeof(struct cached_labels) + e->rows_cap * sizeof(*e->rows);
+	for (size_t i = 0; i < e->nb; i++)
+		out->bytes += sender__memory(e->b[i].sender);
+	out->count = e->labels.n;
+}
+
 void exporter__status_free(Profd__StatusReply *st)
 {
 	for (size_t k = 0; k < st->n_export; k++) {

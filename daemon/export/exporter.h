@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "memuse.h"
 #include "profd.pb-c.h"
 #include "store.h"
 
@@ -45,6 +46,11 @@ uint64_t exporter__next_ms(struct exporter *e);
  */
 int exporter__status(struct exporter *e, Profd__StatusReply *st);
 void exporter__status_free(Profd__StatusReply *st);
+/*
+ * Memory held: the labels of the processes in the last flushes (count: how many), the
+ * journal's rows and the requests handed to the senders and not written to their spools yet.
+ */
+void exporter__memory(const struct exporter *e, struct mem_usage *out);
 /* Stop: the last flush should be done before; requests not sent stay in the spool. */
 void exporter__free(struct exporter *e);
 

@@ -628,3 +628,15 @@ void sender__free(struct sender *s)
 	pthread_join(s->thread, NULL);
 	sender_release(s);
 }
+
+uint64_t sender__memory(struct sender *s)
+{
+	uint64_t n;
+
+	if (!s)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	n = s->ho_bytes + s->tk_bytes;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}

@@ -113,6 +113,8 @@ int sender__submit(struct sender *s, uint8_t *body, size_t len, uint64_t created
  * adds one), and samples_sent never passes what was submitted and taken up.
  */
 void sender__stats(struct sender *s, struct sender_stats *out);
+/* Bytes of the requests submitted and held in memory until the worker spools them. */
+uint64_t sender__memory(struct sender *s);
 /*
  * Stop: requests not spooled yet are written to the spool (best effort) so the next run sends
  * them; an attempt in flight gets at most 1 s to finish, then is abandoned (and sent again by

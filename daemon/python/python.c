@@ -64,6 +64,13 @@ static struct py_proc **proc_slot(struct python *py, uint32_t pid)
 	return pp;
 }
 
+/* What a cached code object holds, for python.mem (its strings are set before insertion). */
+static uint64_t code_bytes(const struct py_code *c)
+{
+	return sizeof(*c) + (c->qualname ? strlen(c->qualname) + 1 : 0) +
+	       (c->filename ? strlen(c->filename) + 1 : 0) + c->linetable_len;
+}
+
 static void code_free(struct py_code *c)
 {
 	if (!c)
@@ -74,7 +81,8 @@ static void code_free(struct py_code *c)
 	free(c);
 }
 
-static void proc_free(struct py_proc *p)
+/* Free p, which py holds (counted in py->mem) when held is true. */
+static void proc_free(struct python *py, struct py_proc *p, bool held)
 {
 	struct py_code *c, *n;
 
@@ -83,8 +91,16 @@ static void proc_free(struct py_proc *p)
 	if (p->buckets) {
 		for (c = p->lru.lru_next; c != &p->lru; c = n) {
 			n = c->lru_next;
+			if (held)
+				mem_sub(&py->mem.bytes, code_bytes(c));
 			code_free(c);
 		}
+		if (held)
+			mem_sub(&py->mem.bytes, p->nbuckets * sizeof(*p->buckets));
+	}
+	if (held) {
+		mem_sub(&py->mem.bytes, sizeof(*p));
+		mem_sub(&py->mem.count, 1);
 	}
 	free(p->buckets);
 	free(p);
@@ -124,7 +140,7 @@ static void lru_push_front(struct py_proc *p, struct py_code *c)
 	p->lru.lru_next = c;
 }
 
-static void code_drop(struct py_proc *p, struct py_code *c)
+static void code_drop(struct python *py, struct py_proc *p, struct py_code *c)
 {
 	struct py_code **cp = &p->buckets[code_hash(p, c->addr)];
 
@@ -133,6 +149,7 @@ static void code_drop(struct py_proc *p, struct py_code *c)
 	*cp = c->hnext;
 	lru_unlink(c);
 	p->ncode--;
+	mem_sub(&py->mem.bytes, code_bytes(c));
 	code_free(c);
 }
 
@@ -149,14 +166,16 @@ static int code_insert(struct python *py, struct py_proc *p, struct py_code *c)
 		if (!p->buckets)
 			return -ENOMEM;
 		p->lru.lru_next = p->lru.lru_prev = &p->lru;
+		py->mem.bytes += p->nbuckets * sizeof(*p->buckets);
 	}
 	if (p->ncode >= py->max_code)
-		code_drop(p, p->lru.lru_prev);
+		code_drop(py, p, p->lru.lru_prev);
 	h = code_hash(p, c->addr);
 	c->hnext = p->buckets[h];
 	p->buckets[h] = c;
 	lru_push_front(p, c);
 	p->ncode++;
+	py->mem.bytes += code_bytes(c);
 	return 0;
 }
 
@@ -436,7 +455,7 @@ int python__symbolize(struct python *py, uint32_t pid, const struct profd_py_fra
 		return -ENOENT;
 	if (err) {
 		if (c)
-			code_drop(p, c);
+			code_drop(py, p, c);
 		return err;
 	}
 	if (c && (c->first_line != (int32_t)get_u32(head + l->co_firstlineno) ||
@@ -445,7 +464,7 @@ int python__symbolize(struct python *py, uint32_t pid, const struct profd_py_fra
 		  (l->co_qualname != PROFD_PY_NO_FIELD &&
 		   c->qualname_ptr != get_u64(head + l->co_qualname)) ||
 		  c->linetable_ptr != get_u64(head + l->co_linetable))) {
-		code_drop(p, c); /* the address now holds another code object */
+		code_drop(py, p, c); /* the address now holds another code object */
 		c = NULL;
 	}
 	if (c) {
@@ -481,11 +500,13 @@ int python__detect(struct python *py, uint32_t pid, struct profd_py_proc *cfg)
 		p->pid = pid;
 		ret = python_detect_proc(py, p);
 		if (ret < 0) {
-			proc_free(p);
+			proc_free(py, p, false);
 			return ret;
 		}
 		p->status = ret;
 		*slot = p;
+		py->mem.bytes += sizeof(*p);
+		py->mem.count++;
 	}
 	if (p->status == PYTHON_SUPPORTED || p->cfg.gil_kind == PROFD_PY_GIL_DISABLED)
 		*cfg = p->cfg;
@@ -501,7 +522,7 @@ void python__forget_pid(struct python *py, uint32_t pid)
 	if (!p)
 		return;
 	*slot = p->next;
-	proc_free(p);
+	proc_free(py, p, true);
 }
 
 uint16_t python__version(const struct python *py, uint32_t pid)
@@ -511,6 +532,11 @@ uint16_t python__version(const struct python *py, uint32_t pid)
 	while (p && p->pid != pid)
 		p = p->next;
 	return p ? p->version : 0;
+}
+
+void python__memory(const struct python *py, struct mem_usage *out)
+{
+	*out = py ? py->mem : (struct mem_usage){0};
 }
 
 struct python *python__new(const struct python_opts *opts)
@@ -547,7 +573,7 @@ void python__free(struct python *py)
 	for (i = 0; i < PROC_BUCKETS; i++) {
 		for (p = py->procs[i]; p; p = n) {
 			n = p->next;
-			proc_free(p);
+			proc_free(py, p, true);
 		}
 	}
 	free(py);

@@ -61,6 +61,7 @@ struct python {
 	struct py_proc *procs[PROC_BUCKETS];
 	struct py_logged logged[PY_LOGGED_MAX];
 	unsigned int logged_next;
+	struct mem_usage mem; /* the procs and their code caches: python__memory() */
 };
 
 /* Reads len bytes of pid's memory at addr into buf. Returns 0 or a negative errno. */

@@ -135,6 +135,7 @@ struct pid_state {
 	uint64_t reread_ns; /* wait before a miss re-reads maps: REREAD_INTERVAL_NS and up */
 	bool maps_stale;    /* code was mapped since maps were read: read them before a look-up */
 	struct perf_map *perf;
+	uint64_t bytes; /* counted in symbolizer.pid_mem: itself, its maps, its perf map's head */
 };
 
 struct elf_slot {
@@ -188,6 +189,7 @@ struct symbolizer {
 	struct perf_map_worker *worker;
 	uint32_t *pm_queue; /* pids whose map waits for the worker (may be stale) */
 	size_t n_pm_queue, cap_pm_queue;
+	struct mem_usage pid_mem; /* the pid_states: symbolizer__memory() */
 };
 
 /* --- ELF cache -------------------------------------------------------------------------------- */
@@ -504,10 +506,29 @@ static void perf_map_free(struct symbolizer *s, struct perf_map *pm)
 	free(pm);
 }
 
+/* Count ps->bytes anew as bytes in s->pid_mem. */
+static void pid_bytes_set(struct symbolizer *s, struct pid_state *ps, uint64_t bytes)
+{
+	mem_sub(&s->pid_mem.bytes, ps->bytes);
+	ps->bytes = bytes;
+	s->pid_mem.bytes += bytes;
+}
+
+static uint64_t pid_bytes(const struct pid_state *ps)
+{
+	uint64_t n = sizeof(*ps) + ps->n_maps * sizeof(*ps->maps);
+
+	for (size_t i = 0; i < ps->n_maps; i++)
+		n += ps->maps[i].path ? strlen(ps->maps[i].path) + 1 : 0;
+	return n + (ps->perf ? sizeof(*ps->perf) : 0);
+}
+
 static void pid_state_free(struct symbolizer *s, struct pid_state *ps)
 {
 	if (!ps)
 		return;
+	mem_sub(&s->pid_mem.bytes, ps->bytes);
+	mem_sub(&s->pid_mem.count, 1);
 	free_umaps(ps->maps, ps->n_maps);
 	perf_map_free(s, ps->perf);
 	free(ps);
@@ -563,6 +584,7 @@ static int read_maps(struct symbolizer *s, struct pid_state *ps, uint64_t now)
 	free_umaps(ps->maps, ps->n_maps);
 	ps->maps = um;
 	ps->n_maps = n;
+	pid_bytes_set(s, ps, pid_bytes(ps));
 	return 0;
 }
 
@@ -589,6 +611,8 @@ static struct pid_state *pid_new(struct symbolizer *s, uint32_t pid)
 	ps->pid = pid;
 	ps->next = s->pids[pid % PID_BUCKETS];
 	s->pids[pid % PID_BUCKETS] = ps;
+	s->pid_mem.count++;
+	pid_bytes_set(s, ps, pid_bytes(ps));
 	read_maps(s, ps, mono_ns());
 	s->last = ps;
 	return ps;
@@ -909,6 +933,7 @@ static void perf_map_miss(struct symbolizer *s, struct pid_state *ps, uint64_t a
 			nspid = ps->pid;
 		snprintf(pm->display, sizeof(pm->display), "/tmp/perf-%u.map", nspid);
 		ps->perf = pm;
+		pid_bytes_set(s, ps, pid_bytes(ps));
 	}
 	if (!addr_in(pm->absent, pm->n_absent, addr))
 		addr_note(&pm->wanted, &pm->n_wanted, &pm->cap_wanted, PERF_MAP_WANTED_MAX, addr);
@@ -992,6 +1017,17 @@ void symbolizer__stats(const struct symbolizer *s, struct symbolizer_stats *out)
 	    .elf_budget = s->max_bytes,
 	    .elf_files = s->n_used,
 	};
+}
+
+void symbolizer__memory(const struct symbolizer *s, struct mem_usage *symbols,
+			struct mem_usage *procs)
+{
+	*symbols = (struct mem_usage){
+	    .bytes = s->bytes + name_cache__bytes(s->names) + s->perf_bytes +
+		     ksyms__bytes(s->ksyms) + s->max_elf * sizeof(*s->slots),
+	    .count = s->n_used,
+	};
+	*procs = s->pid_mem;
 }
 
 /* --- lookups ---------------------------------------------------------------------------------- */
@@ -1099,6 +1135,14 @@ int symbolizer__user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct s
 		ps = pid_new(s, pid);
 		if (!ps)
 			return -ENOMEM;
+		/*
+		 * Gone before its first lookup (a thread sampled as its process exited): nothing to
+		 * keep, and the exit record that would drop it came already.
+		 */
+		if (ps->maps_err == -ESRCH) {
+			symbolizer__forget_pid(s, pid);
+			return -ESRCH;
+		}
 	}
 	/* Once per change, not rate limited: the kernel side sends one per drain at most. */
 	if (ps->maps_stale) {

@@ -30,6 +30,7 @@ struct ksyms {
 	char *pool;
 	char **mods;
 	size_t n_mods;
+	uint64_t bytes; /* ksyms__bytes() */
 };
 
 static int ksym_cmp(const void *pa, const void *pb)
@@ -169,6 +170,10 @@ struct ksyms *ksyms__load(const char *path)
 	p = realloc(buf, pool_len);
 	k->pool = p ? p : buf;
 	buf = NULL;
+	k->bytes = sizeof(*k) + cap * sizeof(*k->syms) + (p ? pool_len : len) +
+		   k->n_mods * sizeof(*k->mods);
+	for (size_t i = 0; i < k->n_mods; i++)
+		k->bytes += strlen(k->mods[i]) + 1;
 	return k;
 err:
 	free(buf);
@@ -202,6 +207,11 @@ int ksyms__find(const struct ksyms *k, uint64_t addr, const char **name, const c
 size_t ksyms__count(const struct ksyms *k)
 {
 	return k ? k->n : 0;
+}
+
+uint64_t ksyms__bytes(const struct ksyms *k)
+{
+	return k ? k->bytes : 0;
 }
 
 void ksyms__free(struct ksyms *k)

@@ -129,7 +129,7 @@ foreach(t cpu_split kernel_frames system_wide exited bad_input cli_errors lifecy
           log_flood losses perf_maps children record views stacks pyspy gil gil_wait offcpu offcpu_python cuda_sync
           py_imports
           export export_faults export_outage export_netns export_labels export_tls export_spool
-          reload_storm unwind)
+          reload_storm unwind memory_owners)
   add_test(NAME e2e.${t}
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_${t}.py)
   set_tests_properties(e2e.${t} PROPERTIES

@@ -5,5 +5,5 @@ profd_unit(test_gpu)
 target_include_directories(test_gpu PRIVATE ${CMAKE_SOURCE_DIR}/daemon/gpu)
 # The request handlers' GPU side, with a stub sampler (handlers.c is the daemon's, not the core's).
 profd_unit(test_gpu_handlers ${CMAKE_SOURCE_DIR}/daemon/handlers.c
-           ${CMAKE_SOURCE_DIR}/daemon/handle_stacks.c)
+           ${CMAKE_SOURCE_DIR}/daemon/handle_stacks.c ${CMAKE_SOURCE_DIR}/daemon/memory.c)
 target_link_libraries(test_gpu_handlers PRIVATE profd_export)

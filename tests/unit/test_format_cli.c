@@ -378,6 +378,27 @@ static int send_status(int fd, bool gpu)
 		s.n_export = 1;
 		s.export = xs;
 	}
+	if (gpu) {
+		/* Owners with a count (in the noun of each) and without. */
+		static Profd__MemoryOwner m[3] = {PROFD__MEMORY_OWNER__INIT,
+						  PROFD__MEMORY_OWNER__INIT,
+						  PROFD__MEMORY_OWNER__INIT};
+		static Profd__MemoryOwner *ms[] = {&m[0], &m[1], &m[2]};
+
+		m[0].name = "ingest";
+		m[0].has_bytes = m[0].has_count = 1;
+		m[0].bytes = 1536 << 10;
+		m[0].count = 1;
+		m[1].name = "symbols";
+		m[1].has_bytes = m[1].has_count = 1;
+		m[1].bytes = 2048;
+		m[1].count = 3;
+		m[2].name = "other";
+		m[2].has_bytes = 1;
+		m[2].bytes = 25 << 20;
+		s.n_memory = 3;
+		s.memory = ms;
+	}
 	r.status = &s;
 	return send_response(fd, &r);
 }
@@ -638,7 +659,7 @@ static void test_status(void)
 	CHECK_STREQ(out, "{\"daemon_version\": \"0.1.0\", \"pid\": 42, \"frequency_hz\": 99, "
 			 "\"system_wide\": false, \"target_pids\": [5, 6], "
 			 "\"samples_received\": 1000, \"realtime_offset_ns\": -5, \"gpu\": [], "
-			 "\"export\": []}\n");
+			 "\"export\": [], \"memory\": []}\n");
 	CHECK_EQ_U(fk.hello_version, PROFD_PROTOCOL_VERSION);
 	CHECK_EQ_I(fk.n_requests, 2);
 
@@ -676,6 +697,9 @@ static void test_status(void)
 		   "exported, 7 sent; spool 2.0 KiB in 2 requests, oldest 1m 5s; quarantine 0 "
 		   "requests in 0 B, 0 dropped; THE BACKEND REFUSES THE CREDENTIALS (401/403)\n") !=
 	    NULL);
+	CHECK(strstr(out, "\nmemory:       ingest            1.5 MiB  1 process\n"
+			  "              symbols           2.0 KiB  3 files\n"
+			  "              other            25.0 MiB\n") != NULL);
 
 	CHECK_EQ_I(fake_start(&fk, SC_GPU), 0);
 	g.socket = fk.path;
@@ -696,7 +720,10 @@ static void test_status(void)
 			  "\"requests_retried\": 2, \"samples_exported\": 10, \"samples_sent\": 7, "
 			  "\"spool_bytes\": 2048, \"spool_requests\": 2, \"oldest_age_ns\": "
 			  "65000000000, \"last_error_age_ns\": 5000000000, \"last_error\": \"HTTP "
-			  "401: no\\nway\", \"auth_failing\": true}]}\n") != NULL);
+			  "401: no\\nway\", \"auth_failing\": true}], \"memory\": [{\"name\": "
+			  "\"ingest\", \"bytes\": 1572864, \"count\": 1}, {\"name\": \"symbols\", "
+			  "\"bytes\": 2048, \"count\": 3}, {\"name\": \"other\", \"bytes\": "
+			  "26214400}]}\n") != NULL);
 }
 
 /* The GPU views end to end against the fake daemon, and what an older daemon gets. */

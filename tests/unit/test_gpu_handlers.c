@@ -18,6 +18,7 @@
 #include "frame.h"
 #include "log.h"
 #include "timeutil.h"
+#include "memory.h"
 #include "wire.h"
 
 #define LIB "/usr/lib/libprofd_cupti.so"
@@ -30,6 +31,11 @@ static int probes_attached, probes_detached;
 void unwinder__stats(struct unwinder *u, struct unwinder_stats *out)
 {
 	memset(out, 0, sizeof(*out));
+}
+
+void unwinder__memory(struct unwinder *u, struct mem_usage *tables, struct mem_usage *procs)
+{
+	*tables = *procs = (struct mem_usage){0};
 }
 
 int sampler__counters(const struct sampler *s, uint64_t out[PROFD_CNT__MAX])
@@ -309,6 +315,49 @@ static int64_t live_of(struct daemon *d, const struct server_peer *peer, uint32_
 }
 
 /*
+ * StatusReply.memory: every owner once, each module's own count (the GPU module's as its
+ * stats say, the ingest's processes), and "other" the RSS the owners leave.
+ */
+static void check_memory_owners(struct daemon *d, const Profd__StatusReply *st)
+{
+	uint64_t sum = 0, other = UINT64_MAX;
+	struct mem_usage in;
+	struct gpu_stats gs;
+	int gpu = 0, ingest = 0;
+
+	gpu__stats(d->gpu, &gs);
+	ingest__memory(d->ingest, &in);
+	CHECK_EQ_U(st->n_memory, MEM__COUNT);
+	for (size_t i = 0; i < st->n_memory; i++) {
+		const Profd__MemoryOwner *m = st->memory[i];
+
+		CHECK(m->has_bytes);
+		for (size_t k = 0; k < i; k++)
+			CHECK(strcmp(st->memory[k]->name, m->name) != 0);
+		if (!strcmp(m->name, "other")) {
+			other = m->bytes;
+			continue;
+		}
+		sum += m->bytes;
+		if (!strcmp(m->name, "gpu")) {
+			gpu++;
+			CHECK(gs.bytes > 0);
+			CHECK_EQ_U(m->bytes, gs.bytes);
+			CHECK(m->has_count);
+			CHECK_EQ_U(m->count, gs.processes);
+		} else if (!strcmp(m->name, "ingest")) {
+			ingest++;
+			CHECK_EQ_U(m->bytes, in.bytes);
+			CHECK_EQ_U(m->count, in.count);
+		}
+	}
+	CHECK_EQ_I(gpu, 1);
+	CHECK_EQ_I(ingest, 1);
+	CHECK(st->daemon_rss_bytes > 0);
+	CHECK_EQ_U(other, st->daemon_rss_bytes > sum ? st->daemon_rss_bytes - sum : 0);
+}
+
+/*
  * The live GPU memory a dump shows follows the dump's rules: root sees every process's, a user
  * their own processes' only, a pid filter only that process.
  */
@@ -333,11 +382,14 @@ static void test_memory_dumps(struct daemon *d, const struct server_peer *lib_a,
 	/* The memory counters are the machine's: root's only. */
 	r = status(d, &root);
 	CHECK(r && r->status && r->status->has_gpu_memory_records);
-	if (r && r->status)
+	if (r && r->status) {
 		CHECK_EQ_U(r->status->gpu_memory_records, 2);
+		check_memory_owners(d, r->status);
+	}
 	profd__response__free_unpacked(r, NULL);
 	r = status(d, &user);
 	CHECK(r && r->status && !r->status->has_gpu_memory_records);
+	CHECK(r && r->status && r->status->n_memory == 0);
 	if (r && r->status && r->status->n_gpu == 1) {
 		CHECK_EQ_U(r->status->gpu[0]->memory_live, 1);
 		CHECK_EQ_U(r->status->gpu[0]->memory_live_bytes, 4096);

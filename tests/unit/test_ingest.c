@@ -26,6 +26,7 @@
 #include "gpu.h"
 #include "ingest.h"
 #include "procfs.h"
+#include "python.h"
 #include "store.h"
 #include "symbolize.h"
 #include "timeutil.h"
@@ -526,6 +527,172 @@ out:
 	store__free(store);
 }
 
+/* Wait until child is a zombie (it was killed); true when it is. */
+static bool wait_zombie(pid_t child)
+{
+	char state = 0;
+
+	for (int i = 0; i < 400 && state != 'Z'; i++) {
+		usleep(5000);
+		if (procfs_read_state("/proc", (uint32_t)child, &state))
+			state = 0;
+	}
+	return state == 'Z';
+}
+
+/*
+ * The processes the ingest, the Python module and the symbolizer hold now, in c; the bytes of
+ * the Python module's and the symbolizer's, in b.
+ */
+static void held(struct ingest *in, struct python *py, struct symbolizer *sym, uint64_t c[3],
+		 uint64_t b[2])
+{
+	struct mem_usage m, syms;
+
+	ingest__memory(in, &m);
+	c[0] = m.count;
+	python__memory(py, &m);
+	c[1] = m.count;
+	b[0] = m.bytes;
+	symbolizer__memory(sym, &syms, &m);
+	c[2] = m.count;
+	b[1] = m.bytes;
+}
+
+/*
+ * The last thread of a process is sampled after its exit record: such samples must not bring
+ * back what the exit dropped (the pid table's entry, the Python module's and the symbolizer's
+ * state), whether the process was seen before its exit or not, gone or a zombie by then, with
+ * user frames or without. They are still kept, under the exited process. A live process at a
+ * pid whose exit was recorded is a new one (the pid reused), known again until its own exit.
+ */
+static void test_late_samples(void)
+{
+	struct store *store = store__new(&(struct store_opts){0});
+	struct symbolizer *sym = symbolizer__new(&(struct symbolizer_opts){.no_kernel = true});
+	struct python *py = python__new(NULL);
+	struct ingest *in =
+	    ingest__new(&(struct ingest_opts){.store = store, .sym = sym, .py = py});
+	struct profd_task_rec task;
+	struct store_process_info pi;
+	uint64_t c0[3], c[3], b0[2], b[2];
+	pid_t child;
+
+	CHECK(store && sym && py && in);
+	if (!in)
+		goto out;
+	held(in, py, sym, c0, b0);
+	for (int round = 0; round < 8; round++) {
+		bool seen = round & 1, zombie = round & 2, user = round & 4;
+		uint32_t pid;
+
+		child = fork();
+		if (child == 0) {
+			pause();
+			_exit(0);
+		}
+		CHECK(child > 0);
+		if (child <= 0)
+			break;
+		pid = (uint32_t)child;
+		if (seen) {
+			fill(pid, 0, 0);
+			CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+			held(in, py, sym, c, b);
+			CHECK_EQ_U(c[0], c0[0] + 1);
+			CHECK_EQ_U(c[1], c0[1] + 1); /* looked at for CPython (not one) */
+			CHECK(b[0] > b0[0]);
+		}
+		kill(child, SIGKILL);
+		if (zombie)
+			CHECK(wait_zombie(child));
+		else
+			waitpid(child, NULL, 0);
+		memset(&task, 0, sizeof(task));
+		task.hdr.type = PROFD_REC_EXIT;
+		task.hdr.size = sizeof(task);
+		task.ts_ns = mono_ns();
+		task.pid = pid;
+		task.uid = getuid();
+		memcpy(task.comm, "late", 5);
+		CHECK_EQ_I(ingest__record(in, &task, sizeof(task)), 0);
+		held(in, py, sym, c, b);
+		CHECK_EQ_U(c[0], c0[0]);
+		for (int k = 0; k < 3; k++) {
+			if (user) {
+				fill(pid, 0, 2);
+				rec.ips[0] = (uint64_t)(uintptr_t)&leaf_fn + 1;
+				rec.ips[1] = (uint64_t)(uintptr_t)&caller_fn + 5;
+			} else {
+				fill(pid, 0, 0);
+			}
+			CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+		}
+		held(in, py, sym, c, b);
+		if (c[0] != c0[0] || c[1] != c0[1] || c[2] != c0[2])
+			fprintf(stderr, "round %d (seen %d, zombie %d, user frames %d):\n", round,
+				seen, zombie, user);
+		CHECK_EQ_U(c[0], c0[0]);
+		CHECK_EQ_U(c[1], c0[1]);
+		CHECK_EQ_U(c[2], c0[2]);
+		CHECK(keys_of(store, pid, 0) > 0);
+		CHECK(store__process(store, pid, &pi) && pi.exited);
+		if (zombie)
+			waitpid(child, NULL, 0);
+		if (round != 7)
+			continue;
+		/* A second after its exit: a new process's sample, the pid known until its exit. */
+		task.ts_ns = mono_ns() - 1000000000ull;
+		CHECK_EQ_I(ingest__record(in, &task, sizeof(task)), 0);
+		held(in, py, sym, c, b);
+		CHECK_EQ_U(c[0], c0[0]);
+		fill(pid, 0, 0);
+		CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+		held(in, py, sym, c, b);
+		CHECK_EQ_U(c[0], c0[0] + 1);
+		task.ts_ns = mono_ns();
+		CHECK_EQ_I(ingest__record(in, &task, sizeof(task)), 0);
+		held(in, py, sym, c, b);
+		CHECK_EQ_U(c[0], c0[0]);
+	}
+
+	/* Recorded as exited while it lives: the pid is another process's now. */
+	child = fork();
+	if (child == 0) {
+		pause();
+		_exit(0);
+	}
+	CHECK(child > 0);
+	if (child <= 0)
+		goto out;
+	memset(&task, 0, sizeof(task));
+	task.hdr.type = PROFD_REC_EXIT;
+	task.hdr.size = sizeof(task);
+	task.ts_ns = mono_ns();
+	task.pid = (uint32_t)child;
+	CHECK_EQ_I(ingest__record(in, &task, sizeof(task)), 0);
+	fill((uint32_t)child, 0, 0);
+	CHECK_EQ_I(ingest__record(in, &rec, rec.hdr.size), 0);
+	held(in, py, sym, c, b);
+	CHECK_EQ_U(c[0], c0[0] + 1);
+	CHECK(store__process(store, (uint32_t)child, &pi) && !pi.exited);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	task.ts_ns = mono_ns();
+	CHECK_EQ_I(ingest__record(in, &task, sizeof(task)), 0);
+	held(in, py, sym, c, b);
+	CHECK_EQ_U(c[0], c0[0]);
+	CHECK_EQ_U(c[1], c0[1]);
+	/* Every byte counted in was counted out. */
+	CHECK_EQ_U(b[0], b0[0]);
+	CHECK_EQ_U(b[1], b0[1]);
+out:
+	ingest__free(in);
+	python__free(py);
+	symbolizer__free(sym);
+	store__free(store);
+}
+
 /* What the unwinder was told (ingest_opts.unwind_note). */
 static uint32_t note_pid, note_why, notes;
 
@@ -884,5 +1051,6 @@ int main(void)
 
 	test_launch();
 	test_late_perf_map();
+	test_late_samples();
 	return CHECK_DONE();
 }

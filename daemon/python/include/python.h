@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "abi.h"
+#include "memuse.h"
 
 /* Reads len bytes of pid's memory at addr into buf. Returns 0 or a negative errno. */
 typedef int (*python_read_fn)(void *ctx, uint32_t pid, uint64_t addr, void *buf, size_t len);
@@ -80,5 +81,8 @@ void python__forget_pid(struct python *py, uint32_t pid);
 
 /* The version found in pid as (major << 8 | minor), 0 if none; for logs and tests. */
 uint16_t python__version(const struct python *py, uint32_t pid);
+
+/* The per-process state held (every process looked at and not forgotten) and its bytes. */
+void python__memory(const struct python *py, struct mem_usage *out);
 
 #endif

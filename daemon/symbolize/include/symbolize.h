@@ -13,6 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "memuse.h"
+
 /*
  * One resolved address. Strings are owned by the symbolizer and valid until the next call into
  * it; callers copy what they keep.
@@ -87,6 +89,12 @@ int symbolizer__user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct s
  */
 void symbolizer__settle(struct symbolizer *s);
 void symbolizer__stats(const struct symbolizer *s, struct symbolizer_stats *out);
+/*
+ * Memory held: symbols (the ELF cache's tables and their files, cached names, perf maps,
+ * kallsyms) and the per-process state (mappings) of the processes not forgotten yet.
+ */
+void symbolizer__memory(const struct symbolizer *s, struct mem_usage *symbols,
+			struct mem_usage *procs);
 
 /* The process replaced its image (exec) or exited: drop what is cached for the pid. */
 void symbolizer__forget_pid(struct symbolizer *s, uint32_t pid);

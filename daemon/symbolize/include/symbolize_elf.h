@@ -186,6 +186,8 @@ struct ksyms *ksyms__load(const char *path);
  */
 int ksyms__find(const struct ksyms *k, uint64_t addr, const char **name, const char **module);
 size_t ksyms__count(const struct ksyms *k);
+/* Memory the table holds (fixed once loaded). */
+uint64_t ksyms__bytes(const struct ksyms *k);
 void ksyms__free(struct ksyms *k);
 
 #endif
