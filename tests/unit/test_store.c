@@ -675,6 +675,9 @@ static void test_processes(void)
 	CHECK_EQ_I(store__set_process(s, 42, 1000, "worker"), 0);
 	CHECK_EQ_I(store__set_thread(s, 42, 43, "worker-io"), 0);
 	CHECK_EQ_I(store__set_process(s, 50, 1000, "live"), 0);
+	/* fill_bucket's processes are the same user's: eviction is oldest first (fair.c). */
+	for (uint32_t pid = 1; pid <= 3; pid++)
+		CHECK_EQ_I(store__set_process(s, pid, 1000, "filler"), 0);
 	CHECK_EQ_I(store__add(s, 0, 42, 43, sa, STORE_VALUE_CPU_SAMPLES, 5), 0);
 	CHECK_EQ_I(store__add(s, SEC, 50, 50, sa, STORE_VALUE_CPU_SAMPLES, 1), 0);
 	store__process_exited(s, 42);
