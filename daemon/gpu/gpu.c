@@ -264,6 +264,7 @@ void gpu__free(struct gpu *g)
 	ptrmap_fini(&g->joins);
 	ptrmap_fini(&g->pjoins);
 	gpu_mem_free_all(g);
+	gpu_uid_free_all(g);
 	free(g);
 }
 
@@ -535,6 +536,9 @@ size_t gpu__status(const struct gpu *g, struct gpu_proc_status *out, size_t max)
 			    .zero_time_records = p->zero_time_records,
 			    .forced_flushes = p->forced_flushes,
 			    .max_delay_ms = p->max_delay_ms,
+			    .records_refused = p->records_refused,
+			    .bytes_refused = p->bytes_refused,
+			    .waits_refused = p->waits_refused,
 			};
 			gpu_mem_status(g, p->pid, &out[n]);
 		}

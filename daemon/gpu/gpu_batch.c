@@ -360,6 +360,9 @@ int gpu__batch(struct gpu *g, uint32_t pid, const Profd__GpuBatch *m, bool *enab
 		return -EPERM;
 	for (size_t i = 0; i < m->n_strings && !err; i++)
 		err = proc_add_string(g, p, m->strings[i] ? m->strings[i] : "");
+	/* Over the rate: the strings above keep the numbering, nothing else of it is taken. */
+	if (!err && !gpu_rate_admit(g, p, m))
+		return -EBUSY;
 	/* NVTX first: the kernels and samples of this batch are labelled with them. */
 	for (size_t i = 0; i < m->n_nvtx && !err; i++)
 		err = batch_nvtx(g, p, m->nvtx[i]);

@@ -7,3 +7,5 @@ target_include_directories(test_gpu PRIVATE ${CMAKE_SOURCE_DIR}/daemon/gpu)
 profd_unit(test_gpu_handlers ${CMAKE_SOURCE_DIR}/daemon/handlers.c
            ${CMAKE_SOURCE_DIR}/daemon/handle_stacks.c)
 target_link_libraries(test_gpu_handlers PRIVATE profd_export)
+# What an uplink and a user may cost: records and bytes a second, waiting records per user.
+profd_unit(test_gpu_rate)
