@@ -61,8 +61,11 @@ static int proc_add_string(struct gpu *g, struct gpu_proc *p, const char *s)
 	if (err)
 		goto refused;
 	p->strs_cap = (uint32_t)cap;
-	if (len <= MAX_STRING_LEN && p->str_bytes + len + 1 <= MAX_STRING_BYTES) {
+	if (len <= MAX_STRING_LEN && p->str_bytes + len + 1 <= MAX_STRING_BYTES &&
+	    gpu_uid_string_add(g, p->uid, len + 1)) {
 		n = gname_new(g, s, len);
+		if (!n)
+			gpu_uid_string_sub(g, p->uid, len + 1);
 		if (!n && errno == ENOMEM)
 			return -ENOMEM;
 	}

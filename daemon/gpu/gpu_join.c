@@ -22,9 +22,9 @@
 #define MAX_WAIT_PER_CORR 4096
 /*
  * Records of one process waiting for their launch: more go to the stand-in stack at once (and
- * of one user: gpu_rate.c).
+ * of one user, fewer: gpu_rate.c).
  */
-#define MAX_WAIT_PER_PROC 65536
+#define MAX_WAIT_PER_PROC 16384
 /* CPU samples of one process held for their labels: more are stored at once. */
 #define MAX_HELD_PER_PROC 65536
 /* Stacks up to this many frames are built on the stack; longer ones in heap memory. */
@@ -367,6 +367,7 @@ int gpu_join_record(struct gpu *g, uint32_t pid, struct wait_rec *r, uint32_t co
 	struct join *j = corr ? ptrmap_get(&g->joins, jkey(pid, corr)) : NULL;
 	struct pjoins *pj = pj_of(g, pid);
 	struct gpu_proc *p = gpu_proc(g, pid);
+	uint32_t uid;
 	size_t cap;
 	int err;
 
@@ -378,9 +379,8 @@ int gpu_join_record(struct gpu *g, uint32_t pid, struct wait_rec *r, uint32_t co
 	}
 	if (!corr || g->npending >= g->o.max_pending || (j && j->nwait >= MAX_WAIT_PER_CORR))
 		goto standin;
-	if ((pj && pj->nwait >= MAX_WAIT_PER_PROC) || !gpu_uid_may_wait(g, pj  ? pj->uid
-									   : p ? p->uid
-									       : UINT32_MAX)) {
+	uid = pj ? pj->uid : p ? p->uid : UINT32_MAX;
+	if ((pj && pj->nwait >= MAX_WAIT_PER_PROC) || !gpu_uid_may_wait(g, uid)) {
 		g->st.refused++;
 		g->st.waits_refused++;
 		if (p)

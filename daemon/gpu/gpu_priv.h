@@ -258,6 +258,12 @@ bool gpu_rate_admit(struct gpu *g, struct gpu_proc *p, const Profd__GpuBatch *m)
 bool gpu_uid_may_wait(struct gpu *g, uint32_t uid);
 /* add records of uid started waiting, sub stopped. */
 void gpu_uid_waits(struct gpu *g, uint32_t uid, size_t add, size_t sub);
+/*
+ * Count bytes of string table for uid: false (nothing counted) when its connections' tables
+ * would pass their bound together, or out of memory.
+ */
+bool gpu_uid_string_add(struct gpu *g, uint32_t uid, size_t bytes);
+void gpu_uid_string_sub(struct gpu *g, uint32_t uid, size_t bytes);
 void gpu_uid_free_all(struct gpu *g);
 
 /* gpu_mem.c */

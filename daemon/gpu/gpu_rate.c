@@ -26,12 +26,21 @@
 #define BYTES_PER_RECORD 160u
 #define BURST_NS (2ull * 1000000000ull)
 #define UID_FACTOR 2u
-/* Records of one uid waiting for their launch: twice one process's bound (gpu_join.c). */
-#define MAX_WAIT_PER_UID 131072u
+/*
+ * Records of one uid waiting for their launch: two processes' worth (gpu_join.c). A waiting
+ * record costs about 430 bytes (its join, its slot, its array), so 14 MiB a user; bounded per
+ * process only (65536), eight uplinks of one user held 56 MiB and could hold 220. Records wait only
+ * when they come before their launch, which the ring buffer delivers within a tick, or when the
+ * launch probe is missing (then they end on the stand-in stack either way).
+ */
+#define MAX_WAIT_PER_UID 32768u
+/* Bytes of the string tables of one uid's connections: four full tables (gpu_batch.c). */
+#define MAX_STRING_BYTES_PER_UID (16u << 20)
 
 struct gpu_uid {
 	struct tbucket records, bytes;
-	size_t nwait; /* records waiting for their launch */
+	size_t nwait;	  /* records waiting for their launch */
+	size_t str_bytes; /* of its connections' string tables */
 };
 
 static uint64_t uplink_rate(const struct gpu *g)
@@ -119,6 +128,24 @@ void gpu_uid_waits(struct gpu *g, uint32_t uid, size_t add, size_t sub)
 			   holds */
 	u->nwait += add;
 	u->nwait -= sub < u->nwait ? sub : u->nwait;
+}
+
+bool gpu_uid_string_add(struct gpu *g, uint32_t uid, size_t bytes)
+{
+	struct gpu_uid *u = uid_of(g, uid);
+
+	if (!u || u->str_bytes + bytes > MAX_STRING_BYTES_PER_UID)
+		return false;
+	u->str_bytes += bytes;
+	return true;
+}
+
+void gpu_uid_string_sub(struct gpu *g, uint32_t uid, size_t bytes)
+{
+	struct gpu_uid *u = ptrmap_get(&g->uids, uid);
+
+	if (u)
+		u->str_bytes -= bytes < u->str_bytes ? bytes : u->str_bytes;
 }
 
 void gpu_uid_free_all(struct gpu *g)

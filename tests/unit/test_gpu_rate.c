@@ -6,6 +6,7 @@
  */
 #include "check.h"
 #include "gpu.h"
+#include "gpu_priv.h"
 #include "store.h"
 
 #include <errno.h>
@@ -190,7 +191,7 @@ static void test_uid_rate(void)
 
 /*
  * Records waiting for a launch that never comes: one user's processes together keep at most
- * 131072, the rest go to the stand-in at once and are counted; another user still gets to wait.
+ * 32768, the rest go to the stand-in at once and are counted; another user still gets to wait.
  */
 static void test_uid_waits(void)
 {
@@ -206,16 +207,16 @@ static void test_uid_waits(void)
 		for (uint32_t k = 0; k < 4; k++)
 			CHECK_EQ_I(send(&f, pid, 10000, 1 + k * 10000, k ? NULL : "k"), 0);
 	}
-	CHECK_EQ_U(stats(&f).waits_refused, 160000 - 131072);
-	CHECK_EQ_U(stats(&f).unmatched, 160000 - 131072);
+	CHECK_EQ_U(stats(&f).waits_refused, 160000 - 32768);
+	CHECK_EQ_U(stats(&f).unmatched, 160000 - 32768);
 	n = gpu__status(f.g, ps, 8);
 	CHECK_EQ_U(n, 4);
 	for (size_t i = 0; i < n; i++)
 		waits += ps[i].waits_refused;
-	CHECK_EQ_U(waits, 160000 - 131072);
+	CHECK_EQ_U(waits, 160000 - 32768);
 	attach(&f, 20, BOB);
 	CHECK_EQ_I(send(&f, 20, 100, 1, "k"), 0);
-	CHECK_EQ_U(stats(&f).waits_refused, 160000 - 131072);
+	CHECK_EQ_U(stats(&f).waits_refused, 160000 - 32768);
 	/* When they expire, Alice may wait again. */
 	gpu__tick(f.g, NOW + 40 * SEC);
 	gpu__clock(f.g, NOW + 40 * SEC);
@@ -227,12 +228,54 @@ static void test_uid_waits(void)
 		CHECK_EQ_I(gpu__batch(f.g, 10, &b.b, &enable), 0);
 		batch_free(&b);
 	}
-	CHECK_EQ_U(stats(&f).waits_refused, 160000 - 131072);
+	CHECK_EQ_U(stats(&f).waits_refused, 160000 - 32768);
 	fx_fini(&f);
+}
+
+/* The string tables of one user's connections: 16 MiB together, another user's untouched. */
+static void test_uid_strings(void)
+{
+	enum { N = 1100, LEN = 4000 };
+	char *big = malloc(LEN + 1);
+	char **strs = calloc(N, sizeof(*strs));
+	Profd__GpuBatch b = PROFD__GPU_BATCH__INIT;
+	uint64_t before;
+	struct fx f;
+	bool enable;
+
+	CHECK(big && strs);
+	memset(big, 'k', LEN);
+	big[LEN] = '\0';
+	for (size_t i = 0; i < N; i++)
+		strs[i] = big;
+	b.strings = strs;
+	b.n_strings = N;
+	fx_init(&f, 100000000);
+	/* Four full tables (4 MiB each, 1048 strings of 4001 bytes) fit Alice's 16 MiB. */
+	for (uint32_t pid = 10; pid < 14; pid++) {
+		attach(&f, pid, ALICE);
+		before = f.g->strings_refused;
+		CHECK_EQ_I(gpu__batch(f.g, pid, &b, &enable), 0);
+		CHECK_EQ_U(f.g->strings_refused - before, N - 1048);
+	}
+	/* Her fifth connection finds room for one more string only. */
+	attach(&f, 14, ALICE);
+	before = f.g->strings_refused;
+	CHECK_EQ_I(gpu__batch(f.g, 14, &b, &enable), 0);
+	CHECK_EQ_U(f.g->strings_refused - before, N - 1);
+	/* Bob's table is his own. */
+	attach(&f, 20, BOB);
+	before = f.g->strings_refused;
+	CHECK_EQ_I(gpu__batch(f.g, 20, &b, &enable), 0);
+	CHECK_EQ_U(f.g->strings_refused - before, N - 1048);
+	fx_fini(&f);
+	free(strs);
+	free(big);
 }
 
 int main(void)
 {
+	test_uid_strings();
 	test_uplink_rate();
 	test_refused_keeps_strings();
 	test_uid_rate();
