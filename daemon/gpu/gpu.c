@@ -151,8 +151,8 @@ static void proc_reset_strings(struct gpu *g, struct gpu_proc *p)
 	gpu_free_array(g, p->strs, p->strs_cap, sizeof(*p->strs));
 	p->strs = NULL;
 	p->nstored = p->strs_cap = p->nstrs = 0;
-	gpu_uid_string_sub(g, p->uid, p->str_bytes);
-	p->str_bytes = 0;
+	gpu_uid_string_sub(g, p->uid, p->str_uid_bytes);
+	p->str_bytes = p->str_uid_bytes = 0;
 }
 
 static void proc_free(struct gpu *g, struct gpu_proc *p)

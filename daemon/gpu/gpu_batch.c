@@ -47,7 +47,7 @@ static int proc_add_string(struct gpu *g, struct gpu_proc *p, const char *s)
 {
 	size_t len = strnlen(s, MAX_STRING_LEN + 1);
 	struct gname *n = NULL;
-	size_t cap = p->strs_cap;
+	size_t cap = p->strs_cap, cost;
 	int err;
 
 	if (p->nstrs == UINT32_MAX)
@@ -61,17 +61,20 @@ static int proc_add_string(struct gpu *g, struct gpu_proc *p, const char *s)
 	if (err)
 		goto refused;
 	p->strs_cap = (uint32_t)cap;
+	/* The user's bound counts what the string costs, names of a few bytes included. */
+	cost = len + 1 + sizeof(*n) + sizeof(*p->strs);
 	if (len <= MAX_STRING_LEN && p->str_bytes + len + 1 <= MAX_STRING_BYTES &&
-	    gpu_uid_string_add(g, p->uid, len + 1)) {
+	    gpu_uid_string_add(g, p->uid, cost)) {
 		n = gname_new(g, s, len);
 		if (!n)
-			gpu_uid_string_sub(g, p->uid, len + 1);
+			gpu_uid_string_sub(g, p->uid, cost);
 		if (!n && errno == ENOMEM)
 			return -ENOMEM;
 	}
-	if (n)
+	if (n) {
 		p->str_bytes += len + 1;
-	else
+		p->str_uid_bytes += cost;
+	} else
 		g->strings_refused++;
 	p->strs[p->nstored++] = (struct gstr){.name = n};
 	return 0;

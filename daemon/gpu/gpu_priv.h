@@ -89,6 +89,7 @@ struct gpu_proc {
 	uint32_t nstored, strs_cap;
 	uint32_t nstrs;
 	size_t str_bytes;
+	size_t str_uid_bytes; /* what the table counts against its user's bound (gpu_rate.c) */
 	uint64_t complete_until_ns;
 	/*
 	 * Closed NVTX ranges ordered by (tid, depth, start) in [0, nvtx_sorted), the ones that

@@ -34,7 +34,11 @@
  * launch probe is missing (then they end on the stand-in stack either way).
  */
 #define MAX_WAIT_PER_UID 32768u
-/* Bytes of the string tables of one uid's connections: four full tables (gpu_batch.c). */
+/*
+ * Bytes of the string tables of one uid's connections, names and their entries counted (a
+ * connection's own bound counts only the names' bytes, 4 MiB): eight connections of one user
+ * sending short names held some 40 MiB of tables.
+ */
 #define MAX_STRING_BYTES_PER_UID (16u << 20)
 
 struct gpu_uid {

@@ -235,7 +235,10 @@ static void test_uid_waits(void)
 /* The string tables of one user's connections: 16 MiB together, another user's untouched. */
 static void test_uid_strings(void)
 {
-	enum { N = 1100, LEN = 4000 };
+	enum { N = 1100, LEN = 4000, PER_CONN = (4 << 20) / (LEN + 1) };
+	/* What one string counts against its user (gpu_batch.c proc_add_string). */
+	const size_t cost = LEN + 1 + sizeof(struct gname) + sizeof(struct gstr);
+	size_t left = (16u << 20) / cost; /* strings the user's bound takes */
 	char *big = malloc(LEN + 1);
 	char **strs = calloc(N, sizeof(*strs));
 	Profd__GpuBatch b = PROFD__GPU_BATCH__INIT;
@@ -251,23 +254,30 @@ static void test_uid_strings(void)
 	b.strings = strs;
 	b.n_strings = N;
 	fx_init(&f, 100000000);
-	/* Four full tables (4 MiB each, 1048 strings of 4001 bytes) fit Alice's 16 MiB. */
-	for (uint32_t pid = 10; pid < 14; pid++) {
+	/* Each connection takes its own 4 MiB of names until Alice's bound runs out. */
+	for (uint32_t pid = 10; pid < 15; pid++) {
+		size_t kept = left < PER_CONN ? left : PER_CONN;
+
 		attach(&f, pid, ALICE);
 		before = f.g->strings_refused;
 		CHECK_EQ_I(gpu__batch(f.g, pid, &b, &enable), 0);
-		CHECK_EQ_U(f.g->strings_refused - before, N - 1048);
+		CHECK_EQ_U(f.g->strings_refused - before, N - kept);
+		left -= kept;
 	}
-	/* Her fifth connection finds room for one more string only. */
-	attach(&f, 14, ALICE);
-	before = f.g->strings_refused;
-	CHECK_EQ_I(gpu__batch(f.g, 14, &b, &enable), 0);
-	CHECK_EQ_U(f.g->strings_refused - before, N - 1);
+	CHECK_EQ_U(left, 0);
 	/* Bob's table is his own. */
 	attach(&f, 20, BOB);
 	before = f.g->strings_refused;
 	CHECK_EQ_I(gpu__batch(f.g, 20, &b, &enable), 0);
-	CHECK_EQ_U(f.g->strings_refused - before, N - 1048);
+	CHECK_EQ_U(f.g->strings_refused - before, N - PER_CONN);
+	/* Alice's first connection gone, its table's room is hers again. */
+	gpu__detach(f.g, 10);
+	gpu__process_exited(f.g, 10);
+	gpu__tick(f.g, NOW + 1);
+	attach(&f, 15, ALICE);
+	before = f.g->strings_refused;
+	CHECK_EQ_I(gpu__batch(f.g, 15, &b, &enable), 0);
+	CHECK_EQ_U(f.g->strings_refused - before, N - PER_CONN);
 	fx_fini(&f);
 	free(strs);
 	free(big);
