@@ -114,7 +114,17 @@ static struct gname *kernel_leaf(struct gpu *g, struct gpu_proc *p, uint32_t idx
 	if (!d && e->name->len <= MAX_LEAF_LEN) {
 		e->leaf = gname_ref(e->name); /* as sent */
 	} else {
-		e->leaf = gname_new(g, src, utf8_cut(src, strlen(src), MAX_LEAF_LEN));
+		size_t len = utf8_cut(src, strlen(src), MAX_LEAF_LEN);
+		size_t cost = len + 1 + sizeof(*e->leaf);
+
+		/* A name of the table too: counted against its user's bound. */
+		if (gpu_uid_string_add(g, p->uid, cost)) {
+			e->leaf = gname_new(g, src, len);
+			if (e->leaf)
+				p->str_uid_bytes += cost;
+			else
+				gpu_uid_string_sub(g, p->uid, cost);
+		}
 		if (!e->leaf)
 			g->st.refused++;
 	}
