@@ -35,13 +35,14 @@ static int bucket_build_tab(struct store *s, struct bucket *b, uint64_t want)
 	return 0;
 }
 
+/* Free b's table and shrink its entries to fit; a sealed bucket that lost entries shrinks. */
 static void bucket_seal(struct store *s, struct bucket *b)
 {
-	if (!b->tab)
-		return;
-	store_mem_free(&s->bytes, b->tab, (b->mask + 1) * sizeof(uint32_t));
-	b->tab = NULL;
-	b->mask = 0;
+	if (b->tab) {
+		store_mem_free(&s->bytes, b->tab, (b->mask + 1) * sizeof(uint32_t));
+		b->tab = NULL;
+		b->mask = 0;
+	}
 	if (b->n && b->n < b->cap) {
 		void *ne = store_mem_realloc(&s->bytes, b->e, b->cap * sizeof(struct entry),
 					     b->n * sizeof(struct entry));
@@ -258,9 +259,10 @@ static void evict_oldest(struct store *s)
 
 /*
  * Evict uid's entries from the oldest bucket holding any (fair.c chose it); the bucket stays for
- * the others' entries, sealed so that its memory shrinks to them.
+ * the others' entries, sealed so that its memory shrinks to them. Returns false when no bucket
+ * holds any (the counts drifted after an allocation failure): the caller evicts the oldest.
  */
-static void evict_uid_oldest(struct store *s, uint32_t uid)
+static bool evict_uid_oldest(struct store *s, uint32_t uid)
 {
 	for (uint32_t pos = 0; pos < s->nb; pos++) {
 		struct bucket *b = &s->b[pos];
@@ -290,8 +292,9 @@ static void evict_uid_oldest(struct store *s, uint32_t uid)
 			/* Its table indexed entries that moved: a later add rebuilds it. */
 			bucket_seal(s, b);
 		}
-		return;
+		return true;
 	}
+	return false;
 }
 
 /*
@@ -317,9 +320,7 @@ void store_enforce_cap(struct store *s)
 	while (s->nb && over_cap(s)) {
 		uint32_t uid;
 
-		if (store_fair_victim(s, &uid))
-			evict_uid_oldest(s, uid);
-		else
+		if (!store_fair_victim(s, &uid) || !evict_uid_oldest(s, uid))
 			evict_oldest(s);
 		evicted = true;
 	}

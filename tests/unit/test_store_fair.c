@@ -126,6 +126,56 @@ static void test_flood_spares_others(void)
 }
 
 /*
+ * Alice's flood on a few stacks only: evicting her entries frees no interned data, only the
+ * entries themselves, from sealed buckets as well as open ones. Bob's history stays whole, and
+ * the store keeps its cap without the next compaction's help.
+ */
+static void test_flood_same_stacks(void)
+{
+	const size_t cap = 256 * 1024;
+	struct store *s = store__new(&(struct store_opts){.mem_cap = cap, .bucket_ns = SEC});
+	uint32_t st[4], bob_st;
+	struct store_stats stats;
+	struct sums r;
+	uint64_t bob = 0;
+
+	CHECK(s != NULL);
+	CHECK_EQ_I(store__set_process(s, 2, BOB, "bob"), 0);
+	for (uint32_t pid = 3; pid <= 10; pid++)
+		CHECK_EQ_I(store__set_process(s, pid, ALICE, "alice"), 0);
+	bob_st = stack_named(s, "bob_fn");
+	for (int k = 0; k < 4; k++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "alice_fn%d", k);
+		st[k] = stack_named(s, name);
+	}
+	/*
+	 * Bob all along, 8 entries a second; Alice from the 10th second, 1600 entries a second
+	 * (38 KiB) for 50 s, 7 times the cap: her oldest buckets hold Bob's entries too, sealed.
+	 */
+	for (uint64_t sec = 0; sec < 60; sec++) {
+		for (uint32_t tid = 2; tid < 10; tid++) {
+			CHECK_EQ_I(
+			    store__add(s, sec * SEC, 2, tid, bob_st, STORE_VALUE_CPU_SAMPLES, 1),
+			    0);
+			bob++;
+		}
+		for (uint32_t k = 0; sec >= 10 && k < 1600; k++) {
+			CHECK_EQ_I(store__add(s, sec * SEC + k, 3 + k % 8, 100 + k / 32, st[k % 4],
+					      STORE_VALUE_CPU_SAMPLES, 1),
+				   0);
+			CHECK(s->bytes <= s->cap);
+		}
+	}
+	store__stats(s, &stats);
+	sums_of(s, &r);
+	CHECK(stats.evicted_over_share > 0);
+	CHECK_EQ_U(r.by_pid[2], bob);
+	store__free(s);
+}
+
+/*
  * Two users of equal weight: neither is over its share, so the oldest buckets go as they
  * always did, both users' data in them, and what is left is a contiguous newest run.
  */
@@ -192,5 +242,6 @@ int main(void)
 	test_counts_follow_entries();
 	test_equal_users_oldest_first();
 	test_flood_spares_others();
+	test_flood_same_stacks();
 	return CHECK_DONE();
 }
