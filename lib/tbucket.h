@@ -3,8 +3,10 @@
  * A token bucket kept as one number, the time at which it would be full again (the generic cell
  * rate algorithm): `rate` tokens a second, at most `burst_ns` worth of them saved up. Taking n
  * tokens moves that time n / rate seconds on; they may be taken while it stays within burst_ns
- * of now. Callers that must pass two buckets at once ask tbucket_fits of both, then take from
- * both. Times are CLOCK_MONOTONIC ns; not thread-safe.
+ * of now, or whatever their number when the bucket is full: a take larger than the burst then
+ * passes once and the bucket stays empty until the rate has paid for it, so the average holds
+ * and no take is refused for ever. Callers that must pass two buckets at once ask tbucket_fits
+ * of both, then take from both. Times are CLOCK_MONOTONIC ns; not thread-safe.
  */
 #ifndef PROFD_TBUCKET_H
 #define PROFD_TBUCKET_H
@@ -30,7 +32,7 @@ static inline bool tbucket_fits(const struct tbucket *b, uint64_t now, uint64_t 
 {
 	uint64_t from = b->full_at > now ? b->full_at : now;
 
-	return sat_add(from, tbucket_cost(n, rate)) - now <= burst_ns;
+	return b->full_at <= now || sat_add(from, tbucket_cost(n, rate)) - now <= burst_ns;
 }
 
 /* Take n tokens (the caller asked tbucket_fits). */

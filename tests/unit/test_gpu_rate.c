@@ -143,6 +143,17 @@ static void test_uplink_rate(void)
 	CHECK_EQ_I(send(&f, 10, 1200, 0, NULL), -EBUSY);
 	CHECK_EQ_I(send(&f, 10, 1100, 0, NULL), 0);
 	CHECK_EQ_U(stats(&f).records_refused, 1800);
+	/*
+	 * A batch larger than the burst passes when the bucket is full, and the uplink then waits
+	 * until the rate has paid for what went past the burst: 5000 records at 1000 a second
+	 * with 2000 saved up, 3 s.
+	 */
+	gpu__clock(f.g, NOW + 4 * SEC);
+	CHECK_EQ_I(send(&f, 10, 5000, 0, NULL), 0);
+	gpu__clock(f.g, NOW + 6 * SEC);
+	CHECK_EQ_I(send(&f, 10, 1, 0, NULL), -EBUSY);
+	gpu__clock(f.g, NOW + 7 * SEC + SEC / 2);
+	CHECK_EQ_I(send(&f, 10, 1, 0, NULL), 0);
 	fx_fini(&f);
 }
 
