@@ -284,6 +284,21 @@ static void print_gpu(FILE *out, const Profd__StatusReply *st)
 			"%-14s%" PRIu64
 			" records refused as malformed (bad times, strings or sizes)\n",
 			"", st->gpu_bad_records);
+	if (st->gpu_records_refused || st->gpu_batches_refused) {
+		char b[48];
+
+		fprintf(out,
+			"%-14s%" PRIu64 " records (%s in %" PRIu64
+			" batches) refused: over the rate of an uplink (%" PRIu32
+			" records a second) or of its user's\n",
+			"", st->gpu_records_refused, fmt_bytes(st->gpu_bytes_refused, b, sizeof(b)),
+			st->gpu_batches_refused, st->gpu_uplink_rate);
+	}
+	if (st->gpu_waits_refused)
+		fprintf(out,
+			"%-14s%" PRIu64
+			" records not kept waiting for their launch (process or user bound)\n",
+			"", st->gpu_waits_refused);
 	for (size_t i = 0; i < st->n_gpu; i++) {
 		const Profd__GpuProcessStatus *g = st->gpu[i];
 		char pid[32];
@@ -311,6 +326,10 @@ static void print_gpu(FILE *out, const Profd__StatusReply *st)
 			fprintf(out, ", %" PRIu64 " without timestamps", g->zero_time_records);
 		if (g->forced_flushes)
 			fprintf(out, ", %" PRIu64 " forced flushes", g->forced_flushes);
+		if (g->records_refused)
+			fprintf(out, ", %" PRIu64 " records refused (rate)", g->records_refused);
+		if (g->waits_refused)
+			fprintf(out, ", %" PRIu64 " not kept waiting", g->waits_refused);
 		if (g->detail && *g->detail) {
 			fputs(": ", out);
 			/* One line whatever the library sent. */
@@ -465,6 +484,11 @@ static void status_print_text(FILE *out, const Profd__StatusReply *st)
 		"%-14s%" PRIu64 " received, %" PRIu64 " lost (ring buffer full), %" PRIu64
 		" evicted (memory cap)\n",
 		"samples:", st->samples_received, st->samples_lost_ringbuf, st->samples_evicted);
+	if (st->store_evicted_over_share)
+		fprintf(out,
+			"%-14s%" PRIu64 " entries evicted first from users over an equal share of "
+			"the store\n",
+			"", st->store_evicted_over_share);
 	fprintf(out, "%-14s%" PRIu64 " kernel, %" PRIu64 " user\n",
 		"stack errors:", st->kstack_errors, st->ustack_errors);
 	print_unwind(out, st);

@@ -63,6 +63,9 @@ static void usage(FILE *f)
 	    "      --bucket DURATION   time resolution of stored data (default 1s)\n"
 	    "      --gpu-ring-size SIZE  recent raw events kept for traces (CPU samples, CUDA\n"
 	    "                          calls, kernels, copies, NVTX; default 8M)\n"
+	    "      --gpu-uplink-rate N  records a second one CUDA process's library may send\n"
+	    "                          (and 160 bytes each; a user's processes together twice\n"
+	    "                          that; more is refused and counted; default 200000)\n"
 	    "      --libcuda PATH      count kernel launches of processes without the CUPTI\n"
 	    "                          library through uprobes on this libcuda (repeatable: the\n"
 	    "                          first that can be probed is used; default: libcuda.so.1\n"
@@ -161,6 +164,7 @@ enum {
 	OPT_EX_SERVICE,
 	OPT_UNWIND_MEMORY,
 	OPT_UNWIND_MAX_MAPPINGS,
+	OPT_GPU_UPLINK_RATE,
 	OPT_VERBOSE = 'v',
 	OPT_QUIET = 'q',
 };
@@ -177,6 +181,7 @@ static const struct option longopts[] = {
     {"log", required_argument, NULL, OPT_LOG},
     {"socket-group", required_argument, NULL, OPT_GROUP},
     {"gpu-ring-size", required_argument, NULL, OPT_GPU_RING},
+    {"gpu-uplink-rate", required_argument, NULL, OPT_GPU_UPLINK_RATE},
     {"libcuda", required_argument, NULL, OPT_LIBCUDA},
     {"no-children", no_argument, NULL, OPT_NO_CHILDREN},
     {"record", no_argument, NULL, OPT_RECORD},
@@ -542,6 +547,11 @@ static int apply(struct parse_state *st, int c, const char *optarg, const struct
 			return bad_at(o, "--gpu-ring-size", optarg,
 				      "expected a size from 1M to 16G");
 		break;
+	case OPT_GPU_UPLINK_RATE:
+		if (parse_u32(optarg, 100, 100000000, &cfg->gpu_uplink_rate))
+			return bad_at(o, "--gpu-uplink-rate", optarg,
+				      "expected records a second from 100 to 100000000");
+		break;
 	case OPT_LIBCUDA:
 		if (!strcmp(optarg, "none")) {
 			cfg->libcuda_none = true;
@@ -798,6 +808,7 @@ int config_parse(int argc, char **argv, struct config *cfg)
 	cfg->ringbuf_size = 0; /* set by the CPU count below unless given */
 	cfg->bucket_ns = NSEC_PER_SEC;
 	cfg->gpu_ring_size = 8ull << 20;
+	cfg->gpu_uplink_rate = 200000;
 	cfg->unwind_memory = 256ull << 20;
 	cfg->unwind_max_maps = PROFD_UNWIND_MAX_MAPS;
 	cfg->off_cpu_min_ns = 10 * NSEC_PER_USEC;

@@ -71,6 +71,8 @@ struct config {
 	enum log_level log_level;
 	bool log_journal;
 	uint64_t gpu_ring_size; /* bytes of the raw GPU/CPU event ring for traces */
+	/* --gpu-uplink-rate: records a second one CUPTI library's uplink may send */
+	uint32_t gpu_uplink_rate;
 	/* --libcuda paths to probe, tried in order; none given: look in the usual places */
 	const char *libcuda[CONFIG_MAX_LIBCUDA];
 	size_t nlibcuda;

@@ -130,6 +130,10 @@ static int gpu_status_list(struct daemon *d, const struct server_peer *peer, Pro
 		m->forced_flushes = all[i].forced_flushes;
 		m->has_max_delay_ms = all[i].max_delay_ms != 0;
 		m->max_delay_ms = all[i].max_delay_ms;
+		m->has_records_refused = m->has_bytes_refused = m->has_waits_refused = true;
+		m->records_refused = all[i].records_refused;
+		m->bytes_refused = all[i].bytes_refused;
+		m->waits_refused = all[i].waits_refused;
 		ptrs[k++] = m;
 	}
 	free(all);
@@ -194,6 +198,9 @@ static int status_for_user(struct daemon *d, uint32_t uid, Profd__StatusReply *s
 	st->has_gpu_memory_records = st->has_gpu_memory_unmatched_frees = false;
 	st->has_gpu_zero_time_records = st->has_gpu_forced_flushes = false;
 	st->has_gpu_bad_records = false;
+	st->has_gpu_records_refused = st->has_gpu_bytes_refused = false;
+	st->has_gpu_batches_refused = st->has_gpu_waits_refused = false;
+	st->has_store_evicted_over_share = false;
 	st->has_perf_map_bytes = st->has_perf_map_entries_dropped = false;
 	st->has_perf_maps_sparse = st->has_perf_map_reads = st->has_perf_map_read_ns = false;
 	st->has_symbol_bytes = st->has_symbol_files = st->has_symbol_budget_bytes = false;
@@ -320,6 +327,8 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 	st.ustack_errors = cnt[PROFD_CNT_USTACK_ERR];
 	st.has_samples_evicted = true;
 	st.samples_evicted = ss.evicted_samples;
+	st.has_store_evicted_over_share = true;
+	st.store_evicted_over_share = ss.evicted_over_share;
 	st.has_task_events_lost = true;
 	st.task_events_lost = cnt[PROFD_CNT_TASK_DROPPED];
 	st.has_records_malformed = true;
@@ -418,6 +427,14 @@ static int handle_status(struct daemon *d, const struct server_peer *peer, uint8
 		st.gpu_forced_flushes = gs.forced_flushes;
 		st.has_gpu_bad_records = true;
 		st.gpu_bad_records = gs.bad_records;
+		st.has_gpu_records_refused = st.has_gpu_bytes_refused = true;
+		st.gpu_records_refused = gs.records_refused;
+		st.gpu_bytes_refused = gs.bytes_refused;
+		st.has_gpu_batches_refused = st.has_gpu_waits_refused = true;
+		st.gpu_batches_refused = gs.batches_refused;
+		st.gpu_waits_refused = gs.waits_refused;
+		st.has_gpu_uplink_rate = true;
+		st.gpu_uplink_rate = gpu__uplink_rate(d->gpu);
 		err = gpu_status_list(d, peer, &st);
 		if (err)
 			return err;
@@ -870,6 +887,16 @@ static int handle_gpu_batch(struct daemon *d, const struct server_peer *peer,
 		return reply_control(false, frame, len);
 	gpu__clock(d->gpu, mono_ns());
 	err = gpu__batch(d->gpu, c->pid, m, &enable);
+	if (err == -EBUSY) {
+		char msg[192];
+
+		/* Told, not dropped: the library ends this uplink and connects again later. */
+		snprintf(msg, sizeof(msg),
+			 "busy: GPU records over the rate of this uplink or of its user's uplinks "
+			 "(%u records a second an uplink): the batch was refused",
+			 gpu__uplink_rate(d->gpu));
+		return handlers__error(PROFD__ERROR_CODE__ERROR_BUSY, msg, frame, len);
+	}
 	if (err) {
 		pr_warn("gpu: pid %u: %s GpuBatch, closing its connection", c->pid,
 			err == -EINVAL ? "malformed" : "cannot take its");

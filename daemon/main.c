@@ -639,6 +639,7 @@ int main(int argc, char **argv)
 	    .probe_ctx = &app,
 	    .covers = gpu_covers,
 	    .covers_ctx = &app,
+	    .uplink_rate = app.cfg->gpu_uplink_rate,
 	});
 	if (!app.d.gpu) {
 		pr_err("gpu: %s", strerror(errno));

@@ -45,6 +45,15 @@
 #define LISTEN_BACKLOG 128
 /* One read buffer for the whole server: each read is handed to its callback before the next. */
 #define READ_BUF_SIZE (64u << 10)
+/*
+ * Bytes of requests read but not yet handled (frames in pieces, held-back requests) that the
+ * connections of one non-root uid may hold together: each may hold a request of up to
+ * FRAME_MAX_REQUEST, and a user with 64 uplinks and clients would otherwise cost over 100 MiB
+ * outside every other bound. A CUDA library sends one batch of at most 512 KiB and waits for
+ * its answer, so this leaves room for dozens of them at once. Counted only once a connection
+ * holds more than FRAME_KEEP_BYTES, so small requests never pay for the count.
+ */
+#define MAX_BUFFERED_PER_UID (32u << 20)
 
 struct conn;
 
@@ -746,6 +755,17 @@ send:
 	conn_drain_and_close(c);
 }
 
+/* Request bytes uid's connections hold, read but not yet handled. */
+static size_t buffered_of_uid(const struct server *s, uint32_t uid)
+{
+	size_t n = 0;
+
+	for (const struct conn *c = s->conns; c; c = c->next)
+		if (!c->closing && c->admitted && c->peer.uid == uid)
+			n += frame_reader__bytes(c->reader) + c->backlog_cap;
+	return n;
+}
+
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
 	struct conn *c = stream->data;
@@ -765,6 +785,14 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 		return;
 	}
 	held = frame_reader__pending(c->reader);
+	if (c->peer.uid != 0 && held + (size_t)nread > FRAME_KEEP_BYTES &&
+	    buffered_of_uid(c->s, c->peer.uid) + (size_t)nread > MAX_BUFFERED_PER_UID) {
+		pr_warn("server: client pid %d uid %u: the user's connections hold over %u MiB of "
+			"requests not yet handled, closing this one",
+			c->peer.pid, c->peer.uid, MAX_BUFFERED_PER_UID >> 20);
+		conn_close(c);
+		return;
+	}
 	c->fed = 0;
 	err = frame_reader__feed(c->reader, buf->base, (size_t)nread, on_frame, c);
 	if (err == -EMSGSIZE)

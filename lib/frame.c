@@ -54,6 +54,11 @@ size_t frame_reader__pending(const struct frame_reader *r)
 	return r->hdr_have + r->body_have;
 }
 
+size_t frame_reader__bytes(const struct frame_reader *r)
+{
+	return r ? r->body_cap : 0;
+}
+
 int frame_reader__feed(struct frame_reader *r, const void *buf, size_t len, frame_cb cb, void *ctx)
 {
 	const uint8_t *p = buf;
@@ -131,8 +136,11 @@ int frame_reader__feed(struct frame_reader *r, const void *buf, size_t len, fram
 			r->hdr_have = 0;
 			r->body_have = 0;
 			err = cb(r->body, r->body_len, ctx);
-			/* Do not keep a large buffer around after a big frame. */
-			if (r->body_cap > (1u << 20)) {
+			/*
+			 * Do not keep a large buffer around after a big frame: a daemon with a
+			 * thousand idle uplinks would hold a megabyte for each.
+			 */
+			if (r->body_cap > FRAME_KEEP_BYTES) {
 				free(r->body);
 				r->body = NULL;
 				r->body_cap = 0;

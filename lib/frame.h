@@ -32,6 +32,12 @@ void frame_reader__free(struct frame_reader *r);
 int frame_reader__feed(struct frame_reader *r, const void *buf, size_t len, frame_cb cb, void *ctx);
 /* Bytes of an incomplete frame held right now (0 between frames). */
 size_t frame_reader__pending(const struct frame_reader *r);
+/*
+ * Bytes of buffer the reader holds (a frame's body in pieces): at most FRAME_KEEP_BYTES between
+ * frames, so an idle connection that once sent a large frame costs little.
+ */
+size_t frame_reader__bytes(const struct frame_reader *r);
+#define FRAME_KEEP_BYTES (64u << 10)
 
 void frame_put_header(uint8_t hdr[FRAME_HDR_SIZE], uint32_t len);
 uint32_t frame_get_header(const uint8_t hdr[FRAME_HDR_SIZE]);

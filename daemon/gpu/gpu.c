@@ -151,7 +151,8 @@ static void proc_reset_strings(struct gpu *g, struct gpu_proc *p)
 	gpu_free_array(g, p->strs, p->strs_cap, sizeof(*p->strs));
 	p->strs = NULL;
 	p->nstored = p->strs_cap = p->nstrs = 0;
-	p->str_bytes = 0;
+	gpu_uid_string_sub(g, p->uid, p->str_uid_bytes);
+	p->str_bytes = p->str_uid_bytes = 0;
 }
 
 static void proc_free(struct gpu *g, struct gpu_proc *p)
@@ -264,6 +265,7 @@ void gpu__free(struct gpu *g)
 	ptrmap_fini(&g->joins);
 	ptrmap_fini(&g->pjoins);
 	gpu_mem_free_all(g);
+	gpu_uid_free_all(g);
 	free(g);
 }
 
@@ -549,6 +551,9 @@ size_t gpu__status(const struct gpu *g, struct gpu_proc_status *out, size_t max)
 			    .zero_time_records = p->zero_time_records,
 			    .forced_flushes = p->forced_flushes,
 			    .max_delay_ms = p->max_delay_ms,
+			    .records_refused = p->records_refused,
+			    .bytes_refused = p->bytes_refused,
+			    .waits_refused = p->waits_refused,
 			};
 			gpu_mem_status(g, p->pid, &out[n]);
 		}

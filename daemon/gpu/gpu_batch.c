@@ -47,7 +47,7 @@ static int proc_add_string(struct gpu *g, struct gpu_proc *p, const char *s)
 {
 	size_t len = strnlen(s, MAX_STRING_LEN + 1);
 	struct gname *n = NULL;
-	size_t cap = p->strs_cap;
+	size_t cap = p->strs_cap, cost;
 	int err;
 
 	if (p->nstrs == UINT32_MAX)
@@ -61,14 +61,20 @@ static int proc_add_string(struct gpu *g, struct gpu_proc *p, const char *s)
 	if (err)
 		goto refused;
 	p->strs_cap = (uint32_t)cap;
-	if (len <= MAX_STRING_LEN && p->str_bytes + len + 1 <= MAX_STRING_BYTES) {
+	/* The user's bound counts what the string costs, names of a few bytes included. */
+	cost = len + 1 + sizeof(*n) + sizeof(*p->strs);
+	if (len <= MAX_STRING_LEN && p->str_bytes + len + 1 <= MAX_STRING_BYTES &&
+	    gpu_uid_string_add(g, p->uid, cost)) {
 		n = gname_new(g, s, len);
+		if (!n)
+			gpu_uid_string_sub(g, p->uid, cost);
 		if (!n && errno == ENOMEM)
 			return -ENOMEM;
 	}
-	if (n)
+	if (n) {
 		p->str_bytes += len + 1;
-	else
+		p->str_uid_bytes += cost;
+	} else
 		g->strings_refused++;
 	p->strs[p->nstored++] = (struct gstr){.name = n};
 	return 0;
@@ -108,7 +114,17 @@ static struct gname *kernel_leaf(struct gpu *g, struct gpu_proc *p, uint32_t idx
 	if (!d && e->name->len <= MAX_LEAF_LEN) {
 		e->leaf = gname_ref(e->name); /* as sent */
 	} else {
-		e->leaf = gname_new(g, src, utf8_cut(src, strlen(src), MAX_LEAF_LEN));
+		size_t len = utf8_cut(src, strlen(src), MAX_LEAF_LEN);
+		size_t cost = len + 1 + sizeof(*e->leaf);
+
+		/* A name of the table too: counted against its user's bound. */
+		if (gpu_uid_string_add(g, p->uid, cost)) {
+			e->leaf = gname_new(g, src, len);
+			if (e->leaf)
+				p->str_uid_bytes += cost;
+			else
+				gpu_uid_string_sub(g, p->uid, cost);
+		}
 		if (!e->leaf)
 			g->st.refused++;
 	}
@@ -360,6 +376,9 @@ int gpu__batch(struct gpu *g, uint32_t pid, const Profd__GpuBatch *m, bool *enab
 		return -EPERM;
 	for (size_t i = 0; i < m->n_strings && !err; i++)
 		err = proc_add_string(g, p, m->strings[i] ? m->strings[i] : "");
+	/* Over the rate: the strings above keep the numbering, nothing else of it is taken. */
+	if (!err && !gpu_rate_admit(g, p, m))
+		return -EBUSY;
 	/* NVTX first: the kernels and samples of this batch are labelled with them. */
 	for (size_t i = 0; i < m->n_nvtx && !err; i++)
 		err = batch_nvtx(g, p, m->nvtx[i]);

@@ -20,8 +20,11 @@
 #define STANDIN_NAME "[launch stack unknown]"
 /* Records of one correlation id waiting for their launch (graphs have many). */
 #define MAX_WAIT_PER_CORR 4096
-/* Records of one process waiting for their launch: more go to the stand-in stack at once. */
-#define MAX_WAIT_PER_PROC 65536
+/*
+ * Records of one process waiting for their launch: more go to the stand-in stack at once (and
+ * of one user, fewer: gpu_rate.c).
+ */
+#define MAX_WAIT_PER_PROC 16384
 /* CPU samples of one process held for their labels: more are stored at once. */
 #define MAX_HELD_PER_PROC 65536
 /* Stacks up to this many frames are built on the stack; longer ones in heap memory. */
@@ -208,6 +211,11 @@ static struct join *join_new(struct gpu *g, uint32_t pid, uint32_t corr, uint64_
 			return NULL;
 		}
 		pj = calloc(1, sizeof(*pj));
+		if (pj) {
+			struct gpu_proc *p = gpu_proc(g, pid);
+
+			pj->uid = p ? p->uid : UINT32_MAX;
+		}
 		if (!pj || ptrmap_put(&g->pjoins, pid, pj)) {
 			free(pj);
 			gpu_uncharge(g, sizeof(*pj));
@@ -261,6 +269,7 @@ static void join_del(struct gpu *g, struct join *j)
 		for (int k = JL_PID; k < JL__COUNT; k++)
 			jl_remove(&pj->l[k], j, k);
 		pj->nwait -= j->nwait < pj->nwait ? j->nwait : pj->nwait;
+		gpu_uid_waits(g, pj->uid, 0, j->nwait);
 		if (!pj->l[JL_PID].head) {
 			ptrmap_del(&g->pjoins, j->pid);
 			free(pj);
@@ -349,6 +358,7 @@ int gpu_join_launch(struct gpu *g, uint64_t ts, uint32_t pid, uint32_t tid, uint
 	}
 	wait_free(g, j);
 	pj->nwait -= nwait < pj->nwait ? nwait : pj->nwait;
+	gpu_uid_waits(g, pj->uid, 0, nwait);
 	return 0;
 }
 
@@ -356,6 +366,8 @@ int gpu_join_record(struct gpu *g, uint32_t pid, struct wait_rec *r, uint32_t co
 {
 	struct join *j = corr ? ptrmap_get(&g->joins, jkey(pid, corr)) : NULL;
 	struct pjoins *pj = pj_of(g, pid);
+	struct gpu_proc *p = gpu_proc(g, pid);
+	uint32_t uid;
 	size_t cap;
 	int err;
 
@@ -367,8 +379,12 @@ int gpu_join_record(struct gpu *g, uint32_t pid, struct wait_rec *r, uint32_t co
 	}
 	if (!corr || g->npending >= g->o.max_pending || (j && j->nwait >= MAX_WAIT_PER_CORR))
 		goto standin;
-	if (pj && pj->nwait >= MAX_WAIT_PER_PROC) {
+	uid = pj ? pj->uid : p ? p->uid : UINT32_MAX;
+	if ((pj && pj->nwait >= MAX_WAIT_PER_PROC) || !gpu_uid_may_wait(g, uid)) {
 		g->st.refused++;
+		g->st.waits_refused++;
+		if (p)
+			p->waits_refused++;
 		goto standin;
 	}
 	if (!j) {
@@ -394,6 +410,7 @@ int gpu_join_record(struct gpu *g, uint32_t pid, struct wait_rec *r, uint32_t co
 	j->wait[j->nwait++] = *r; /* takes the leaf's reference */
 	r->leaf = NULL;
 	pj->nwait++;
+	gpu_uid_waits(g, pj->uid, 1, 0);
 	g->npending++;
 	return 0;
 standin:

@@ -3,13 +3,15 @@
  * Inside the GPU module: gpu.c (processes, attach and detach, status, GC, the memory budget),
  * gpu_batch.c (the uplink's batches: string tables and records, validated), gpu_join.c (launch
  * and record join, charging, held samples), gpu_labels.c (the labels of samples and records:
- * NVTX ranges and GPU busy intervals). Not for other modules.
+ * NVTX ranges and GPU busy intervals), gpu_rate.c (what an uplink and a user may cost a second,
+ * and each user's waiting records). Not for other modules.
  */
 #ifndef PROFD_GPU_PRIV_H
 #define PROFD_GPU_PRIV_H
 
 #include "gpu.h"
 #include "ptrmap.h"
+#include "tbucket.h"
 
 /* NVTX levels (depths) that label a stack; deeper ranges only go to the timeline. */
 #define MAX_NVTX_DEPTH 32
@@ -74,6 +76,11 @@ struct gpu_proc {
 	uint32_t max_delay_ms;
 	uint64_t zero_time_records;
 	uint64_t forced_flushes;
+	/* The uplink's rate (gpu_rate.c) and what it refused. */
+	struct tbucket rate_records, rate_bytes;
+	bool rate_limited; /* its last batch was refused */
+	uint64_t records_refused, bytes_refused;
+	uint64_t waits_refused; /* records sent to the stand-in at once: too many waiting */
 	/*
 	 * The connection's string table: index i (from 1) is strs[i - 1] while i <= nstored; the
 	 * indices up to nstrs past that were refused (the table is full) and name nothing.
@@ -82,6 +89,7 @@ struct gpu_proc {
 	uint32_t nstored, strs_cap;
 	uint32_t nstrs;
 	size_t str_bytes;
+	size_t str_uid_bytes; /* what the table counts against its user's bound (gpu_rate.c) */
 	uint64_t complete_until_ns;
 	/*
 	 * Closed NVTX ranges ordered by (tid, depth, start) in [0, nvtx_sorted), the ones that
@@ -159,6 +167,7 @@ struct join {
 struct pjoins {
 	struct jlist l[JL__COUNT]; /* JL_EXPIRY unused */
 	size_t nwait;		   /* records waiting */
+	uint32_t uid;		   /* the process's owner: its waits count for that user too */
 };
 
 struct gpu {
@@ -168,6 +177,7 @@ struct gpu {
 	struct ptrmap joins;  /* pid << 32 | corr -> struct join */
 	struct ptrmap pjoins; /* pid -> struct pjoins */
 	struct ptrmap mem;    /* pid -> struct gpu_mem (gpu_mem.c) */
+	struct ptrmap uids;   /* uid -> struct gpu_uid (gpu_rate.c) */
 	struct jlist jl;      /* JL_EXPIRY */
 	size_t npending;      /* launches + waiting records */
 	size_t nheld;
@@ -238,6 +248,24 @@ int gpu_hold(struct gpu *g, struct gpu_proc *p, uint64_t ts, uint64_t end, uint3
 void gpu_release(struct gpu *g, struct gpu_proc *p, uint64_t now, bool all);
 /* The store's compaction: keep every join's stack in mark, or (mark NULL) map it through remap. */
 void gpu_join_gc(struct gpu *g, struct store_gc *mark, const struct store_gc *remap);
+
+/* gpu_rate.c */
+/*
+ * Whether p's batch m fits the rate of its uplink and of its user: takes the tokens when it
+ * does; counts it as refused (and logs once until a batch fits again) when it does not.
+ */
+bool gpu_rate_admit(struct gpu *g, struct gpu_proc *p, const Profd__GpuBatch *m);
+/* Whether uid may have one more record waiting for its launch. */
+bool gpu_uid_may_wait(struct gpu *g, uint32_t uid);
+/* add records of uid started waiting, sub stopped. */
+void gpu_uid_waits(struct gpu *g, uint32_t uid, size_t add, size_t sub);
+/*
+ * Count bytes of string table for uid: false (nothing counted) when its connections' tables
+ * would pass their bound together, or out of memory.
+ */
+bool gpu_uid_string_add(struct gpu *g, uint32_t uid, size_t bytes);
+void gpu_uid_string_sub(struct gpu *g, uint32_t uid, size_t bytes);
+void gpu_uid_free_all(struct gpu *g);
 
 /* gpu_mem.c */
 /*

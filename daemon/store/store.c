@@ -36,13 +36,14 @@ static int bucket_build_tab(struct store *s, struct bucket *b, uint64_t want)
 	return 0;
 }
 
+/* Free b's table and shrink its entries to fit; a sealed bucket that lost entries shrinks. */
 static void bucket_seal(struct store *s, struct bucket *b)
 {
-	if (!b->tab)
-		return;
-	store_mem_free(&s->bytes, b->tab, (b->mask + 1) * sizeof(uint32_t));
-	b->tab = NULL;
-	b->mask = 0;
+	if (b->tab) {
+		store_mem_free(&s->bytes, b->tab, (b->mask + 1) * sizeof(uint32_t));
+		b->tab = NULL;
+		b->mask = 0;
+	}
 	if (b->n && b->n < b->cap) {
 		void *ne = store_mem_realloc(&s->bytes, b->e, b->cap * sizeof(struct entry),
 					     b->n * sizeof(struct entry));
@@ -247,6 +248,7 @@ static void evict_oldest(struct store *s)
 		if (entry_col(&b->e[k]) == STORE_VALUE_CPU_SAMPLES)
 			s->evicted_samples += b->e[k].v;
 		intern_stack_unref(&s->in, b->e[k].stack);
+		store_fair_remove(s, b->e[k].uid);
 	}
 	if (!s->has_evicted || b->idx > s->evicted_upto)
 		s->evicted_upto = b->idx;
@@ -255,6 +257,46 @@ static void evict_oldest(struct store *s)
 	s->nb--;
 	memmove(&s->b[0], &s->b[1], s->nb * sizeof(*b));
 	s->evicted_buckets++;
+}
+
+/*
+ * Evict uid's entries from the oldest bucket holding any (fair.c chose it); the bucket stays for
+ * the others' entries, sealed so that its memory shrinks to them. Returns false when no bucket
+ * holds any (the counts drifted after an allocation failure): the caller evicts the oldest.
+ */
+static bool evict_uid_oldest(struct store *s, uint32_t uid)
+{
+	for (uint32_t pos = 0; pos < s->nb; pos++) {
+		struct bucket *b = &s->b[pos];
+		uint32_t k = 0;
+
+		for (uint32_t j = 0; j < b->n; j++) {
+			const struct entry *e = &b->e[j];
+
+			if (e->uid != uid) {
+				b->e[k++] = *e;
+				continue;
+			}
+			if (entry_col(e) == STORE_VALUE_CPU_SAMPLES)
+				s->evicted_samples += e->v;
+			intern_stack_unref(&s->in, e->stack);
+			store_fair_remove(s, uid);
+			s->evicted_over_share++;
+		}
+		if (k == b->n)
+			continue;
+		b->n = k;
+		if (!k) {
+			bucket_release(s, b);
+			s->nb--;
+			memmove(&s->b[pos], &s->b[pos + 1], (s->nb - pos) * sizeof(*b));
+		} else {
+			/* Its table indexed entries that moved: a later add rebuilds it. */
+			bucket_seal(s, b);
+		}
+		return true;
+	}
+	return false;
 }
 
 /*
@@ -278,7 +320,10 @@ void store_enforce_cap(struct store *s)
 
 	/* Eviction kills stacks, which raises what the next compaction reclaims. */
 	while (s->nb && over_cap(s)) {
-		evict_oldest(s);
+		uint32_t uid;
+
+		if (!store_fair_victim(s, &uid) || !evict_uid_oldest(s, uid))
+			evict_oldest(s);
 		evicted = true;
 	}
 	/* With no bucket left, only a compaction brings the rest back (store__compact_due). */
@@ -337,6 +382,8 @@ int store__add(struct store *s, uint64_t ts_ns, uint32_t pid, uint32_t tid, uint
 	if (created) {
 		intern_stack_ref(&s->in, stack);
 		store_meta_note(s, pid, life, tid, idx);
+		/* Out of memory, the entry goes uncounted: the counts only steer eviction. */
+		(void)store_fair_add(s, uid);
 	}
 	if (s->bytes > s->cap)
 		store_enforce_cap(s);
@@ -789,6 +836,7 @@ void store__free(struct store *s)
 		bucket_release(s, &s->b[k]);
 	bucket_release(s, &s->journal);
 	free(s->b);
+	store_fair_free(s);
 	intern_fini(&s->in);
 	store_meta_free(s);
 	free(s);
@@ -814,6 +862,7 @@ void store__stats(const struct store *s, struct store_stats *out)
 	out->generation = s->generation;
 	out->compactions = s->compactions;
 	out->interned_bytes = intern_bytes(&s->in);
+	out->evicted_over_share = s->evicted_over_share;
 }
 
 uint64_t store__generation(const struct store *s)

@@ -29,6 +29,11 @@
  * would lose data for nothing. So between ticks the store may be over its cap by at most what the
  * next compaction reclaims; a commit evicts whatever the estimate promised and did not free.
  *
+ * Fairness between users (fair.c): each uid with entries in the buckets is entitled to an equal
+ * share of them. When the cap makes the store evict and one uid holds more than its share by a
+ * margin, that uid's oldest entries go first, so one user's flood costs that user's history, not
+ * everyone's; otherwise the oldest bucket goes.
+ *
  * Memory: every allocation is charged to `bytes` (store_mem.h), so it follows the heap.
  */
 #ifndef PROFD_STORE_PRIV_H
@@ -115,6 +120,11 @@ struct store {
 	uint64_t max_idx_plus1; /* newest bucket idx ever created + 1 */
 	uint64_t newest_ns;
 
+	struct ptrmap uids; /* uid -> struct store_uid (fair.c): owners of bucket entries */
+	uint64_t nentries;  /* entries in the buckets (not the journal) */
+	uint64_t evicted_over_share; /* entries evicted from a uid over its share */
+
+
 	struct ptrmap procs;   /* pid -> struct proc of its newest life (meta.c) */
 	struct ptrmap threads; /* pid << 32 | life << STORE_PID_BITS | tid -> struct thread */
 	uint64_t lives;	       /* process records kept, every life of every pid */
@@ -156,6 +166,18 @@ void store_enforce_cap(struct store *s);
 /* Rename every entry's stack through smap (old id -> new id, all of them kept) and rehash the
  * open buckets. */
 void store_buckets_remap(struct store *s, const uint32_t *smap);
+
+/* --- fair.c --------------------------------------------------------------------------- */
+
+/* An entry of uid was made in a bucket / left one. Returns 0 or -ENOMEM. */
+int store_fair_add(struct store *s, uint32_t uid);
+void store_fair_remove(struct store *s, uint32_t uid);
+/*
+ * The uid whose entries eviction takes first: the one holding the most, when that is over its
+ * share (see fair.c). Returns false when none is over: the oldest bucket goes.
+ */
+bool store_fair_victim(const struct store *s, uint32_t *uid);
+void store_fair_free(struct store *s);
 
 /* --- meta.c --------------------------------------------------------------------------- */
 

@@ -129,7 +129,7 @@ foreach(t cpu_split kernel_frames system_wide exited bad_input cli_errors lifecy
           log_flood losses perf_maps children record views stacks pyspy gil gil_wait offcpu offcpu_python cuda_sync
           py_imports
           export export_faults export_outage export_netns export_labels export_tls export_spool
-          reload_storm unwind memory_owners)
+          reload_storm unwind memory_owners uid_fair)
   add_test(NAME e2e.${t}
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_${t}.py)
   set_tests_properties(e2e.${t} PROPERTIES
@@ -178,7 +178,7 @@ set_tests_properties(e2e.unwind_tables PROPERTIES
 # under the sanitizers, timing): those pay the slowdown for nothing. A new e2e test says which.
 foreach(t bad_input cli_errors lifecycle socket_safety setuid flood log_flood losses perf_maps
           perf_map_budget exited python_exit stacks export_config export_faults export_spool
-          reload_storm unwind_tables maps_change)
+          reload_storm unwind_tables maps_change uid_fair)
   set_property(TEST e2e.${t} APPEND PROPERTY LABELS asan)
 endforeach()
 # numpy's wheel from PyPI (its venv made by scripts/torch-venv --numpy-only on first use):

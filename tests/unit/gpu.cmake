@@ -7,3 +7,7 @@ target_include_directories(test_gpu PRIVATE ${CMAKE_SOURCE_DIR}/daemon/gpu)
 profd_unit(test_gpu_handlers ${CMAKE_SOURCE_DIR}/daemon/handlers.c
            ${CMAKE_SOURCE_DIR}/daemon/handle_stacks.c ${CMAKE_SOURCE_DIR}/daemon/memory.c)
 target_link_libraries(test_gpu_handlers PRIVATE profd_export)
+# What an uplink and a user may cost: records and bytes a second, waiting records per user.
+profd_unit(test_gpu_rate)
+# White-box: reads the module's count of refused strings.
+target_include_directories(test_gpu_rate PRIVATE ${CMAKE_SOURCE_DIR}/daemon/gpu)

@@ -174,6 +174,16 @@ static void test_sizes(void)
 	CHECK_EQ_I(parse(&cfg, 3, (char *[]){"profd", "--ringbuf-size", "3M", NULL}), -EINVAL);
 	CHECK_EQ_I(parse(&cfg, 3, (char *[]){"profd", "--gpu-ring-size", "64M", NULL}), CONFIG_RUN);
 	CHECK_EQ_U(cfg.gpu_ring_size, 64u << 20);
+	/* Records a second an uplink may send: a plain number in range, nothing else. */
+	CHECK_EQ_I(parse(&cfg, 1, (char *[]){"profd", NULL}), CONFIG_RUN);
+	CHECK_EQ_U(cfg.gpu_uplink_rate, 200000);
+	CHECK_EQ_I(parse(&cfg, 3, (char *[]){"profd", "--gpu-uplink-rate", "5000", NULL}),
+		   CONFIG_RUN);
+	CHECK_EQ_U(cfg.gpu_uplink_rate, 5000);
+	CHECK_EQ_I(parse(&cfg, 3, (char *[]){"profd", "--gpu-uplink-rate", "99", NULL}), -EINVAL);
+	CHECK_EQ_I(parse(&cfg, 3, (char *[]){"profd", "--gpu-uplink-rate", "1e5", NULL}), -EINVAL);
+	CHECK_EQ_I(parse(&cfg, 3, (char *[]){"profd", "--gpu-uplink-rate", "100000001", NULL}),
+		   -EINVAL);
 }
 
 static void test_unwind_memory(void)

@@ -251,8 +251,40 @@ static void test_cb_error(void)
 	frame_reader__free(NULL);
 }
 
+/*
+ * A large frame that came in pieces leaves no large buffer behind: an idle connection costs
+ * little however big its last request was (a megabyte each before, for up to a thousand
+ * uplinks).
+ */
+static void test_buffer_released(void)
+{
+	enum { LEN = 1 << 20 };
+	uint8_t *buf = malloc(LEN + FRAME_HDR_SIZE);
+	struct frame_reader *r = frame_reader__new(LEN);
+	struct seen s = {.fail_at = -1};
+	size_t end = put_frame(buf, 0, LEN, 5);
+
+	CHECK(buf && r);
+	CHECK_EQ_U(frame_reader__bytes(r), 0);
+	CHECK_EQ_I(frame_reader__feed(r, buf, end / 2, record, &s), 0);
+	CHECK(frame_reader__bytes(r) >= end / 2 - FRAME_HDR_SIZE);
+	CHECK_EQ_I(frame_reader__feed(r, buf + end / 2, end - end / 2, record, &s), 0);
+	CHECK(body_is(&s, 0, LEN, 5));
+	CHECK(frame_reader__bytes(r) <= FRAME_KEEP_BYTES);
+	/* Small frames in pieces keep their small buffer. */
+	end = put_frame(buf, 0, 1000, 1);
+	CHECK_EQ_I(frame_reader__feed(r, buf, 10, record, &s), 0);
+	CHECK_EQ_I(frame_reader__feed(r, buf + 10, end - 10, record, &s), 0);
+	CHECK(body_is(&s, 1, 1000, 1));
+	CHECK(frame_reader__bytes(r) > 0 && frame_reader__bytes(r) <= FRAME_KEEP_BYTES);
+	frame_reader__free(r);
+	seen_reset(&s);
+	free(buf);
+}
+
 int main(void)
 {
+	test_buffer_released();
 	test_header();
 	test_byte_by_byte();
 	test_many_and_splits();

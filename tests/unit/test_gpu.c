@@ -1518,10 +1518,10 @@ static void test_budget_caps(void)
 	CHECK_EQ_U(stats(&f).unmatched, 1);
 	CHECK_EQ_U(val(&f, "[launch stack unknown][?];r[g]", 0, STORE_VALUE_GPU_NS), 10);
 
-	/* One process's waiting records: 65536 at most. */
+	/* One process's waiting records: 16384 at most. */
 	f.g->o.max_bytes = SIZE_MAX / 2;
-	big_init(&bb, 65537);
-	for (uint32_t i = 1; i <= 65537; i++)
+	big_init(&bb, 16385);
+	for (uint32_t i = 1; i <= 16385; i++)
 		big_kernel(&bb, NOW + 10, NOW + 20, 100 + i, 1, 1);
 	CHECK_EQ_I(gpu__batch(f.g, PID, &bb.b, &enable), 0);
 	big_free(&bb);

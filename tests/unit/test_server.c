@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -1512,6 +1513,78 @@ static void test_probation_full(void)
  * Another user pipelines many slow requests in one write: they are answered one per loop turn
  * within a time budget, and root's status is answered promptly all along.
  */
+/*
+ * Requests read but not handled yet cost memory outside every other bound: one user's
+ * connections, each holding most of a 1 MiB request, may hold 32 MiB together; the connection
+ * that would take them past it is closed, and the others are not.
+ */
+static void test_buffered_per_uid(void)
+{
+	enum { NCONN = 44, PART = 900 << 10 };
+	struct server_opts o = base_opts();
+	struct harness h;
+	int go[2], done[2], status = -1;
+	pid_t pid;
+	char c;
+
+	if (geteuid() != 0) {
+		skipped = "the buffered-bytes bound needs root, to connect as another user";
+		return;
+	}
+	CHECK_EQ_I(chmod(tmpdir, 0711), 0);
+	CHECK_EQ_I(pipe(go), 0);
+	CHECK_EQ_I(pipe(done), 0);
+	pid = fork();
+	if (pid == 0) {
+		struct pollfd pf[NCONN];
+		uint8_t *part = calloc(1, PART);
+		int closed = 0;
+
+		close(go[1]);
+		close(done[0]);
+		if (!part || setuid(65534) < 0 || read(go[0], &c, 1) != 1)
+			_exit(100);
+		frame_put_header(part, FRAME_MAX_REQUEST);
+		for (int i = 0; i < NCONN; i++) {
+			pf[i] = (struct pollfd){.fd = cl_connect(), .events = POLLIN};
+			if (pf[i].fd < 0 || !cl_hello(pf[i].fd))
+				_exit(101);
+			/* Most of a request, never the rest: the daemon holds it. */
+			if (cl_write(pf[i].fd, part, PART))
+				pf[i].revents = POLLHUP;
+		}
+		sleep_ms(500);
+		for (int i = 0; i < NCONN; i++) {
+			struct pollfd one = pf[i];
+
+			closed += pf[i].revents || poll(&one, 1, 0) > 0;
+		}
+		c = (char)closed;
+		if (write(done[1], &c, 1) != 1)
+			_exit(102);
+		_exit(0);
+	}
+	close(go[0]);
+	close(done[1]);
+	o.socket_mode = 0666;
+	o.max_clients = 128;
+	o.max_clients_per_uid = 64;
+	CHECK_EQ_I(h_start(&h, &o), 0);
+	c = 'g';
+	CHECK_EQ_I(write(go[1], &c, 1), 1);
+	CHECK_EQ_I(read(done[0], &c, 1), 1);
+	waitpid(pid, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	fprintf(stderr, "buffered per uid: %d of %d connections closed\n", c, NCONN);
+	/* 1 MiB of buffer each (900 KiB rounds up): 32 fit, the rest go. */
+	CHECK(c >= NCONN - 32 && c <= NCONN - 24);
+	CHECK(log_has("hold over 32 MiB of requests not yet handled"));
+	close(go[1]);
+	close(done[0]);
+	h_stop(&h);
+	chmod(tmpdir, 0700);
+}
+
 static void test_pipelined_flood(void)
 {
 	enum { NREQ = 60, WORK_MS = 10 };
@@ -1688,6 +1761,7 @@ int main(void)
 	test_probation_own_user();
 	test_probation_full();
 	test_pipelined_flood();
+	test_buffered_per_uid();
 	test_socket_file();
 
 	unlink(sock_path);

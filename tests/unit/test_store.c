@@ -675,6 +675,9 @@ static void test_processes(void)
 	CHECK_EQ_I(store__set_process(s, 42, 1000, "worker"), 0);
 	CHECK_EQ_I(store__set_thread(s, 42, 43, "worker-io"), 0);
 	CHECK_EQ_I(store__set_process(s, 50, 1000, "live"), 0);
+	/* fill_bucket's processes are the same user's: eviction is oldest first (fair.c). */
+	for (uint32_t pid = 1; pid <= 3; pid++)
+		CHECK_EQ_I(store__set_process(s, pid, 1000, "filler"), 0);
 	CHECK_EQ_I(store__add(s, 0, 42, 43, sa, STORE_VALUE_CPU_SAMPLES, 5), 0);
 	CHECK_EQ_I(store__add(s, SEC, 50, 50, sa, STORE_VALUE_CPU_SAMPLES, 1), 0);
 	store__process_exited(s, 42);
@@ -858,12 +861,20 @@ static void test_process_lives(void)
 	CHECK_EQ_U(r.n, 1);
 	check_life(s, lrow_of(&r, sa), "alicejob", 1000);
 
-	/* Bucket 0 evicted: the old life goes with it, the newest stays. */
-	for (uint64_t sec = 2; sec < 400; sec++) {
+	/*
+	 * Bucket 0 evicted: the old life goes with it, the newest stays. The fair share (fair.c)
+	 * takes the entries of the uid over its share first, so fill_bucket's processes are
+	 * alice's until her old entry is gone, then bob's until his goes and the bucket with it.
+	 */
+	for (uint64_t sec = 2, owner = 1000; sec < 800; sec++) {
+		for (uint32_t pid = 1; pid <= 3; pid++)
+			CHECK_EQ_I(store__set_process(s, pid, (uint32_t)owner, "filler"), 0);
 		CHECK_EQ_I(fill_bucket(s, sec, sa, 10), 0);
 		store__stats(s, &st);
 		if (st.oldest_ns > 0)
 			break;
+		if (sec == 300)
+			owner = 1001;
 	}
 	CHECK(!store__process_life(s, 100, life1, &pi));
 	CHECK(store__thread_name_life(s, 100, life1, 101) == NULL);

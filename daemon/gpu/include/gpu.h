@@ -53,6 +53,11 @@ struct gpu_opts {
 	int (*attach_probe)(void *ctx, uint32_t pid, const char *library_path);
 	void (*detach_probe)(void *ctx, uint32_t pid);
 	void *probe_ctx;
+	/*
+	 * Records a second one uplink may send (and 160 bytes for each); the uplinks of one uid
+	 * together twice that. 0: 200000 (gpu_rate.c).
+	 */
+	uint32_t uplink_rate;
 	/* Whether the daemon's session covers pid (its --pid list, or every process). */
 	bool (*covers)(void *ctx, uint32_t pid);
 	void *covers_ctx;
@@ -78,6 +83,11 @@ struct gpu_stats {
 	uint64_t zero_time_records; /* kernel and copy records without timestamps (start = end =
 				     * 0, a CUPTI bug): counted by the libraries or found here */
 	uint64_t forced_flushes;    /* flushes the libraries forced for their delay bound */
+	uint64_t records_refused;   /* records of batches over an uplink's or a user's rate */
+	uint64_t bytes_refused;	    /* their batches' encoded bytes */
+	uint64_t batches_refused;
+	uint64_t waits_refused; /* records charged to the stand-in at once: their process or user
+				 * had too many waiting for their launch (counted in unmatched) */
 };
 
 struct gpu;
@@ -109,7 +119,8 @@ int gpu__attach(struct gpu *g, uint32_t pid, uint32_t uid, unsigned int flags,
 /*
  * A batch from pid's library. Sets *enable as gpu__attach. Returns 0, -EINVAL (malformed: a
  * weight over 65536, more than 2^32 dropped; nothing of it is kept), -EPERM (a process
- * attached with GPU_ATTACH_UID_MISMATCH), -ENOMEM.
+ * attached with GPU_ATTACH_UID_MISMATCH), -EBUSY (over its uplink's or its user's rate: only
+ * its strings were kept, the refusal counted), -ENOMEM.
  */
 int gpu__batch(struct gpu *g, uint32_t pid, const Profd__GpuBatch *m, bool *enable);
 /* pid's library disconnected: release its held samples, detach its probe. */
@@ -173,6 +184,8 @@ void gpu__clock(struct gpu *g, uint64_t now_ns);
 int gpu__open_ranges(struct gpu *g, struct tl_event **out, size_t *n);
 
 void gpu__stats(const struct gpu *g, struct gpu_stats *out);
+/* Records a second one uplink may send (gpu_opts.uplink_rate with its default filled in). */
+uint32_t gpu__uplink_rate(const struct gpu *g);
 /*
  * What a process's CUPTI library reported, and its copies. The numbers are the wire's (GpuState,
  * GpuClock, GpuCopyKind in profd.proto), so decoding and encoding are checked casts; only
@@ -215,7 +228,10 @@ struct gpu_proc_status {
 	uint64_t memory_untracked; /* allocations or releases not kept for the bounds */
 	uint64_t zero_time_records;
 	uint64_t forced_flushes;
-	uint32_t max_delay_ms; /* the library's delay bound; 0: none or not reported */
+	uint32_t max_delay_ms;	  /* the library's delay bound; 0: none or not reported */
+	uint64_t records_refused; /* as gpu_stats, this process */
+	uint64_t bytes_refused;
+	uint64_t waits_refused;
 };
 /*
  * Fills up to max entries (strings owned by the module, valid until the next call into it) and

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The aggregation store: interned frames and stacks, and per-(process, thread, stack) values in
- * time buckets, with memory bounded by a cap (oldest buckets evicted first, evictions counted).
+ * time buckets, with memory bounded by a cap (oldest buckets evicted first, evictions counted;
+ * a user holding more than an equal share of the data loses its own oldest data first).
  * Every value (CPU samples now, GPU time later) is a column of the same table.
  *
  * Interned data nothing refers to any more is reclaimed by compaction, which renumbers frame and
@@ -107,6 +108,8 @@ struct store_stats {
 	uint64_t threads;
 	uint64_t compactions;
 	uint64_t interned_bytes; /* part of bytes held by frames, stacks and strings */
+	/* Entries evicted from a uid over its share, before the oldest bucket (fair.c). */
+	uint64_t evicted_over_share;
 };
 
 struct store;
