@@ -124,7 +124,6 @@ struct store {
 	uint64_t nentries;  /* entries in the buckets (not the journal) */
 	uint64_t evicted_over_share; /* entries evicted from a uid over its share */
 
-
 	struct ptrmap procs;   /* pid -> struct proc of its newest life (meta.c) */
 	struct ptrmap threads; /* pid << 32 | life << STORE_PID_BITS | tid -> struct thread */
 	uint64_t lives;	       /* process records kept, every life of every pid */
