@@ -68,7 +68,8 @@ struct uw_state {
 	__u32 lo, hi;	 /* a binary search's bounds */
 	__u8 exact;	 /* pc is the interrupted instruction, not a return address */
 	__u8 in_syscall; /* frame 0 stopped in a system call: pc follows the syscall */
-	__u8 __pad[6];
+	__u16 scans;	 /* frames left by a stack scan (uw_step_scan): a heuristic was used */
+	__u8 __pad[4];
 };
 
 struct {
@@ -250,6 +251,158 @@ static __always_inline long uw_step_fp(struct uw_state *st)
 	return 0;
 }
 
+/*
+ * Leaving code without CFI whose frame pointer is no frame pointer (JIT kernels: oneDNN's Xbyak
+ * preamble pushes rbx, rbp, r12-r15, may move rsp down and then uses rbp as a general register):
+ * scan the stack from rsp up for the first word that is a return address into code with CFI.
+ * A word qualifies when it lies in a described mapping with a table, its call site has a row
+ * the walk can apply (not GAP, not INVALID), and a call instruction ends right before it.
+ */
+#define UW_SCAN_WORDS 256 /* 2 KiB of stack: a generated kernel's frame and spills */
+
+struct uw_scan {
+	struct uw_state *st;
+	const struct profd_unwind_proc *proc;
+	__u64 sp;    /* where the scan starts: the frame's rsp */
+	__u64 lo_pc; /* the described mappings' span: most words fail this at once */
+	__u64 hi_pc;
+	__u64 slot; /* the return address's slot, once found */
+	__u64 ra;
+};
+
+/*
+ * The length of a `call r/m64` (ff /2) from its ModRM byte and the byte after it (a SIB when
+ * rm = 4), or 0 when the ModRM byte is no ff /2 (Intel SDM vol. 2, tables 2-2 and 2-3).
+ */
+static __always_inline __u32 uw_call_rm_len(__u8 modrm, __u8 sib)
+{
+	__u8 mod = modrm >> 6, rm = modrm & 7;
+
+	if (((modrm >> 3) & 7) != 2)
+		return 0;
+	if (mod == 3)
+		return 2;
+	if (mod == 1)
+		return rm == 4 ? 4 : 3;
+	if (mod == 2)
+		return rm == 4 ? 7 : 6;
+	if (rm == 5)
+		return 6; /* rip + disp32 */
+	if (rm == 4)
+		return (sib & 7) == 5 ? 7 : 3; /* SIB, with a disp32 when its base is 5 */
+	return 2;
+}
+
+/* Whether the code before ra ends with a call: e8 rel32, or ff /2 of 2 to 7 bytes. */
+static __always_inline bool uw_after_call(__u64 ra)
+{
+	__u8 b[8];
+
+	if (bpf_probe_read_user(b, sizeof(b), (void *)(ra - 8)))
+		return false;
+	if (b[3] == 0xe8)
+		return true;
+	/* b[8 - k] is the ff of a k-byte call: its ModRM byte and the one after it follow. */
+	if (b[6] == 0xff && uw_call_rm_len(b[7], 0) == 2)
+		return true;
+	if (b[5] == 0xff && uw_call_rm_len(b[6], b[7]) == 3)
+		return true;
+	if (b[4] == 0xff && uw_call_rm_len(b[5], b[6]) == 4)
+		return true;
+	if (b[2] == 0xff && uw_call_rm_len(b[3], b[4]) == 6)
+		return true;
+	return b[1] == 0xff && uw_call_rm_len(b[2], b[3]) == 7;
+}
+
+static long uw_scan_word(__u64 i, void *data)
+{
+	struct uw_scan *c = data;
+	struct uw_state *st = c->st;
+	const struct profd_unwind_map *m;
+	const struct profd_unwind_row *r;
+	__u64 slot = c->sp + 8 * i, w, addr;
+	void *rows;
+
+	if (bpf_probe_read_user(&w, sizeof(w), (void *)slot))
+		return 1; /* the end of the stack's mapping */
+	if (w <= c->lo_pc || w > c->hi_pc)
+		return 0;
+	m = uw_find_map(st, c->proc, w - 1);
+	if (!m || m->table == PROFD_UNWIND_FP_ONLY)
+		return 0;
+	addr = w - 1 - m->bias;
+	if (addr >> 32)
+		return 0;
+	rows = bpf_map_lookup_elem(&unwind_tables, &m->table);
+	if (!rows)
+		return 0;
+	r = uw_find_row(st, rows, m->nrows, (__u32)addr);
+	if (!r || r->kind == PROFD_UW_INVALID || r->kind == PROFD_UW_GAP)
+		return 0;
+	if (!uw_after_call(w))
+		return 0;
+	c->slot = slot;
+	c->ra = w;
+	return 1;
+}
+
+/* Whether bp can be the frame pointer of a frame whose stack pointer is sp. */
+static __always_inline bool uw_frame_above(__u64 bp, __u64 sp)
+{
+	return bp >= sp && !(bp & 7) && bp - sp <= (8u << 20);
+}
+
+/*
+ * One step out of code without CFI (a mapping described as PROFD_UNWIND_FP_ONLY): the
+ * frame-pointer step when its frame lands in code with a table, else a stack scan.
+ */
+static __always_inline long uw_step_nocfi(struct uw_state *st, const struct profd_unwind_proc *proc)
+{
+	__u64 sp = st->sp, bp = st->bp, saved_bp;
+	__u32 n = proc->nr_maps;
+	struct uw_scan c = {.st = st, .proc = proc, .sp = sp};
+	const struct profd_unwind_map *m;
+	long ret;
+
+	ret = uw_step_fp(st);
+	if (!ret) {
+		m = uw_find_map(st, proc, st->pc - 1);
+		if (m && m->table != PROFD_UNWIND_FP_ONLY)
+			return 0;
+	}
+	if (n > PROFD_UNWIND_MAX_MAPS)
+		n = PROFD_UNWIND_MAX_MAPS;
+	if (!n || (sp & 7))
+		return ret;
+	c.lo_pc = proc->maps[0].start;
+	c.hi_pc = proc->maps[(n - 1) & (PROFD_UNWIND_MAX_MAPS - 1)].end;
+	bpf_loop(UW_SCAN_WORDS, uw_scan_word, &c, 0);
+	if (!c.ra)
+		return ret; /* nothing found: the frame-pointer step's frame or end stands */
+	/*
+	 * Continue from the return address with rsp just above its slot. rbp is callee-saved: the
+	 * kernel saved the caller's and restores it before it returns. While rbp holds what can
+	 * be the caller's frame (above the slot, aligned, within 8 MiB) it is kept; else it is
+	 * taken from the slot two words below the return address, where a kernel whose preamble
+	 * pushes rbx then rbp saved it (oneDNN's generator: rbx, rbp, r12-r15), if that word is
+	 * such a frame. When neither is right, the caller's rbp is wrong until a frame restores
+	 * it; a step that relies on it meets uw_step_fp's or the CFA's checks (above rsp, growing
+	 * up) and ends the walk as before. A stale return address left in the kernel's frame is
+	 * taken for the caller only if all three tests of uw_scan_word pass on it.
+	 */
+	st->sp = c.slot + 8;
+	st->bp = bp;
+	if (!uw_frame_above(bp, st->sp) &&
+	    !bpf_probe_read_user(&saved_bp, sizeof(saved_bp), (void *)(c.slot - 16)) &&
+	    uw_frame_above(saved_bp, st->sp))
+		st->bp = saved_bp;
+	st->pc = c.ra;
+	st->exact = 0;
+	st->end = 0;
+	st->scans++;
+	return 0;
+}
+
 /* Through a signal frame: every register comes back from the ucontext at sp. */
 static __always_inline long uw_step_signal(struct uw_state *st)
 {
@@ -396,7 +549,7 @@ static long uw_step_cb(__u64 i, void *data)
 	if (!m)
 		return uw_stop(st, PROFD_UNWIND_NO_MAPPING);
 	if (m->table == PROFD_UNWIND_FP_ONLY)
-		return uw_step_fp(st);
+		return uw_step_nocfi(st, c->proc);
 	addr = look - m->bias;
 	if (addr >> 32)
 		return uw_stop(st, PROFD_UNWIND_NO_ROW);
@@ -433,6 +586,7 @@ __noinline int unwind_cfi_run(struct uw_state *st, __u32 tgid)
 	st->n = 0;
 	st->end = 0;
 	st->exact = 1;
+	st->scans = 0;
 	if (st->last_map >= PROFD_UNWIND_MAX_MAPS)
 		st->last_map = 0;
 	/* A fault's error code looks like a system call number: only a syscall insn says so. */

@@ -36,7 +36,7 @@ else()
 endif()
 while(unwind_compilers)
   list(POP_FRONT unwind_compilers cc_name cc_path)
-  foreach(fx chain drap signal recurse spawn)
+  foreach(fx chain drap signal recurse spawn jit)
     set(out ${UNWIND_FIXTURE_DIR}/unwind_${fx}_${cc_name})
     add_custom_command(OUTPUT ${out}
       COMMAND ${cc_path} ${UNWIND_FIXTURE_FLAGS} -o ${out} ${UNWIND_FIXTURE_SRC}/unwind_${fx}.c

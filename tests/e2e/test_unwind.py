@@ -22,9 +22,13 @@
 #
 #  - drap: the chain whose c3 realigns its stack with a DRAP register (gcc: CFA = *(rbp - 24),
 #    rbp at rbp + 0): whole as the chain;
+#  - jit: the chain whose c3 calls machine code in anonymous executable memory (no perf map, no
+#    CFI, rbp a general register, a 0x98-byte frame below six pushes): 95% of the samples are
+#    whole down to the root with the JIT frame as the leaf (left by the walk's stack scan, which
+#    status counts);
 #  - lld: the chain linked by lld, whose executable segment starts in the page where the
 #    read-only one ends (as numpy's OpenBLAS after auditwheel): whole as the chain;
-# Usage: test_unwind.py [chain|drap|lld|signal|recurse|spawn|stripped|python]...   (default: all)
+# Usage: test_unwind.py [chain|drap|jit|lld|signal|recurse|spawn|stripped|python]...   (default: all)
 # `test_unwind.py --self-check` runs the stack checks on handcrafted stacks (no root, no daemon):
 # each must pass on a whole stack and fail on stacks broken the ways walks break.
 # PROFD_UNWIND_COMPILERS=gcc,clang picks the fixtures' compilers.
@@ -133,6 +137,17 @@ def root_ok(frames, u):
 def chain_whole(frames):
     u = user_frames(frames)
     return root_ok(frames, u) and is_chain_prefix(u)
+
+
+# The leaf of unwind_jit: its anonymous mapping, named as JIT code or as an unknown address.
+JIT_LEAF = re.compile(r"^(\[jit\]|\[unknown\]) \(\[anon\]")
+
+
+def jit_whole(frames):
+    """Reaches the root through main;c1;c2;c3, the JIT frame last and right above c3."""
+    u = [x for x in user_frames(frames) if not JIT_LEAF.match(x)]
+    return (root_ok(frames, u) and is_chain_prefix(u, CHAIN[:4]) and len(u) > 0 and
+            u[-1] == "c3" and len(frames) > 0 and bool(JIT_LEAF.match(frames[-1])))
 
 
 def full_chain(frames):
@@ -399,6 +414,21 @@ def run_drap(cc):
     measure(label, r.folded, "whole stacks", chain_whole, lambda fr: True, WHOLE)
 
 
+def run_jit(cc):
+    label = f"jit {cc}"
+    counts = []
+
+    def after(d, run):
+        t = check_status(label, d)
+        counts.append(t.get("scanned", 0) if t else 0)
+
+    r = profile(label, [fixture_path("jit", cc)], after=after)
+    measure(label, r.folded, "whole stacks, the JIT frame the leaf", jit_whole,
+            lambda fr: True, WHOLE)
+    expect(counts and counts[-1] > 0,
+           f"{label}: status counts walks that left JIT code by a scan ({counts})")
+
+
 def run_lld(cc):
     # lld packs the segments: the executable one starts in the read-only one's last page, at an
     # address a page further. A wrong bias for that mapping breaks every walk through it.
@@ -649,10 +679,10 @@ def main():
     if sys.argv[1:] == ["--self-check"]:
         sys.exit(self_check())
     require_root()
-    groups = sys.argv[1:] or ["chain", "drap", "lld", "signal", "recurse", "spawn", "stripped",
-                              "python"]
-    known = {"chain": run_chain, "drap": run_drap, "lld": run_lld, "signal": run_signal,
-             "recurse": run_recurse,
+    groups = sys.argv[1:] or ["chain", "drap", "jit", "lld", "signal", "recurse", "spawn",
+                              "stripped", "python"]
+    known = {"chain": run_chain, "drap": run_drap, "jit": run_jit, "lld": run_lld,
+             "signal": run_signal, "recurse": run_recurse,
              "spawn": run_spawn, "stripped": run_stripped, "python": None}
     bad = [g for g in groups if g not in known]
     if bad:
