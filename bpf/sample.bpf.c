@@ -148,7 +148,11 @@ static __always_inline long fill_user_stack(void *ctx, struct profd_sample_rec *
 		if (st->scans) {
 			count(PROFD_CNT_UNWIND_SCANNED);
 			count_n(PROFD_CNT_UNWIND_SCAN_STEPS, st->scans);
+			if (end != PROFD_UNWIND_BOTTOM)
+				count(PROFD_CNT_UNWIND_SCAN_SHORT);
 		}
+		if (st->rejects)
+			count_n(PROFD_CNT_UNWIND_SCAN_REJECTS, st->rejects);
 		if (end == PROFD_UNWIND_TRUNCATED)
 			rec->flags |= PROFD_SAMPLE_USTACK_TRUNC;
 	} else {
