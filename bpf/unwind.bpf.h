@@ -56,6 +56,9 @@ enum {
 	UW_NREGS = 17,
 };
 
+/* Stack words a scan out of JIT code reads with one bpf_probe_read_user (uw_scan_word). */
+#define UW_SCAN_CHUNK 64
+
 /* A walk in progress; one per scratch slot and CPU, like the sample it fills. */
 struct uw_state {
 	__u64 regs[UW_NREGS]; /* every register: valid while `exact` (frame 0, after a signal) */
@@ -71,6 +74,9 @@ struct uw_state {
 	__u16 scans;	 /* frames left by a stack scan (uw_step_nocfi): a heuristic was used */
 	__u16 rejects;	 /* return addresses the scan passed over: no caller frame fit */
 	__u8 __pad[2];
+	__u64 words[UW_SCAN_CHUNK]; /* the stack words a scan (uw_step_nocfi) reads at once */
+	__u8 chunk_ok;		    /* words holds the scan's current chunk */
+	__u8 __pad2[7];
 };
 
 struct {
@@ -401,8 +407,16 @@ static long uw_scan_word(__u64 i, void *data)
 	__u64 slot = c->sp + 8 * i, w, addr;
 	void *rows;
 
-	if (bpf_probe_read_user(&w, sizeof(w), (void *)slot))
+	/*
+	 * One read per chunk of words, not per word: most words are data. A chunk that runs past
+	 * the end of the stack's mapping cannot be read whole: its words are read one by one.
+	 */
+	if (!(i & (UW_SCAN_CHUNK - 1)))
+		st->chunk_ok = !bpf_probe_read_user(st->words, sizeof(st->words), (void *)slot);
+	if (!st->chunk_ok &&
+	    bpf_probe_read_user(&st->words[i & (UW_SCAN_CHUNK - 1)], sizeof(w), (void *)slot))
 		return 1; /* the end of the stack's mapping */
+	w = st->words[i & (UW_SCAN_CHUNK - 1)];
 	if (w <= c->lo_pc || w > c->hi_pc)
 		return 0;
 	m = uw_find_map(st, c->proc, w - 1);
