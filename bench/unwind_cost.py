@@ -6,7 +6,8 @@
         BPF CPU per sample: kernel.bpf_stats_enabled=1, run_time_ns and run_cnt of this daemon's
         profd_sample program (found through /proc/PID/fdinfo, so other daemons on the machine do
         not count) over a window after warm-up, against the daemon's samples_received in the same
-        window; workloads chain (gcc, n=2000), python3.11 work.py, recursion 200 deep; in each
+        window; workloads chain (gcc, n=2000), python3.11 work.py, recursion 200 deep, the
+        chain through a JIT leaf (unwind_jit_gcc, unwind_jitfp_gcc); in each
         round every workload runs under both builds, in random order; medians over rounds
   sudo bench/unwind_cost.py overhead --base BASE_BUILD [--new build] [--rounds 9] [--work 450]
                                      [--omit-fp]
@@ -117,7 +118,10 @@ def workloads(new, tmp):
         f.write(WORK_PY)
     return {"chain-gcc-2000": [os.path.join(fx, "unwind_chain_gcc"), "2000"],
             "python3.11": ["/usr/bin/python3.11", os.path.join(tmp, "work.py")],
-            "recurse-200": [os.path.join(fx, "unwind_recurse_gcc"), "200"]}
+            "recurse-200": [os.path.join(fx, "unwind_recurse_gcc"), "200"],
+            # the chain through a JIT leaf left by the stack scan (c3 rsp- or rbp-based)
+            "jit-gcc": [os.path.join(fx, "unwind_jit_gcc")],
+            "jitfp-gcc": [os.path.join(fx, "unwind_jitfp_gcc")]}
 
 
 # ---- BPF CPU per sample ------------------------------------------------------------------------

@@ -371,7 +371,14 @@ enum profd_counter {
 	PROFD_CNT_OFFCPU_UNSENT = 8,
 	/* user stack walks by how they ended: PROFD_CNT_UNWIND + enum profd_unwind_end */
 	PROFD_CNT_UNWIND = 9,
-	PROFD_CNT__MAX = PROFD_CNT_UNWIND + PROFD_UNWIND__MAX,
+	/* walks that left a frame without CFI by a stack scan (a heuristic), and such frames */
+	PROFD_CNT_UNWIND_SCANNED = PROFD_CNT_UNWIND + PROFD_UNWIND__MAX,
+	PROFD_CNT_UNWIND_SCAN_STEPS,
+	/* return addresses the scan passed over: the caller's row did not fit the stack there */
+	PROFD_CNT_UNWIND_SCAN_REJECTS,
+	/* walks that used the scan and still did not reach the bottom */
+	PROFD_CNT_UNWIND_SCAN_SHORT,
+	PROFD_CNT__MAX,
 };
 
 /*

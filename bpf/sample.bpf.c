@@ -66,12 +66,17 @@ struct {
 
 #include "python.bpf.h"
 
-static __always_inline void count(__u32 idx)
+static __always_inline void count_n(__u32 idx, __u64 n)
 {
 	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
 
 	if (v)
-		*v += 1;
+		*v += n;
+}
+
+static __always_inline void count(__u32 idx)
+{
+	count_n(idx, 1);
 }
 
 static __always_inline bool wanted(__u32 tgid)
@@ -140,6 +145,14 @@ static __always_inline long fill_user_stack(void *ctx, struct profd_sample_rec *
 		if (un && bpf_probe_read_kernel(&rec->ips[kn & 127], (un & 127) * 8, st->ips))
 			un = 0;
 		end = st->end;
+		if (st->scans) {
+			count(PROFD_CNT_UNWIND_SCANNED);
+			count_n(PROFD_CNT_UNWIND_SCAN_STEPS, st->scans);
+			if (end != PROFD_UNWIND_BOTTOM)
+				count(PROFD_CNT_UNWIND_SCAN_SHORT);
+		}
+		if (st->rejects)
+			count_n(PROFD_CNT_UNWIND_SCAN_REJECTS, st->rejects);
 		if (end == PROFD_UNWIND_TRUNCATED)
 			rec->flags |= PROFD_SAMPLE_USTACK_TRUNC;
 	} else {

@@ -63,6 +63,9 @@ enum {
 	UW_NREGS = 17,
 };
 
+/* Stack words a scan out of JIT code reads with one bpf_probe_read_user (uw_scan_word). */
+#define UW_SCAN_CHUNK 64
+
 /* A walk in progress; one per scratch slot and CPU, like the sample it fills. */
 struct uw_state {
 	__u64 regs[UW_NREGS]; /* every register: valid while `exact` (frame 0, after a signal) */
@@ -75,7 +78,12 @@ struct uw_state {
 	__u32 lo, hi;	 /* a binary search's bounds */
 	__u8 exact;	 /* pc is the interrupted instruction, not a return address */
 	__u8 in_syscall; /* frame 0 stopped in a system call: pc follows the syscall */
-	__u8 __pad[6];
+	__u16 scans;	 /* frames left by a stack scan (uw_step_nocfi): a heuristic was used */
+	__u16 rejects;	 /* return addresses the scan passed over: no caller frame fit */
+	__u8 __pad[2];
+	__u64 words[UW_SCAN_CHUNK]; /* the stack words a scan (uw_step_nocfi) reads at once */
+	__u8 chunk_ok;		    /* words holds the scan's current chunk */
+	__u8 __pad2[7];
 };
 
 struct {
@@ -257,6 +265,236 @@ static __always_inline long uw_step_fp(struct uw_state *st)
 	return 0;
 }
 
+/*
+ * Leaving code without CFI whose frame pointer is no frame pointer (JIT kernels: oneDNN's Xbyak
+ * preamble is `push rbp; mov rbp, rsp; push rbx; push r12-r15`, after which the kernel loads a
+ * constant into ebp and uses it as a general register): scan the stack from rsp up for a word
+ * that is a return address into code with CFI, and take it only when the caller's row at it can
+ * be applied: the frame that row describes must end in a return address too. For a caller
+ * whose CFA is rbp-based (oneDNN's C++ callers keep frame pointers) this needs the caller's
+ * rbp, which the generated code saved: it is looked for among rbp's value at the scan's start
+ * and the words just below the return address (the callee-saved pushes of the preamble).
+ */
+#define UW_SCAN_WORDS 256 /* 2 KiB of stack: a generated kernel's frame and spills */
+#define UW_SCAN_SAVED 6	  /* words below a return address that may hold the caller's rbp */
+
+struct uw_scan {
+	struct uw_state *st;
+	const struct profd_unwind_proc *proc;
+	__u64 sp;    /* where the scan starts: the frame's rsp */
+	__u64 lo_pc; /* the described mappings' span: most words fail this at once */
+	__u64 hi_pc;
+	__u64 bp0;  /* rbp when the scan started: the caller's, if the code left it alone */
+	__u64 slot; /* the return address's slot, once found */
+	__u64 ra;
+	__u64 bp; /* the caller's rbp so found */
+	/* the caller's row at a candidate: its CFA is rbp + 8 * cfa_rbp when cfa_rbp is set */
+	__u64 cfa_rbp;
+	__u64 lower; /* a candidate rbp lies at or above this */
+};
+
+/*
+ * The length of a `call r/m64` (ff /2) from its ModRM byte and the byte after it (a SIB when
+ * rm = 4), or 0 when the ModRM byte is no ff /2 (Intel SDM vol. 2, tables 2-2 and 2-3).
+ */
+static __always_inline __u32 uw_call_rm_len(__u8 modrm, __u8 sib)
+{
+	__u8 mod = modrm >> 6, rm = modrm & 7;
+
+	if (((modrm >> 3) & 7) != 2)
+		return 0;
+	if (mod == 3)
+		return 2;
+	if (mod == 1)
+		return rm == 4 ? 4 : 3;
+	if (mod == 2)
+		return rm == 4 ? 7 : 6;
+	if (rm == 5)
+		return 6; /* rip + disp32 */
+	if (rm == 4)
+		return (sib & 7) == 5 ? 7 : 3; /* SIB, with a disp32 when its base is 5 */
+	return 2;
+}
+
+/*
+ * Whether the code before ra ends with a call: an indirect one (ff /2 of 2 to 7 bytes, the
+ * length checked from ModRM), or with direct too, e8 rel32.
+ */
+static __always_inline bool uw_after_call(__u64 ra, bool direct)
+{
+	__u8 b[8];
+
+	if (bpf_probe_read_user(b, sizeof(b), (void *)(ra - 8)))
+		return false;
+	if (direct && b[3] == 0xe8)
+		return true;
+	/* b[8 - k] is the ff of a k-byte call: its ModRM byte and the one after it follow. */
+	if (b[6] == 0xff && uw_call_rm_len(b[7], 0) == 2)
+		return true;
+	if (b[5] == 0xff && uw_call_rm_len(b[6], b[7]) == 3)
+		return true;
+	if (b[4] == 0xff && uw_call_rm_len(b[5], b[6]) == 4)
+		return true;
+	if (b[2] == 0xff && uw_call_rm_len(b[3], b[4]) == 6)
+		return true;
+	return b[1] == 0xff && uw_call_rm_len(b[2], b[3]) == 7;
+}
+
+/* Whether the word at p is a return address: in a described mapping, right after a call. */
+static __always_inline bool uw_ra_at(struct uw_scan *c, __u64 p)
+{
+	__u64 w;
+
+	if (bpf_probe_read_user(&w, sizeof(w), (void *)p))
+		return false;
+	if (w <= c->lo_pc || w > c->hi_pc)
+		return false;
+	return uw_find_map(c->st, c->proc, w - 1) && uw_after_call(w, true);
+}
+
+/* Whether bp can be the frame pointer of a frame whose stack pointer is at or below lower. */
+static __always_inline bool uw_frame_above(__u64 bp, __u64 lower)
+{
+	return bp >= lower && !(bp & 7) && bp - lower <= (8u << 20);
+}
+
+/*
+ * Candidate i for the caller's rbp: rbp at the scan's start (i = 0), else the word i below the
+ * return address. Taken (stop) when the caller's rbp-based CFA it gives ends in a return address.
+ */
+static long uw_scan_bp(__u64 i, void *data)
+{
+	struct uw_scan *c = data;
+	__u64 bp = c->bp0;
+
+	if (i && bpf_probe_read_user(&bp, sizeof(bp), (void *)(c->slot - 8 * i)))
+		return 1;
+	if (!uw_frame_above(bp, c->lower) || !uw_ra_at(c, bp + 8 * c->cfa_rbp - 8))
+		return 0;
+	c->bp = bp;
+	return 1;
+}
+
+/*
+ * Whether the caller's row r at the return address in slot can be applied: its CFA (rsp-based:
+ * from the slot; rbp-based: from a saved rbp found by uw_scan_bp) must hold a return address
+ * below it. Sets c->bp to the caller's rbp (rbp-based), else leaves it at rbp's value.
+ */
+static __always_inline bool uw_scan_caller_ok(struct uw_scan *c, __u64 slot,
+					      const struct profd_unwind_row *r)
+{
+	__u64 cfa;
+
+	c->bp = c->bp0;
+	switch (r->kind) {
+	case PROFD_UW_RSP:
+		cfa = slot + 8 + 8 * (__u64)r->cfa;
+		return cfa > slot + 8 && uw_ra_at(c, cfa - 8);
+	case PROFD_UW_RBP:
+		if (!r->cfa)
+			return false;
+		c->slot = slot;
+		c->cfa_rbp = r->cfa;
+		c->lower = slot + 8;
+		c->bp = 0;
+		bpf_loop(UW_SCAN_SAVED + 1, uw_scan_bp, c, 0);
+		return c->bp != 0;
+	default:
+		/* A caller's row after a call is rsp- or rbp-based (DRAP: rbp-based, unchecked). */
+		return r->kind == PROFD_UW_DRAP;
+	}
+}
+
+static long uw_scan_word(__u64 i, void *data)
+{
+	struct uw_scan *c = data;
+	struct uw_state *st = c->st;
+	const struct profd_unwind_map *m;
+	const struct profd_unwind_row *r;
+	__u64 slot = c->sp + 8 * i, w, addr;
+	void *rows;
+
+	/*
+	 * One read per chunk of words, not per word: most words are data. A chunk that runs past
+	 * the end of the stack's mapping cannot be read whole: its words are read one by one.
+	 */
+	if (!(i & (UW_SCAN_CHUNK - 1)))
+		st->chunk_ok = !bpf_probe_read_user(st->words, sizeof(st->words), (void *)slot);
+	if (!st->chunk_ok &&
+	    bpf_probe_read_user(&st->words[i & (UW_SCAN_CHUNK - 1)], sizeof(w), (void *)slot))
+		return 1; /* the end of the stack's mapping */
+	w = st->words[i & (UW_SCAN_CHUNK - 1)];
+	if (w <= c->lo_pc || w > c->hi_pc)
+		return 0;
+	m = uw_find_map(st, c->proc, w - 1);
+	if (!m || m->table == PROFD_UNWIND_FP_ONLY)
+		return 0;
+	addr = w - 1 - m->bias;
+	if (addr >> 32)
+		return 0;
+	rows = bpf_map_lookup_elem(&unwind_tables, &m->table);
+	if (!rows)
+		return 0;
+	r = uw_find_row(st, rows, m->nrows, (__u32)addr);
+	if (!r || r->kind == PROFD_UW_INVALID || r->kind == PROFD_UW_GAP)
+		return 0;
+	/*
+	 * Compiled code reaches generated code through a pointer: a return address after a direct
+	 * call is a stale one (a frame of an earlier call, left where the JIT frame is now).
+	 */
+	if (!uw_after_call(w, false))
+		return 0;
+	if (!uw_scan_caller_ok(c, slot, r)) {
+		st->rejects++;
+		return 0; /* a stale return address, or one whose caller's frame cannot be found */
+	}
+	c->slot = slot;
+	c->ra = w;
+	return 1;
+}
+
+/*
+ * One step out of code without CFI (a mapping described as PROFD_UNWIND_FP_ONLY): the
+ * frame-pointer step when its frame lands in code with a table, else a stack scan.
+ */
+static __always_inline long uw_step_nocfi(struct uw_state *st, const struct profd_unwind_proc *proc)
+{
+	__u64 sp = st->sp, bp = st->bp;
+	__u32 n = proc->nr_maps;
+	struct uw_scan c = {.st = st, .proc = proc, .sp = sp, .bp0 = bp};
+	const struct profd_unwind_map *m;
+	long ret;
+
+	ret = uw_step_fp(st);
+	if (!ret) {
+		m = uw_find_map(st, proc, st->pc - 1);
+		if (m && m->table != PROFD_UNWIND_FP_ONLY)
+			return 0;
+	}
+	if (n > unwind_maps_mask + 1)
+		n = unwind_maps_mask + 1;
+	if (!n || (sp & 7))
+		return ret;
+	c.lo_pc = proc->maps[0].start;
+	c.hi_pc = proc->maps[(n - 1) & unwind_maps_mask].end;
+	bpf_loop(UW_SCAN_WORDS, uw_scan_word, &c, 0);
+	if (!c.ra)
+		return ret; /* nothing found: the frame-pointer step's result stands */
+	/*
+	 * Continue from the return address with rsp just above its slot and the caller's rbp as
+	 * uw_scan_caller_ok found it (rbp-based callers); rsp-based callers restore rbp from their
+	 * own frame if they saved it, else it stays rbp's value (a wrong one is caught by the next
+	 * steps' checks: above rsp, growing up).
+	 */
+	st->sp = c.slot + 8;
+	st->bp = c.bp;
+	st->pc = c.ra;
+	st->exact = 0;
+	st->end = 0;
+	st->scans++;
+	return 0;
+}
+
 /* Through a signal frame: every register comes back from the ucontext at sp. */
 static __always_inline long uw_step_signal(struct uw_state *st)
 {
@@ -403,7 +641,7 @@ static long uw_step_cb(__u64 i, void *data)
 	if (!m)
 		return uw_stop(st, PROFD_UNWIND_NO_MAPPING);
 	if (m->table == PROFD_UNWIND_FP_ONLY)
-		return uw_step_fp(st);
+		return uw_step_nocfi(st, c->proc);
 	addr = look - m->bias;
 	if (addr >> 32)
 		return uw_stop(st, PROFD_UNWIND_NO_ROW);
@@ -440,6 +678,8 @@ __noinline int unwind_cfi_run(struct uw_state *st, __u32 tgid)
 	st->n = 0;
 	st->end = 0;
 	st->exact = 1;
+	st->scans = 0;
+	st->rejects = 0;
 	if (st->last_map > unwind_maps_mask)
 		st->last_map = 0;
 	/* A fault's error code looks like a system call number: only a syscall insn says so. */

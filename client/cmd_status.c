@@ -399,9 +399,12 @@ static void print_unwind(FILE *out, const Profd__StatusReply *st)
 	fprintf(out,
 		"%-14sbottom %" PRIu64 ", truncated %" PRIu64 ", fp-fallback %" PRIu64
 		", no-mapping %" PRIu64 ", no-table %" PRIu64 ", no-row %" PRIu64
-		", invalid %" PRIu64 ", read-fault %" PRIu64 ", bad-frame %" PRIu64 "\n",
+		", invalid %" PRIu64 ", read-fault %" PRIu64 ", bad-frame %" PRIu64
+		"; left JIT code by a stack scan: scanned %" PRIu64 ", scan-steps %" PRIu64
+		", scan-rejects %" PRIu64 ", scan-short %" PRIu64 "\n",
 		"unwind:", u->bottom, u->truncated, u->fp_fallback, u->no_mapping, u->no_table,
-		u->no_row, u->invalid, u->read_fault, u->bad_frame);
+		u->no_row, u->invalid, u->read_fault, u->bad_frame, u->scanned, u->scan_steps,
+		u->scan_rejects, u->scan_short);
 	fprintf(out,
 		"%-14stables: %" PRIu64 " files, %s of %s, %" PRIu64 " built in %s (%" PRIu64
 		" failed, %" PRIu64 " without CFI, %" PRIu64 " too big), %" PRIu64

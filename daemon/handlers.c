@@ -229,6 +229,10 @@ static void status_unwind(struct daemon *d, const uint64_t *cnt, Profd__UnwindSt
 	SET(invalid, end[PROFD_UNWIND_INVALID]);
 	SET(read_fault, end[PROFD_UNWIND_READ_FAULT]);
 	SET(bad_frame, end[PROFD_UNWIND_BAD_FRAME]);
+	SET(scanned, cnt[PROFD_CNT_UNWIND_SCANNED]);
+	SET(scan_steps, cnt[PROFD_CNT_UNWIND_SCAN_STEPS]);
+	SET(scan_rejects, cnt[PROFD_CNT_UNWIND_SCAN_REJECTS]);
+	SET(scan_short, cnt[PROFD_CNT_UNWIND_SCAN_SHORT]);
 	SET(tables, us.tables);
 	SET(table_bytes, us.table_bytes);
 	SET(memory, us.memory);

@@ -36,12 +36,13 @@ else()
 endif()
 while(unwind_compilers)
   list(POP_FRONT unwind_compilers cc_name cc_path)
-  foreach(fx chain drap signal recurse spawn)
+  foreach(fx chain drap signal recurse spawn jit jitfp)
     set(out ${UNWIND_FIXTURE_DIR}/unwind_${fx}_${cc_name})
     add_custom_command(OUTPUT ${out}
       COMMAND ${cc_path} ${UNWIND_FIXTURE_FLAGS} -o ${out} ${UNWIND_FIXTURE_SRC}/unwind_${fx}.c
               -lpthread
       DEPENDS ${UNWIND_FIXTURE_SRC}/unwind_${fx}.c ${UNWIND_FIXTURE_SRC}/unwind_chain.h
+              ${UNWIND_FIXTURE_SRC}/unwind_jit.h
       COMMENT "Building unwind_${fx}_${cc_name} (${cc_name}, no frame pointers)" VERBATIM)
     list(APPEND unwind_fixtures ${out})
   endforeach()
@@ -151,7 +152,7 @@ set_tests_properties(e2e.pid_reuse PROPERTIES
   ENVIRONMENT "PROFD_BUILD=${CMAKE_BINARY_DIR};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/e2e;PROFD_SANITIZED=${E2E_SANITIZED}")
 # Nine interpreters, each profiled twice, and the first run fetches CPython 3.14.
 set_tests_properties(e2e.python PROPERTIES TIMEOUT 900)
-# Fifteen processes profiled for 7 s each, a daemon each.
+# Nineteen processes profiled for 7 s each, a daemon each.
 set_tests_properties(e2e.unwind PROPERTIES TIMEOUT 600)
 # Mapping changes: a process over --unwind-max-mappings is described once, not every second,
 # and whole once the bound is raised; a library loaded where another was is named as itself.

@@ -22,9 +22,16 @@
 #
 #  - drap: the chain whose c3 realigns its stack with a DRAP register (gcc: CFA = *(rbp - 24),
 #    rbp at rbp + 0): whole as the chain;
+#  - jit: the chain whose c3 calls machine code in anonymous executable memory (no perf map, no
+#    CFI; oneDNN's preamble, then rbp a general register, a 0x398-byte frame holding a stale
+#    return address): 95% of the samples are whole down to the root with the JIT frame as the
+#    leaf (left by the walk's stack scan, which status counts, passing over the stale word), and
+#    no walk that used the scan ends short;
+#  - jitfp: as jit, but c3 keeps a frame pointer (CFA = rbp + 16, so leaving c3 needs the rbp
+#    the leaf saved) and snprintf's stale frames lie in the leaf's frame: as jit;
 #  - lld: the chain linked by lld, whose executable segment starts in the page where the
 #    read-only one ends (as numpy's OpenBLAS after auditwheel): whole as the chain;
-# Usage: test_unwind.py [chain|drap|lld|signal|recurse|spawn|stripped|python]...   (default: all)
+# Usage: test_unwind.py [chain|drap|jit|jitfp|lld|signal|recurse|spawn|stripped|python]...   (default: all)
 # `test_unwind.py --self-check` runs the stack checks on handcrafted stacks (no root, no daemon):
 # each must pass on a whole stack and fail on stacks broken the ways walks break.
 # PROFD_UNWIND_COMPILERS=gcc,clang picks the fixtures' compilers.
@@ -133,6 +140,17 @@ def root_ok(frames, u):
 def chain_whole(frames):
     u = user_frames(frames)
     return root_ok(frames, u) and is_chain_prefix(u)
+
+
+# The leaf of unwind_jit: its anonymous mapping, named as JIT code or as an unknown address.
+JIT_LEAF = re.compile(r"^(\[jit\]|\[unknown\]) \(\[anon\]")
+
+
+def jit_whole(frames):
+    """Reaches the root through main;c1;c2;c3, the JIT frame last and right above c3."""
+    u = [x for x in user_frames(frames) if not JIT_LEAF.match(x)]
+    return (root_ok(frames, u) and is_chain_prefix(u, CHAIN[:4]) and len(u) > 0 and
+            u[-1] == "c3" and len(frames) > 0 and bool(JIT_LEAF.match(frames[-1])))
 
 
 def full_chain(frames):
@@ -399,6 +417,52 @@ def run_drap(cc):
     measure(label, r.folded, "whole stacks", chain_whole, lambda fr: True, WHOLE)
 
 
+def run_jit(cc):
+    label = f"jit {cc}"
+    counts = []
+
+    def after(d, run):
+        t = check_status(label, d)
+        counts.append(t or {})
+
+    r = profile(label, [fixture_path("jit", cc)], after=after)
+    measure(label, r.folded, "whole stacks, the JIT frame the leaf", jit_whole,
+            lambda fr: True, WHOLE)
+    check_scan(label, counts[-1] if counts else {})
+
+
+def check_scan(label, t):
+    """The scan's counters of a JIT fixture's run: walks left the leaf by the scan, passed over
+    the stale return address in the leaf's frame (its caller's frame does not fit) and none of
+    them ended short: the leaf's prologue and epilogue, where rbp is still (or again) c3's,
+    are left by the frame-pointer step, not by the scan."""
+    expect(t.get("scanned", 0) > 0,
+           f"{label}: status counts walks that left JIT code by a scan ({t.get('scanned')})")
+    expect(t.get("scan_rejects", 0) > 0,
+           f"{label}: the scan passed over the stale return address ({t.get('scan_rejects')})")
+    expect(t.get("scan_short", 0) == 0,
+           f"{label}: walks that used the scan reach the bottom (scan-short "
+           f"{t.get('scan_short')} of {t.get('scanned')})")
+
+
+def run_jitfp(cc):
+    # c3's rbp-based CFA needs c3's rbp, which the leaf saved below c3's return address and
+    # replaced by a constant: a scan that keeps rbp, or takes the wrong saved word, leaves the
+    # leaf into c3 and then ends the walk (bad-frame) in c3. snprintf's stale frames (return
+    # addresses after direct calls) lie in the leaf's frame too.
+    label = f"jitfp {cc}"
+    counts = []
+
+    def after(d, run):
+        t = check_status(label, d)
+        counts.append(t or {})
+
+    r = profile(label, [fixture_path("jitfp", cc)], after=after)
+    measure(label, r.folded, "whole stacks, the JIT frame the leaf", jit_whole,
+            lambda fr: True, WHOLE)
+    check_scan(label, counts[-1] if counts else {})
+
+
 def run_lld(cc):
     # lld packs the segments: the executable one starts in the read-only one's last page, at an
     # address a page further. A wrong bias for that mapping breaks every walk through it.
@@ -649,10 +713,11 @@ def main():
     if sys.argv[1:] == ["--self-check"]:
         sys.exit(self_check())
     require_root()
-    groups = sys.argv[1:] or ["chain", "drap", "lld", "signal", "recurse", "spawn", "stripped",
-                              "python"]
-    known = {"chain": run_chain, "drap": run_drap, "lld": run_lld, "signal": run_signal,
-             "recurse": run_recurse,
+    groups = sys.argv[1:] or ["chain", "drap", "jit", "jitfp", "lld", "signal", "recurse",
+                              "spawn", "stripped", "python"]
+    known = {"chain": run_chain, "drap": run_drap, "jit": run_jit, "jitfp": run_jitfp,
+             "lld": run_lld,
+             "signal": run_signal, "recurse": run_recurse,
              "spawn": run_spawn, "stripped": run_stripped, "python": None}
     bad = [g for g in groups if g not in known]
     if bad:
