@@ -25,66 +25,23 @@ import grp
 import os
 import pwd
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 
+# The wire's framing and protobuf field helpers are the e2e tests' (one copy of each).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
+from profd_e2e import field_bytes as fb, field_varint as fv, frame, read_frame, req_hello  # noqa: E402
+
 MiB = 2**20
 READY = 1
 TABLE_MAX = 65536  # the daemon's string table per connection (gpu_batch.c MAX_STRINGS)
 
 
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def fv(num, value):
-    return varint(num << 3) + varint(value)
-
-
-def fb(num, data):
-    return varint(num << 3 | 2) + varint(len(data)) + data
-
-
-def frame(body):
-    return struct.pack(">I", len(body)) + body
-
-
-def req_hello():
-    return frame(fb(1, fv(1, 1)))
-
-
 def req_attach(library_path):
     return frame(fb(4, fv(1, READY) + fb(5, library_path.encode())))
-
-
-def read_exact(s, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            return None
-        buf += chunk
-    return buf
-
-
-def read_frame(s):
-    hdr = read_exact(s, 4)
-    if hdr is None:
-        return None
-    (n,) = struct.unpack(">I", hdr)
-    return read_exact(s, n)
 
 
 class Batches:

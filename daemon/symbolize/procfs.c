@@ -433,31 +433,53 @@ int procfs_read_nspid(const char *proc_root, uint32_t pid, uint32_t *nspid)
 	return err;
 }
 
-/* The state letter and parent of PROC_ROOT/PID/stat (either may be NULL). */
-static int read_stat_head(const char *proc_root, uint32_t pid, char *state, uint32_t *ppid)
+/*
+ * PROC_ROOT/PID/stat read whole (*buf, freed by the caller) and *fields pointing just past
+ * "PID (COMM) ", at field 3 (STATE): COMM may hold spaces and parentheses, so fields are counted
+ * from the last ')' (proc_pid_stat(5)). -ESRCH for a process gone.
+ */
+static int read_stat(const char *proc_root, uint32_t pid, char **buf, char **fields)
 {
-	char path[PATH_MAX], *buf = NULL, *p;
+	char path[PATH_MAX], *p;
 	size_t len;
 	int err;
 
+	*buf = NULL;
 	if ((size_t)snprintf(path, sizeof(path), "%s/%u/stat", proc_root, pid) >= sizeof(path))
 		return -ENAMETOOLONG;
-	err = procfs_read_file(path, STATUS_FILE_MAX, &buf, &len);
+	err = procfs_read_file(path, STATUS_FILE_MAX, buf, &len);
 	if (err == -ENOENT)
 		err = -ESRCH;
 	if (err)
 		return err;
-	/* "PID (COMM) STATE PPID ...": COMM may hold spaces and parentheses. */
-	p = strrchr(buf, ')');
+	p = strrchr(*buf, ')');
+	if (!p || p[1] != ' ' || !p[2]) {
+		free(*buf);
+		*buf = NULL;
+		return -EINVAL;
+	}
+	*fields = p + 2;
+	return 0;
+}
+
+/* The state letter and parent of PROC_ROOT/PID/stat (either may be NULL). */
+static int read_stat_head(const char *proc_root, uint32_t pid, char *state, uint32_t *ppid)
+{
+	char *buf, *f;
+	int err = read_stat(proc_root, pid, &buf, &f);
+
+	if (err)
+		return err;
+	/* "STATE PPID ..." */
 	err = -EINVAL;
-	if (p && p[1] == ' ' && p[2] && p[3] == ' ') {
-		char *end = strchr(p + 4, ' ');
+	if (f[1] == ' ') {
+		char *end = strchr(f + 2, ' ');
 
 		if (end) {
 			*end = '\0';
-			err = ppid ? parse_u32(p + 4, 0, UINT32_MAX, ppid) : 0;
+			err = ppid ? parse_u32(f + 2, 0, UINT32_MAX, ppid) : 0;
 			if (!err && state)
-				*state = p[2];
+				*state = f[0];
 		}
 	}
 	free(buf);
@@ -476,33 +498,15 @@ int procfs_read_state(const char *proc_root, uint32_t pid, char *state)
 
 int procfs_read_start(const char *proc_root, uint32_t pid, uint64_t *start)
 {
-	char path[PATH_MAX], *buf = NULL, *p, *tok = NULL;
-	size_t len;
-	int err;
+	char *buf, *f, *tok, *save = NULL;
+	int field = 3, err = read_stat(proc_root, pid, &buf, &f);
 
-	if ((size_t)snprintf(path, sizeof(path), "%s/%u/stat", proc_root, pid) >= sizeof(path))
-		return -ENAMETOOLONG;
-	err = procfs_read_file(path, STATUS_FILE_MAX, &buf, &len);
-	if (err == -ENOENT)
-		err = -ESRCH;
 	if (err)
 		return err;
-	/*
-	 * "PID (COMM) STATE ...": COMM may hold spaces and parentheses, so fields are counted
-	 * from the last ')'. STATE is field 3, starttime field 22 (proc_pid_stat(5)).
-	 */
-	p = strrchr(buf, ')');
-	err = -EINVAL;
-	if (p && p[1] == ' ') {
-		char *save = NULL;
-		int field = 3;
-
-		for (tok = strtok_r(p + 2, " \n", &save); tok && field < 22;
-		     tok = strtok_r(NULL, " \n", &save))
-			field++;
-		if (tok)
-			err = parse_u64(tok, 0, UINT64_MAX, start);
-	}
+	/* STATE is field 3, starttime field 22. */
+	for (tok = strtok_r(f, " \n", &save); tok && field < 22; tok = strtok_r(NULL, " \n", &save))
+		field++;
+	err = tok ? parse_u64(tok, 0, UINT64_MAX, start) : -EINVAL;
 	free(buf);
 	return err;
 }
