@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The aggregation store's private half, shared only by its own files:
- *   store.c   buckets, adding, eviction, queries, life cycle
+ *   store.c   buckets, adding, eviction, life cycle
+ *   query.c   queries: a time range summed per (process life, thread, stack)
  *   intern.c  interned strings, frames and stacks, their reference counts, compaction
  *             (struct intern, intern.h: its own data, charged to the store's byte counter)
  *   gc.c      compaction as plan, keep, commit, run from the daemon's tick
  *   meta.c    process and thread metadata
+ *   fair.c    each uid's share of the entries, which steers eviction
  *   store_mem.h  the charged allocator and id tables
  *
  * Values: an array of buckets in time order, each an array of (column, pid, life, tid, stack,
@@ -165,6 +167,8 @@ void store_enforce_cap(struct store *s);
 /* Rename every entry's stack through smap (old id -> new id, all of them kept) and rehash the
  * open buckets. */
 void store_buckets_remap(struct store *s, const uint32_t *smap);
+/* Index of the first bucket with idx >= want (nb when none). */
+uint32_t store_bucket_lower(const struct store *s, uint64_t want);
 
 /* --- fair.c --------------------------------------------------------------------------- */
 
