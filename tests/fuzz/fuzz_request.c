@@ -71,6 +71,11 @@ void unwinder__stats(struct unwinder *u, struct unwinder_stats *out)
 	memset(out, 0, sizeof(*out));
 }
 
+void unwinder__memory(struct unwinder *u, struct mem_usage *tables, struct mem_usage *procs)
+{
+	*tables = *procs = (struct mem_usage){0};
+}
+
 int sampler__counters(const struct sampler *s, uint64_t out[PROFD_CNT__MAX])
 {
 	for (int i = 0; i < PROFD_CNT__MAX; i++)
