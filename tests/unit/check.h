@@ -16,7 +16,9 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdarg.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -96,6 +98,30 @@ static int check_count;
 		}                                                                                  \
 		rc_;                                                                               \
 	})
+
+/*
+ * A file of a fake /proc: ROOT/PID (made if missing) and ROOT/PID/NAME written with the
+ * formatted text, for the tests of code that reads a proc_root.
+ */
+static inline __attribute__((format(printf, 4, 5))) void
+check_fake_proc_file(const char *root, uint32_t pid, const char *name, const char *fmt, ...)
+{
+	char path[512];
+	va_list ap;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%u", root, pid);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/%u/%s", root, pid, name);
+	f = fopen(path, "w");
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	va_start(ap, fmt);
+	vfprintf(f, fmt, ap);
+	va_end(ap);
+	fclose(f);
+}
 
 /*
  * Runs fn in a child process of its own, for tests of code that keeps global state (the CUPTI

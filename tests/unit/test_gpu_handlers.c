@@ -105,21 +105,10 @@ static char proc_root[64];
 
 static void fake_proc(uint32_t pid, uint32_t uid)
 {
-	char path[128];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%u", proc_root, pid);
-	mkdir(path, 0755);
-	snprintf(path, sizeof(path), "%s/%u/status", proc_root, pid);
-	f = fopen(path, "w");
-	CHECK(f != NULL);
-	if (!f)
-		return;
-	fprintf(f,
-		"Name:\ttrain\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t%u\n"
-		"Pid:\t%u\nPPid:\t1\nUid:\t%u\t%u\t%u\t%u\nGid:\t0\t0\t0\t0\n",
-		pid, pid, uid, uid, uid, uid);
-	fclose(f);
+	check_fake_proc_file(proc_root, pid, "status",
+			     "Name:\ttrain\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t%u\n"
+			     "Pid:\t%u\nPPid:\t1\nUid:\t%u\t%u\t%u\t%u\nGid:\t0\t0\t0\t0\n",
+			     pid, pid, uid, uid, uid, uid);
 }
 
 static void fake_proc_rm(void)

@@ -770,19 +770,10 @@ out:
 /* PROC/PID/stat of a fake process that started at start (clock ticks). */
 static void fake_stat(const char *root, uint32_t pid, uint64_t start)
 {
-	char path[512];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%u", root, pid);
-	mkdir(path, 0755);
-	snprintf(path, sizeof(path), "%s/%u/stat", root, pid);
-	f = fopen(path, "w");
-	CHECK(f != NULL);
-	if (!f)
-		return;
-	fprintf(f, "%u (job) S 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 %" PRIu64 " 1000 200\n",
-		pid, start);
-	fclose(f);
+	check_fake_proc_file(root, pid, "stat",
+			     "%u (job) S 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 %" PRIu64
+			     " 1000 200\n",
+			     pid, start);
 }
 
 static void task_rec(struct ingest *in, uint16_t type, uint32_t pid, uint32_t uid, const char *comm)

@@ -19,17 +19,8 @@
 /* PROC/PID/stat with the given parent; comm holds ") (" as a hostile name would. */
 static void fake_proc(const char *root, uint32_t pid, uint32_t ppid)
 {
-	char path[300];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%u", root, pid);
-	mkdir(path, 0755);
-	snprintf(path, sizeof(path), "%s/%u/stat", root, pid);
-	f = fopen(path, "w");
-	if (!f)
-		return;
-	fprintf(f, "%u (a) S 9 (b) R %u 1 1 0 -1 4194560 0 0\n", pid, ppid);
-	fclose(f);
+	check_fake_proc_file(root, pid, "stat", "%u (a) S 9 (b) R %u 1 1 0 -1 4194560 0 0\n", pid,
+			     ppid);
 }
 
 static bool listed(const uint32_t *v, size_t n, uint32_t x)
